@@ -1,0 +1,95 @@
+"""Builds the run's callbacks from the config, in the order their figures flow.
+
+Each callback is constructed from plain values (never the config): this module is
+the one place that turns flags and resume state into those values. Order matters
+only for `logs`: a callback reads what earlier ones published (MFU reads
+images_per_sec; the targets read cost_usd and billed_hours), and the metrics sink
+comes last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from callbacks.accuracy import TopOneTargets
+from callbacks.checkpoint import Checkpoint
+from callbacks.cost import CloudCost
+from callbacks.learning_rate import LearningRateLogger
+from callbacks.metrics_logger import MetricsLogger
+from callbacks.mfu import ModelFlopsUtilization
+from callbacks.nan_guard import NanGuard
+from callbacks.profiler import Profiler
+from callbacks.throughput import Throughput
+
+
+@dataclasses.dataclass
+class RunCallbacks:
+    """The callbacks of one run, by role, and the list to give `fit`."""
+
+    callbacks: list
+    throughput: Throughput
+    cost: CloudCost | None
+    mfu: ModelFlopsUtilization
+    targets: TopOneTargets
+    nan_guard: NanGuard
+    logger: MetricsLogger | None = None
+    checkpoint: Checkpoint | None = None
+    profiler: Profiler | None = None
+
+
+def hparams_of(config, topology, billing) -> dict:
+    """The settings shown in TensorBoard's HParams dashboard."""
+    price = billing.price_per_hour_usd
+    return {
+        "accelerator": config.accelerator, "backend": config.backend,
+        "device_kind": topology.device_kind, "num_replicas": topology.num_replicas,
+        "model": config.model, "dataset": config.dataset,
+        "global_batch_size": config.global_batch_size, "precision": config.policy,
+        "steps_per_execution": config.steps_per_execution,
+        "machine": billing.machine or "unknown",
+        "price_per_hour_usd": -1.0 if price is None else price,
+    }
+
+
+def make_callbacks(config, topology, logdir: str, *, billing, started_at: float,
+                   billed_seconds_before: float, steps_per_epoch: int,
+                   validation_images: int, train_flops_per_image: float, state) -> RunCallbacks:
+    """The callbacks for `fit`; process 0 alone gets those that write files.
+
+    Args:
+        billed_seconds_before: seconds billed by earlier attempts (the ledger's).
+        state: checkpointing.State where this attempt starts (zeros for a new run).
+    """
+    throughput = Throughput(config.global_batch_size, topology.num_replicas,
+                            warmup_steps=config.throughput_warmup_steps,
+                            validation_images=validation_images)
+    cost = None
+    if billing.price_per_hour_usd is not None:
+        cost = CloudCost(billing.price_per_hour_usd, start_time=started_at,
+                         billed_seconds_before=billed_seconds_before,
+                         images_before=state.images_seen,
+                         global_batch_size=config.global_batch_size,
+                         total_epochs=config.epochs)
+    mfu = ModelFlopsUtilization(train_flops_per_image, topology.num_replicas,
+                                billing.peak_tflops_per_device)
+    targets = TopOneTargets(config.target_top1, history=state.top1_history)
+    nan_guard = NanGuard(steps_per_epoch, resume_step=state.global_step)
+    parts = RunCallbacks([], throughput, cost, mfu, targets, nan_guard)
+    if topology.is_chief:
+        parts.logger = MetricsLogger(
+            logdir, config.log_every_steps,
+            hparams=None if state.global_step else hparams_of(config, topology, billing))
+        parts.checkpoint = Checkpoint(
+            logdir, steps_per_epoch=steps_per_epoch, every_steps=config.checkpoint_every_steps,
+            started_at=started_at, billed_seconds_before=billed_seconds_before,
+            images_before=state.images_seen, global_batch_size=config.global_batch_size,
+            extra_state=lambda: {"top1_history": targets.history},
+            resume_step=state.global_step)
+        if config.profile_range:
+            parts.profiler = Profiler(logdir, *config.profile_range, backend=config.backend)
+    # Producers of figures first, then their readers; the guard before the checkpoint
+    # (a diverged step must stop training before anything is saved); the sink last.
+    ordered = [LearningRateLogger(), throughput, cost, mfu, targets, nan_guard,
+               parts.checkpoint, parts.profiler, parts.logger]
+    parts.callbacks = [c for c in ordered if c is not None]
+    return parts

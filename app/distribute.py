@@ -1,0 +1,266 @@
+"""The one place that chooses the Keras backend and how training is distributed.
+
+Two steps, in this order:
+
+1. `prepare_backend(config)` sets environment variables that must exist before
+   Keras (and with it TensorFlow or JAX) is first imported.
+2. `make_topology(config)` finds the devices, checks them against the flags, and
+   returns a `Topology`: a TensorFlow `tf.distribute` strategy (default,
+   MirroredStrategy or TPUStrategy), or a `keras.distribution.DataParallel` on JAX,
+   plus the facts the summary records (processes, devices, device kind).
+
+Nothing else in the app knows these APIs. Every failure is a `TopologyError` with a
+one-line message naming what was asked for and what exists; there is never a
+silent fallback to another device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+import threading
+
+
+class TopologyError(RuntimeError):
+    """The devices or hosts asked for are not there; the message is one line."""
+
+
+@dataclasses.dataclass
+class Topology:
+    """Where the run executes; built once by `make_topology`."""
+
+    backend: str
+    accelerator: str
+    num_processes: int
+    process_index: int
+    devices_per_process: int
+    device_kind: str
+    strategy: object = None  # tf.distribute.Strategy (TensorFlow backend)
+    distribution: object = None  # keras.distribution.Distribution (JAX backend)
+
+    @property
+    def num_replicas(self) -> int:
+        return self.num_processes * self.devices_per_process
+
+    @property
+    def is_chief(self) -> bool:
+        """Process 0 alone writes logs, summaries, checkpoints and traces."""
+        return self.process_index == 0
+
+    def scope(self):
+        """Context in which the model and optimizer must be built."""
+        if self.strategy is not None:
+            return self.strategy.scope()
+        return contextlib.nullcontext()
+
+    def describe(self) -> dict:
+        return {
+            "backend": self.backend,
+            "accelerator": self.accelerator,
+            "num_processes": self.num_processes,
+            "devices_per_process": self.devices_per_process,
+            "num_replicas": self.num_replicas,
+            "device_kind": self.device_kind,
+            "strategy": type(self.strategy).__name__ if self.strategy is not None
+            else (type(self.distribution).__name__ if self.distribution is not None
+                  else "single device"),
+        }
+
+
+def prepare_backend(config) -> None:
+    """Sets what must be set before Keras is imported. Idempotent.
+
+    Raises:
+        TopologyError: if Keras was already imported with another backend.
+    """
+    keras_module = sys.modules.get("keras")
+    if keras_module is not None and keras_module.backend.backend() != config.backend:
+        raise TopologyError(
+            f"--backend={config.backend} but Keras was already imported with the "
+            f"{keras_module.backend.backend()} backend in this process")
+    os.environ["KERAS_BACKEND"] = config.backend
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF's C++ banner quiet
+    if config.backend == "jax" and config.accelerator == "cpu" and config.num_devices > 1:
+        # JAX makes N host devices only when told before it starts.
+        if "jax" not in sys.modules:
+            flags = os.environ.get("XLA_FLAGS", "")
+            flag = f"--xla_force_host_platform_device_count={config.num_devices}"
+            if "xla_force_host_platform_device_count" not in flags:
+                os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
+    if config.backend == "jax" and config.accelerator == "gpu":
+        # Let XLA overlap collectives with compute in data-parallel steps.
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_gpu_enable_latency_hiding_scheduler" not in flags:
+            os.environ["XLA_FLAGS"] = (
+                f"{flags} --xla_gpu_enable_latency_hiding_scheduler=true").strip()
+
+
+def make_topology(config) -> Topology:
+    """Finds and checks the devices; returns the Topology to train on.
+
+    Raises:
+        TopologyError: for missing devices, unreachable TPUs or coordinators, or a
+            global batch that the replicas cannot share evenly.
+    """
+    if config.backend == "tensorflow":
+        topology = _tensorflow_topology(config)
+    else:
+        topology = _jax_topology(config)
+    if config.global_batch_size % topology.num_replicas:
+        raise TopologyError(
+            f"--global_batch_size={config.global_batch_size} is not divisible by the "
+            f"{topology.num_replicas} replicas found; use a multiple of {topology.num_replicas}")
+    return topology
+
+
+def _wanted(config, available: int, what: str) -> int:
+    """Devices per process to use: --num_devices, or all that are visible."""
+    if available == 0:
+        raise TopologyError(f"--accelerator={config.accelerator} but no {what} is visible "
+                            "to this process")
+    wanted = config.num_devices or available
+    if wanted > available:
+        raise TopologyError(f"--num_devices={config.num_devices} but only {available} "
+                            f"{what}(s) are visible")
+    return wanted
+
+
+# --------------------------------------------------------------------- TensorFlow
+def _tensorflow_topology(config) -> Topology:
+    import tensorflow as tf
+
+    kind = "cpu"
+    if config.accelerator == "tpu":
+        strategy, replicas, kind = _tpu_strategy(config, tf)
+    elif config.accelerator == "gpu":
+        gpus = tf.config.list_physical_devices("GPU")
+        replicas = _wanted(config, len(gpus), "GPU")
+        details = tf.config.experimental.get_device_details(gpus[0])
+        kind = details.get("device_name", "GPU")
+        if replicas > 1:
+            strategy = tf.distribute.MirroredStrategy(
+                devices=[f"/gpu:{i}" for i in range(replicas)])
+        else:
+            strategy = tf.distribute.OneDeviceStrategy("/gpu:0")
+    else:
+        replicas = config.num_devices or 1
+        _ensure_logical_cpus(tf, replicas)
+        if replicas > 1:
+            # Reduce on the host: NCCL, the GPU default, has no CPU kernels.
+            strategy = tf.distribute.MirroredStrategy(
+                devices=[f"/cpu:{i}" for i in range(replicas)],
+                cross_device_ops=tf.distribute.ReductionToOneDevice())
+        else:
+            strategy = tf.distribute.get_strategy()
+    if replicas > 1 and config.steps_per_execution > 1 and config.accelerator != "tpu":
+        # Keras 3.15 + TF 2.21: fit under MirroredStrategy with steps_per_execution
+        # > 1 fails inside multi_step_on_iterator (see shared/stack-notes.md).
+        raise TopologyError(
+            f"--steps_per_execution={config.steps_per_execution} with {replicas} "
+            "replicas under MirroredStrategy fails inside Keras 3.15's fit; use "
+            "--steps_per_execution=1 or --backend=jax")
+    return Topology("tensorflow", config.accelerator, 1, 0, replicas, kind, strategy=strategy)
+
+
+def _ensure_logical_cpus(tf, count: int) -> None:
+    """Splits the host CPU into `count` logical devices (once, before TF starts)."""
+    cpus = tf.config.list_physical_devices("CPU")
+    existing = tf.config.get_logical_device_configuration(cpus[0]) or [None]
+    if len(existing) >= count:
+        return
+    try:
+        tf.config.set_logical_device_configuration(
+            cpus[0], [tf.config.LogicalDeviceConfiguration()] * count)
+    except RuntimeError:
+        raise TopologyError(
+            f"--num_devices={count}: TensorFlow already started in this process with "
+            f"{len(existing)} CPU device(s); start a new process") from None
+
+
+def _tpu_strategy(config, tf):
+    """Connects to the TPU named by --tpu and returns (strategy, replicas, kind)."""
+    name = "" if config.tpu == "local" else config.tpu
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name or "local")
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, RuntimeError, tf.errors.OpError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise TopologyError(f"--accelerator=tpu --tpu={config.tpu}: no TPU reachable ({first})")
+    strategy = tf.distribute.TPUStrategy(resolver)
+    available = strategy.num_replicas_in_sync
+    if config.num_devices and config.num_devices != available:
+        raise TopologyError(f"--num_devices={config.num_devices} but the TPU has "
+                            f"{available} cores; TPUStrategy uses them all")
+    kind = "TPU " + os.environ.get("TPU_ACCELERATOR_TYPE", "unknown").split("-")[0]
+    return strategy, available, kind
+
+
+# ---------------------------------------------------------------------------- JAX
+def _jax_topology(config) -> Topology:
+    import jax
+
+    if config.num_processes > 1:
+        _initialize_multi_host(config)
+    platform = config.accelerator
+    try:
+        local = [d for d in jax.local_devices() if d.platform == platform]
+    except RuntimeError:
+        local = []
+    what = {"cpu": "CPU device", "gpu": "GPU", "tpu": "TPU device"}[platform]
+    per_process = _wanted(config, len(local), what)
+    import keras
+
+    distribution = None
+    num_processes = jax.process_count()
+    if per_process * num_processes > 1:
+        # Every process lists the same global devices, ordered by process.
+        devices = [d for d in jax.devices() if d.platform == platform]
+        chosen = [d for p in range(num_processes)
+                  for d in [x for x in devices if x.process_index == p][:per_process]]
+        # Each process feeds its own shard; we shard the input ourselves.
+        distribution = keras.distribution.DataParallel(
+            devices=chosen, auto_shard_dataset=False)
+        keras.distribution.set_distribution(distribution)
+    kind = local[0].device_kind if platform != "cpu" else "cpu"
+    return Topology("jax", config.accelerator, num_processes, jax.process_index(),
+                    per_process, kind, distribution=distribution)
+
+
+def _initialize_multi_host(config) -> None:
+    """Starts JAX's distributed runtime through keras.distribution.initialize.
+
+    The wait for the other processes is bounded by --coordinator_timeout_seconds:
+    a watchdog ends the process with one line if they never come.
+    """
+    import jax
+    import keras
+
+    if config.accelerator == "cpu":
+        # CPU collectives across processes need an implementation; gloo ships with jaxlib.
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    done = threading.Event()
+
+    def watchdog():
+        if not done.wait(config.coordinator_timeout_seconds):
+            sys.stderr.write(
+                f"error: process {config.process_id} of {config.num_processes} could not "
+                f"reach the coordinator at {config.coordinator_address} within "
+                f"{config.coordinator_timeout_seconds}s (--coordinator_timeout_seconds)\n")
+            sys.stderr.flush()
+            os._exit(3)
+
+    threading.Thread(target=watchdog, daemon=True).start()
+    try:
+        keras.distribution.initialize(
+            job_addresses=config.coordinator_address,
+            num_processes=config.num_processes,
+            process_id=config.process_id)
+    except Exception as error:  # jax raises XlaRuntimeError and others here
+        raise TopologyError(
+            f"multi-host start failed at {config.coordinator_address} as process "
+            f"{config.process_id}/{config.num_processes}: {str(error).splitlines()[0]}")
+    finally:
+        done.set()

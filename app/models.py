@@ -1,0 +1,136 @@
+"""The model factory: ResNet v1.5 (18, 34, 50) and a small ResNet for small images.
+
+ResNet-50 here is v1.5, the benchmark model of MLPerf, NVIDIA and torchvision: the
+stride-2 of a downsampling bottleneck sits in its 3x3 convolution, not in the first
+1x1 as in `keras.applications.ResNet50` (v1). Its 25,557,032 trainable parameters
+equal torchvision's `resnet50`.
+
+The models output float32 logits (the softmax lives in the loss), use channels-last
+layout, He-normal (fan-out) initialization, and BatchNorm with momentum 0.9: with
+Keras's default of 0.99 the moving statistics lag badly on small datasets, whose
+epochs are a few dozen steps. The last BatchNorm of every residual branch starts at
+zero (gamma = 0), so each block starts as the identity; this speeds up early
+training, as in Goyal et al. 2017.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import layers
+
+BN_MOMENTUM = 0.9
+BN_EPSILON = 1e-5
+# torchvision's kaiming_normal_(mode="fan_out", nonlinearity="relu").
+CONV_INIT = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
+
+# name -> (block kind, blocks per stage, width of the first stage)
+_RESNETS = {
+    "resnet18": ("basic", (2, 2, 2, 2), 64),
+    "resnet34": ("basic", (3, 4, 6, 3), 64),
+    "resnet50": ("bottleneck", (3, 4, 6, 3), 64),
+}
+SMALL_RESNET_WIDTHS = (32, 64, 128)
+
+
+def _conv(x, filters, kernel, stride, name):
+    return layers.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False,
+                         kernel_initializer=CONV_INIT, name=name)(x)
+
+
+def _bn(x, name, zero_init=False):
+    return layers.BatchNormalization(
+        momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name=name,
+        gamma_initializer="zeros" if zero_init else "ones")(x)
+
+
+def _shortcut(x, filters, stride, name):
+    if stride == 1 and x.shape[-1] == filters:
+        return x
+    x = _conv(x, filters, 1, stride, name + "_proj_conv")
+    return _bn(x, name + "_proj_bn")
+
+
+def _basic_block(x, width, stride, name):
+    shortcut = _shortcut(x, width, stride, name)
+    y = _conv(x, width, 3, stride, name + "_conv1")
+    y = layers.ReLU(name=name + "_relu1")(_bn(y, name + "_bn1"))
+    y = _bn(_conv(y, width, 3, 1, name + "_conv2"), name + "_bn2", zero_init=True)
+    return layers.ReLU(name=name + "_out")(layers.Add(name=name + "_add")([shortcut, y]))
+
+
+def _bottleneck_block(x, width, stride, name):
+    shortcut = _shortcut(x, width * 4, stride, name)
+    y = _conv(x, width, 1, 1, name + "_conv1")
+    y = layers.ReLU(name=name + "_relu1")(_bn(y, name + "_bn1"))
+    y = _conv(y, width, 3, stride, name + "_conv2")  # v1.5: the stride is here
+    y = layers.ReLU(name=name + "_relu2")(_bn(y, name + "_bn2"))
+    y = _bn(_conv(y, width * 4, 1, 1, name + "_conv3"), name + "_bn3", zero_init=True)
+    return layers.ReLU(name=name + "_out")(layers.Add(name=name + "_add")([shortcut, y]))
+
+
+def _head(x, num_classes):
+    x = layers.GlobalAveragePooling2D(name="avg_pool")(x)
+    # float32 logits even under a mixed policy: the loss needs the range.
+    return layers.Dense(num_classes, dtype="float32", name="logits")(x)
+
+
+def make_resnet(depth_name: str, num_classes: int, image_size: int) -> keras.Model:
+    """ImageNet-style ResNet v1.5: 7x7/2 stem, 3x3/2 max-pool, four stages."""
+    kind, blocks, width = _RESNETS[depth_name]
+    block = _bottleneck_block if kind == "bottleneck" else _basic_block
+    inputs = keras.Input((image_size, image_size, 3), name="images")
+    x = _conv(inputs, width, 7, 2, "stem_conv")
+    x = layers.ReLU(name="stem_relu")(_bn(x, "stem_bn"))
+    x = layers.MaxPooling2D(3, strides=2, padding="same", name="stem_pool")(x)
+    for stage, count in enumerate(blocks):
+        for index in range(count):
+            stride = 2 if stage > 0 and index == 0 else 1
+            x = block(x, width * 2**stage, stride, f"stage{stage + 1}_block{index + 1}")
+    return keras.Model(inputs, _head(x, num_classes), name=depth_name)
+
+
+def make_small_resnet(num_classes: int, image_size: int) -> keras.Model:
+    """A ResNet for small images (CIFAR-style): 3x3 stem, three stages of one basic
+    block each (widths 32, 64, 128), no max-pool. About 0.7M parameters."""
+    inputs = keras.Input((image_size, image_size, 3), name="images")
+    x = _conv(inputs, SMALL_RESNET_WIDTHS[0], 3, 1, "stem_conv")
+    x = layers.ReLU(name="stem_relu")(_bn(x, "stem_bn"))
+    for stage, width in enumerate(SMALL_RESNET_WIDTHS):
+        x = _basic_block(x, width, 1 if stage == 0 else 2, f"stage{stage + 1}_block1")
+    return keras.Model(inputs, _head(x, num_classes), name="small_resnet")
+
+
+def make_model(name: str, num_classes: int, image_size: int) -> keras.Model:
+    """Builds the model called `name` (see flags.config.MODELS).
+
+    Call inside the distribution scope, after the dtype policy is set.
+    """
+    if name == "small_resnet":
+        return make_small_resnet(num_classes, image_size)
+    if name in _RESNETS:
+        return make_resnet(name, num_classes, image_size)
+    raise ValueError(f"unknown model {name!r}; accepted: small_resnet, {', '.join(_RESNETS)}")
+
+
+def forward_flops_per_image(model: keras.Model) -> float:
+    """Forward-pass FLOPs of one image, counted from the model's layers.
+
+    Counts multiply-adds as 2 FLOPs in convolutions and dense layers (the work on
+    tensor cores); BatchNorm, ReLU, additions and pooling are left out, as in the
+    usual ResNet-50 count (4.09 GMAC = 8.2 GFLOP at 224x224).
+    """
+    flops = 0.0
+    for layer in model.layers:
+        if isinstance(layer, layers.Conv2D):
+            kh, kw, cin, cout = layer.kernel.shape
+            _, h, w, _ = layer.output.shape
+            flops += 2.0 * kh * kw * cin * cout * h * w / layer.groups
+        elif isinstance(layer, layers.Dense):
+            cin, cout = layer.kernel.shape
+            flops += 2.0 * cin * cout
+    return flops
+
+
+def train_flops_per_image(model: keras.Model) -> float:
+    """Training FLOPs per image: forward plus backward (about twice the forward)."""
+    return 3.0 * forward_flops_per_image(model)

@@ -1,0 +1,151 @@
+"""The price catalog (app/prices.csv) and the arithmetic of cloud cost.
+
+Prices change, so they are data: one row per billable machine, with the price
+models a cloud sells (on-demand, spot, 1-year, 3-year), the dense bf16 peak of its
+device (for MFU), where the figure came from and when. A run is billed per
+machine-hour for as many machines as its devices need.
+
+Pure Python: no framework is imported here.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import math
+import os
+import re
+
+CATALOG_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prices.csv")
+PRICE_COLUMNS = {
+    "on_demand": "on_demand_usd_per_hour",
+    "spot": "spot_usd_per_hour",
+    "one_year": "one_year_usd_per_hour",
+    "three_year": "three_year_usd_per_hour",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    """One row of the catalog."""
+
+    machine: str
+    accelerator: str
+    devices_per_machine: int
+    device_kind_pattern: str
+    provider: str
+    region: str
+    prices_usd_per_hour: dict  # pricing model -> dollars per machine-hour, or None
+    host_usd_per_hour: float
+    peak_bf16_tflops_per_device: float | None
+    source: str
+    date: str
+
+    def price_per_hour_usd(self, pricing: str) -> float | None:
+        """Dollars per machine-hour under `pricing` (host VM included), None if not sold."""
+        price = self.prices_usd_per_hour.get(pricing)
+        return None if price is None else price + self.host_usd_per_hour
+
+    def machines_for(self, total_devices: int) -> int:
+        """Machines billed for a run on `total_devices` devices."""
+        return max(1, math.ceil(total_devices / self.devices_per_machine))
+
+
+def _number(text):
+    return float(text) if text.strip() else None
+
+
+@functools.lru_cache(maxsize=4)
+def load_catalog(path: str = CATALOG_PATH) -> dict[str, Machine]:
+    """Reads the catalog CSV into {machine name: Machine}, in file order."""
+    rows = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            rows[row["machine"]] = Machine(
+                machine=row["machine"],
+                accelerator=row["accelerator"],
+                devices_per_machine=int(row["devices_per_machine"]),
+                device_kind_pattern=row["device_kind_pattern"],
+                provider=row["provider"],
+                region=row["region"],
+                prices_usd_per_hour={k: _number(row[c]) for k, c in PRICE_COLUMNS.items()},
+                host_usd_per_hour=_number(row["host_usd_per_hour"]) or 0.0,
+                peak_bf16_tflops_per_device=_number(row["peak_bf16_tflops_per_device"]),
+                source=row["source"],
+                date=row["date"],
+            )
+    return rows
+
+
+def machine_for_device(device_kind: str, catalog: dict[str, Machine] | None = None):
+    """The first catalog row whose device_kind_pattern matches `device_kind`, or None.
+
+    Args:
+        device_kind: what the framework calls the device, e.g. "NVIDIA H200",
+            "TPU v4", or "cpu".
+    """
+    catalog = catalog or load_catalog()
+    for row in catalog.values():
+        if row.device_kind_pattern and re.search(row.device_kind_pattern, device_kind):
+            return row
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Billing:
+    """What the run is charged: resolved once, reported in the summary."""
+
+    machine: str | None
+    pricing: str
+    price_per_machine_hour_usd: float | None
+    machines: int
+    peak_tflops_per_device: float | None
+    source: str
+
+    @property
+    def price_per_hour_usd(self) -> float | None:
+        """Dollars per wall-clock hour of the whole run (all machines)."""
+        if self.price_per_machine_hour_usd is None:
+            return None
+        return self.price_per_machine_hour_usd * self.machines
+
+
+def resolve_billing(machine: str, pricing: str, price_override: float | None,
+                    peak_override: float | None, device_kind: str,
+                    total_devices: int) -> Billing:
+    """Chooses the catalog row and price for a run.
+
+    Args:
+        machine: catalog row name, or "auto" for the row matching `device_kind`.
+        pricing: "on_demand", "spot", "one_year" or "three_year".
+        price_override: dollars per machine-hour that replaces the catalog's.
+        peak_override: dense bf16 TFLOP/s per device that replaces the catalog's.
+        device_kind: the detected device, for "auto".
+        total_devices: devices over all processes.
+    """
+    catalog = load_catalog()
+    row = catalog[machine] if machine != "auto" else machine_for_device(device_kind, catalog)
+    if row is None:
+        return Billing(None, pricing, price_override, 1 if price_override is not None else 0,
+                       peak_override, "--price_per_hour_usd" if price_override is not None
+                       else f"no catalog row matches device kind {device_kind!r}")
+    price = price_override if price_override is not None else row.price_per_hour_usd(pricing)
+    source = "--price_per_hour_usd" if price_override is not None else row.source
+    peak = peak_override if peak_override is not None else row.peak_bf16_tflops_per_device
+    return Billing(row.machine, pricing, price, row.machines_for(total_devices), peak, source)
+
+
+def cost_usd(billed_seconds: float, price_per_hour_usd: float) -> float:
+    """Dollars for `billed_seconds` of wall-clock time at `price_per_hour_usd`."""
+    return billed_seconds / 3600.0 * price_per_hour_usd
+
+
+def hours_for_images(images: float, images_per_sec: float) -> float:
+    """Wall-clock hours to process `images` at a steady `images_per_sec`."""
+    return images / images_per_sec / 3600.0
+
+
+def usd_per_million_images(images_per_sec: float, price_per_hour_usd: float) -> float:
+    """Dollars per million training images at a steady rate."""
+    return price_per_hour_usd / (images_per_sec * 3600.0) * 1e6

@@ -1,0 +1,100 @@
+"""The training recipe: optimizer, learning-rate schedule, loss and metrics.
+
+SGD with Nesterov-free momentum, a learning rate scaled linearly with the global
+batch (Goyal et al.: 0.1 per 256 images), a linear warm-up, then cosine decay to
+zero or the classic step schedule; label smoothing; decoupled weight decay that
+skips BatchNorm parameters and biases; top-1 (and top-5 with many classes) as
+weighted metrics, so the weight-0 padding of the last validation batch is ignored.
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+from keras import ops
+
+# Step schedule: divide by 10 at these fractions of the run (epochs 30, 60, 80 of 90).
+STEP_BOUNDARIES = (1 / 3, 2 / 3, 8 / 9)
+NO_DECAY = ("bias", "gamma", "beta")  # Keras variable names of biases and BatchNorm
+
+
+@keras.saving.register_keras_serializable("bench")
+class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up from 0 to `peak` over `warmup_steps`, then cosine or step decay."""
+
+    def __init__(self, peak: float, warmup_steps: int, total_steps: int, kind: str = "cosine"):
+        if kind not in ("cosine", "step"):
+            raise ValueError(f"kind must be cosine or step, received {kind!r}")
+        self.peak = float(peak)
+        self.warmup_steps = int(warmup_steps)
+        self.total_steps = max(int(total_steps), 1)
+        self.kind = kind
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        warm = self.peak * (step + 1.0) / max(self.warmup_steps, 1)
+        decay_steps = max(self.total_steps - self.warmup_steps, 1)
+        progress = ops.clip((step - self.warmup_steps) / decay_steps, 0.0, 1.0)
+        if self.kind == "cosine":
+            decayed = 0.5 * self.peak * (1.0 + ops.cos(math.pi * progress))
+        else:
+            drops = sum(ops.cast(progress >= b, "float32") for b in STEP_BOUNDARIES)
+            decayed = self.peak * ops.power(0.1, drops)
+        return ops.where(step < self.warmup_steps, warm, decayed)
+
+    def get_config(self):
+        return {"peak": self.peak, "warmup_steps": self.warmup_steps,
+                "total_steps": self.total_steps, "kind": self.kind}
+
+
+@keras.saving.register_keras_serializable("bench")
+class SmoothedSparseCrossentropy(keras.losses.Loss):
+    """Cross-entropy of integer labels against logits, with label smoothing.
+
+    (Keras's SparseCategoricalCrossentropy has no label smoothing.)
+    """
+
+    def __init__(self, num_classes: int, label_smoothing: float = 0.0, name="crossentropy",
+                 **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.num_classes = num_classes
+        self.label_smoothing = label_smoothing
+
+    def call(self, y_true, y_pred):
+        labels = ops.one_hot(ops.cast(ops.reshape(y_true, (-1,)), "int32"), self.num_classes)
+        return keras.losses.categorical_crossentropy(
+            labels, y_pred, from_logits=True, label_smoothing=self.label_smoothing)
+
+    def get_config(self):
+        return {**super().get_config(), "num_classes": self.num_classes,
+                "label_smoothing": self.label_smoothing}
+
+
+def make_optimizer(learning_rate: float, warmup_steps: int, total_steps: int,
+                   schedule: str, momentum: float, weight_decay: float):
+    """SGD + momentum on a warm-up schedule, with decay skipping BatchNorm and biases."""
+    optimizer = keras.optimizers.SGD(
+        learning_rate=WarmupSchedule(learning_rate, warmup_steps, total_steps, schedule),
+        momentum=momentum, weight_decay=weight_decay or None)
+    if weight_decay:
+        optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY))
+    return optimizer
+
+
+def compile_model(model, config, num_classes: int, steps_per_epoch: int):
+    """Compiles `model` with the recipe for `config` (call inside the strategy scope)."""
+    total_steps = steps_per_epoch * config.epochs
+    warmup_steps = int(round(config.warmup_epochs * steps_per_epoch))
+    metrics = [keras.metrics.SparseCategoricalAccuracy(name="top1")]
+    if num_classes >= 100:
+        metrics.append(keras.metrics.SparseTopKCategoricalAccuracy(k=5, name="top5"))
+    model.compile(
+        optimizer=make_optimizer(config.learning_rate, warmup_steps, total_steps,
+                                 config.lr_schedule, config.momentum, config.weight_decay),
+        loss=SmoothedSparseCrossentropy(num_classes, config.label_smoothing),
+        weighted_metrics=metrics,
+        steps_per_execution=config.steps_per_execution,
+        jit_compile="auto",
+    )
+    return model

@@ -1,0 +1,131 @@
+"""The run's summary: one dict (summary.json, and run()'s return value), and the
+lines printed at the end.
+
+A figure that was not measured is null, never 0: a CPU run has no MFU unless a
+peak is given, a run without a price has no cost, a target not reached has no
+epoch.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+
+from app.prices import usd_per_million_images
+
+STATUS_BY_EXCEPTION = {"Preempted": "preempted", "Diverged": "diverged",
+                       "KeyboardInterrupt": "interrupted"}
+
+
+def status_of(error: BaseException) -> str:
+    """completed / preempted / diverged / interrupted / failed, from how fit ended."""
+    return STATUS_BY_EXCEPTION.get(type(error).__name__, "failed")
+
+
+def _round(value, digits=6):
+    return None if value is None else round(float(value), digits)
+
+
+def build(*, config, topology, parts, billing, data, steps_per_epoch, started_at, status,
+          seed, train_flops_per_image, logdir, attempts, billed_seconds_before) -> dict:
+    """Assembles the summary from the config, the topology and the callbacks' figures."""
+    history = parts.targets.history
+    measured = [h for h in history if h.get("top1") is not None]
+    throughput = parts.throughput
+    images_per_sec = throughput.images_per_sec
+    price = billing.price_per_hour_usd
+    cost = parts.cost
+    billed_seconds = cost.billed_seconds() if cost else billed_seconds_before + (
+        time.time() - started_at)
+    summary = {
+        # What ran, and where.
+        **topology.describe(),
+        "model": config.model, "dataset": config.dataset, "num_classes": data.num_classes,
+        "image_size": data.image_size, "precision": config.policy,
+        "global_batch_size": config.global_batch_size,
+        "per_replica_batch_size": config.global_batch_size // topology.num_replicas,
+        "steps_per_execution": config.steps_per_execution,
+        "steps_per_epoch": steps_per_epoch, "epochs": config.epochs,
+        "train_examples": data.train_examples,
+        "validation_examples": data.validation_examples, "seed": seed,
+        "status": status, "logdir": logdir,
+        # Accuracy.
+        "epochs_completed": max([h["epoch"] for h in history], default=0),
+        "val_top1": measured[-1]["top1"] if measured else None,
+        "best_val_top1": parts.targets.best_top1,
+        "top1_by_epoch": [h["top1"] for h in history],
+        "top5_by_epoch": [h.get("top5") for h in history] if data.num_classes >= 100 else None,
+        "targets": parts.targets.targets(),
+        # Speed.
+        "images_per_sec": _round(images_per_sec, 2),
+        "images_per_sec_per_device": _round(images_per_sec / topology.num_replicas, 2)
+        if images_per_sec else None,
+        "eval_images_per_sec": _round(throughput.eval_images_per_sec, 2),
+        **{k: _round(v, 4) for k, v in _spread(throughput).items()},
+        "train_flops_per_image": train_flops_per_image,
+        "model_tflops_per_sec": _round(parts.mfu.model_tflops_per_sec, 3),
+        "mfu": _round(parts.mfu.utilization(images_per_sec) if images_per_sec else None),
+        "peak_tflops_per_device": billing.peak_tflops_per_device,
+        # Money.
+        "machine": billing.machine, "pricing": billing.pricing, "machines": billing.machines,
+        "price_per_hour_usd": price, "price_source": billing.source,
+        "billed_seconds": _round(billed_seconds, 2),
+        "cost_usd": _round(billed_seconds / 3600 * price) if price is not None else None,
+        "usd_per_million_images": _round(usd_per_million_images(images_per_sec, price))
+        if price is not None and images_per_sec else None,
+        "projected_cost_usd": _round(cost.projected_cost_usd) if cost else None,
+        # Time and provenance.
+        "wall_seconds": _round(time.time() - started_at, 2),
+        "attempts": attempts,
+        "skipped_images": data.skipped_images() if data.skipped_images else 0,
+        "versions": _versions(config.backend),
+        "command": " ".join(sys.argv),
+    }
+    return summary
+
+
+def _spread(throughput) -> dict:
+    from callbacks.throughput import _spread_ms
+    return _spread_ms(throughput.step_times_s)
+
+
+def _versions(backend: str) -> dict:
+    versions = {"python": platform.python_version()}
+    for name in ("keras", "jax" if backend == "jax" else "tensorflow"):
+        module = sys.modules.get(name)
+        versions[name] = getattr(module, "__version__", None)
+    return versions
+
+
+def _money(value):
+    return "n/a" if value is None else f"${value:,.4f}"
+
+
+def closing_lines(summary: dict) -> str:
+    """The three lines a user wants (speed, accuracy, money) and where to look next."""
+    rate = summary["images_per_sec"]
+    speed = (f"throughput: {rate:,.1f} images/sec ({summary['images_per_sec_per_device']:,.1f} "
+             f"per device x {summary['num_replicas']})" if rate else
+             "throughput: not measured (too few steps after warm-up)")
+    if summary["mfu"] is not None:
+        speed += f", MFU {summary['mfu']:.1%}"
+    best = summary["best_val_top1"]
+    accuracy = "top-1: no validation" if best is None else (
+        f"top-1: {summary['val_top1']:.4f} last, {best:.4f} best after "
+        f"{summary['epochs_completed']} epoch(s)")
+    for target in summary["targets"]:
+        accuracy += (f"; {target['top1']:.3f} reached at epoch {target['epoch']} "
+                     f"({_money(target['cost_usd'])})" if target["reached"]
+                     else f"; {target['top1']:.3f} not reached")
+    money = (f"cost: {_money(summary['cost_usd'])} for {summary['billed_seconds'] / 3600:.4f} "
+             f"billed hours at ${summary['price_per_hour_usd']}/h ({summary['machine']}, "
+             f"{summary['pricing']})" if summary["cost_usd"] is not None
+             else "cost: unknown (no price for this device: pass --machine or "
+                  "--price_per_hour_usd)")
+    logdir = summary["logdir"]
+    return "\n".join([
+        f"status: {summary['status']}", speed, accuracy, money,
+        f"view:   tensorboard --logdir {logdir}",
+        f"report: python app/report.py {logdir} --out {logdir}/report",
+    ])

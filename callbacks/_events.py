@@ -1,0 +1,125 @@
+"""TensorBoard event files without TensorFlow (a helper, not a callback).
+
+Keras's TensorBoard callback needs TensorFlow even on the JAX backend, and the GPU
+machines have none. TensorBoard's own `EventFileWriter` imports TensorFlow whenever
+it is installed (through `tensorboard.compat.tf`), which costs seconds and breaks
+the rule that a JAX run never loads TensorFlow. So the files are written here with
+protobuf and TensorBoard's record framing alone; the real server reads them.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import socket
+import struct
+import time
+
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.summary.writer.record_writer import RecordWriter
+from tensorboard.util import tensor_util
+
+_counter = 0
+
+
+def _new_event_path(logdir: str, suffix: str = "") -> str:
+    global _counter
+    _counter += 1
+    return os.path.join(logdir, f"events.out.tfevents.{time.time():.6f}."
+                                f"{socket.gethostname()}.{os.getpid()}.{_counter}{suffix}")
+
+
+class EventWriter:
+    """Appends scalars and raw summaries to a new event file in one folder.
+
+    Each event is flushed as it is written: runs are watched live and may be
+    killed at any moment.
+    """
+
+    def __init__(self, logdir: str, suffix: str = ""):
+        os.makedirs(logdir, exist_ok=True)
+        self.path = _new_event_path(logdir, suffix)
+        self._records = RecordWriter(open(self.path, "wb"))
+        self._metadata = {}
+        self.add(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+
+    def add(self, event: event_pb2.Event):
+        self._records.write(event.SerializeToString())
+        self._records.flush()
+
+    def scalar(self, tag: str, value: float, step: int, wall_time: float | None = None):
+        """Writes one point of the scalar time series `tag`."""
+        if tag not in self._metadata:
+            self._metadata[tag] = summary_pb2.SummaryMetadata(
+                plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
+                data_class=summary_pb2.DataClass.DATA_CLASS_SCALAR)
+        event = event_pb2.Event(wall_time=wall_time or time.time(), step=int(step))
+        event.summary.value.add(tag=tag, tensor=tensor_util.make_tensor_proto(float(value)),
+                                metadata=self._metadata[tag])
+        self.add(event)
+
+    def summary(self, summary: summary_pb2.Summary, step: int = 0):
+        """Writes a prepared Summary proto (e.g. the HParams plugin's)."""
+        self.add(event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary))
+
+    def close(self):
+        if not self._records.closed:
+            self._records.close()
+
+
+def read_events(path: str):
+    """Yields the Event protos of one event file; stops quietly at a torn tail."""
+    with open(path, "rb") as f:
+        data = f.read()
+    offset = 0
+    while offset + 12 <= len(data):
+        (length,) = struct.unpack_from("<Q", data, offset)
+        end = offset + 12 + length + 4
+        if end > len(data):
+            return  # the writer was killed mid-record
+        event = event_pb2.Event()
+        event.ParseFromString(data[offset + 12:offset + 12 + length])
+        yield event
+        offset = end
+
+
+def event_files(logdir: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(logdir, "events.out.tfevents.*")))
+
+
+def rewind(logdir: str, last_step: int) -> int:
+    """Drops every summary after `last_step` from the event files of `logdir`.
+
+    Used when a run resumes from a checkpoint: what the interrupted attempt
+    logged after that checkpoint is redone, so it must not appear twice. The kept
+    events (one per tag and step) go into one new file before the old files are
+    removed, so a kill in between loses nothing (duplicates are dropped next time).
+
+    Returns:
+        How many summary values were dropped.
+    """
+    paths = event_files(logdir)
+    if not paths:
+        return 0
+    kept, seen, dropped = [], set(), 0
+    for path in paths:
+        for event in read_events(path):
+            values = []
+            for value in event.summary.value:
+                key = (value.tag, event.step)
+                if event.step > last_step or key in seen:
+                    dropped += event.step > last_step
+                    continue
+                seen.add(key)
+                values.append(value)
+            if values:
+                copy = event_pb2.Event(wall_time=event.wall_time, step=event.step)
+                copy.summary.value.extend(values)
+                kept.append(copy)
+    writer = EventWriter(logdir, suffix=".rewound")
+    for event in sorted(kept, key=lambda e: e.wall_time):
+        writer.add(event)
+    writer.close()
+    for path in paths:
+        os.remove(path)
+    return dropped

@@ -1,0 +1,87 @@
+"""Top-1 per epoch, the best so far, and when each target top-1 was first reached.
+
+Top-1 is measured once per epoch, on the validation set. A target is "reached"
+at the end of the first epoch whose top-1 is at least the target; the hours and
+dollars reported are those billed by then (read from `billed_hours` and
+`cost_usd` in the epoch logs, which the cost callback puts there when it runs
+first). Where the previous epoch was measured below the target, a linear
+interpolation within the epoch is given as well, clearly labelled as such: it
+assumes top-1 rose steadily during that epoch.
+"""
+
+from __future__ import annotations
+
+import keras
+
+
+def _interpolate(before: dict, after: dict, target: float) -> dict:
+    span = after["top1"] - before["top1"]
+    fraction = (target - before["top1"]) / span if span > 0 else 1.0
+    out = {"epoch": before["epoch"] + fraction * (after["epoch"] - before["epoch"])}
+    for key in ("hours", "cost_usd"):
+        if before.get(key) is not None and after.get(key) is not None:
+            out[key] = before[key] + fraction * (after[key] - before[key])
+        else:
+            out[key] = None
+    return out
+
+
+class TopOneTargets(keras.callbacks.Callback):
+    """Tracks top-1 per epoch and the first time each target was reached.
+
+    Publishes into epoch `logs`: `best_val_top1` and `targets_reached` (a count).
+    Public attributes: `history` (one dict per epoch: epoch, top1, top5, hours,
+    cost_usd), `best_top1`, and `targets()` (a list of dicts: top1, reached, epoch,
+    hours, cost_usd, interpolated).
+
+    Args:
+        targets: top-1 values in (0, 1] to watch for.
+        monitor: the epoch-log key holding top-1.
+        history: the `history` of earlier attempts (resume), or None.
+    """
+
+    def __init__(self, targets=(), monitor: str = "val_top1", history=None):
+        super().__init__()
+        for target in targets:
+            if not 0 < target <= 1:
+                raise ValueError(f"targets must be in (0, 1], received {target}")
+        self.target_values = tuple(sorted(targets))
+        self.monitor = monitor
+        self.history = list(history or [])
+
+    @property
+    def best_top1(self):
+        values = [h["top1"] for h in self.history if h.get("top1") is not None]
+        return max(values) if values else None
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs if logs is not None else {}
+        top1 = logs.get(self.monitor)
+        self.history = [h for h in self.history if h["epoch"] < epoch + 1]  # resume-safe
+        self.history.append({
+            "epoch": epoch + 1,
+            "top1": None if top1 is None else float(top1),
+            "top5": logs.get(self.monitor.replace("top1", "top5")),
+            "hours": logs.get("billed_hours"),
+            "cost_usd": logs.get("cost_usd"),
+        })
+        if self.best_top1 is not None:
+            logs["best_" + self.monitor] = self.best_top1
+        logs["targets_reached"] = sum(t["reached"] for t in self.targets())
+
+    def targets(self) -> list[dict]:
+        """One entry per target: where it was first reached, or reached=False."""
+        out = []
+        for target in self.target_values:
+            entry = {"top1": target, "reached": False, "epoch": None, "hours": None,
+                     "cost_usd": None, "interpolated": None}
+            measured = [h for h in self.history if h.get("top1") is not None]
+            for index, point in enumerate(measured):
+                if point["top1"] >= target:
+                    entry.update(reached=True, epoch=point["epoch"], hours=point["hours"],
+                                 cost_usd=point["cost_usd"])
+                    if index > 0 and measured[index - 1]["epoch"] == point["epoch"] - 1:
+                        entry["interpolated"] = _interpolate(measured[index - 1], point, target)
+                    break
+            out.append(entry)
+        return out

@@ -1,0 +1,57 @@
+"""Model FLOPs utilization: how much of the devices' peak the model's math uses.
+
+MFU = (training FLOPs per image x images per second) / (devices x dense bf16 peak
+per device). FLOPs per image are counted from the model's layers (see
+app.models.train_flops_per_image); the peak comes from the price catalog. Only
+the model's own math counts, so recomputation or padding never inflate it.
+"""
+
+from __future__ import annotations
+
+import keras
+
+
+class ModelFlopsUtilization(keras.callbacks.Callback):
+    """Turns the epoch's `images_per_sec` into achieved TFLOP/s and MFU.
+
+    Publishes into epoch `logs`: `model_tflops_per_sec` and, when the peak is known,
+    `mfu` (a fraction). It reads `images_per_sec`, which the throughput callback
+    puts into the logs when it runs first; epochs without it get nothing.
+
+    Args:
+        train_flops_per_image: forward + backward FLOPs of one training image.
+        num_devices: devices over all processes.
+        peak_tflops_per_device: dense bf16 peak of one device, or None if unknown.
+    """
+
+    def __init__(self, train_flops_per_image: float, num_devices: int = 1,
+                 peak_tflops_per_device: float | None = None):
+        super().__init__()
+        if train_flops_per_image <= 0:
+            raise ValueError(f"train_flops_per_image must be > 0, "
+                             f"received {train_flops_per_image}")
+        if peak_tflops_per_device is not None and peak_tflops_per_device <= 0:
+            raise ValueError(f"peak_tflops_per_device must be > 0, "
+                             f"received {peak_tflops_per_device}")
+        self.train_flops_per_image = train_flops_per_image
+        self.num_devices = num_devices
+        self.peak_tflops_per_device = peak_tflops_per_device
+        self.mfu = None
+        self.model_tflops_per_sec = None
+
+    def utilization(self, images_per_sec: float) -> float | None:
+        """MFU at `images_per_sec`, or None without a peak."""
+        if self.peak_tflops_per_device is None:
+            return None
+        achieved = self.train_flops_per_image * images_per_sec
+        return achieved / (self.num_devices * self.peak_tflops_per_device * 1e12)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not logs or logs.get("images_per_sec") is None:
+            return
+        rate = logs["images_per_sec"]
+        self.model_tflops_per_sec = self.train_flops_per_image * rate / 1e12
+        logs["model_tflops_per_sec"] = self.model_tflops_per_sec
+        self.mfu = self.utilization(rate)
+        if self.mfu is not None:
+            logs["mfu"] = self.mfu

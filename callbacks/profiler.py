@@ -1,0 +1,119 @@
+"""Profiler: a trace of chosen training steps, for TensorBoard's profile plugin.
+
+`tf.profiler` on TensorFlow and `jax.profiler` on JAX both write
+<logdir>/plugins/profile/<session>/<host>.xplane.pb, which TensorBoard lists under
+"Profile". Each step is wrapped in a step marker ("train", step_num) so the overview
+page can break step time down. Profiling is diagnostic: errors are logged and
+training goes on, and the trace is always stopped at the end.
+
+This callback is not `async_safe` (its step markers open on the main thread and
+must close there), so a profiled JAX run dispatches synchronously: profile a run
+to see where time goes, not to time it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import keras
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"warning: profiler: {message}\n")
+
+
+class Profiler(keras.callbacks.Callback):
+    """Traces training steps `start_step`..`stop_step` (1-based, inclusive, counted
+    over the whole run).
+
+    Args:
+        logdir: the run folder; the trace goes to logdir/plugins/profile/.
+        start_step: first step to trace.
+        stop_step: last step to trace.
+        backend: "tensorflow" or "jax".
+    """
+
+    def __init__(self, logdir: str, start_step: int, stop_step: int, backend: str):
+        super().__init__()
+        if not 1 <= start_step <= stop_step:
+            raise ValueError(f"need 1 <= start_step <= stop_step, received "
+                             f"{start_step}, {stop_step}")
+        if backend not in ("tensorflow", "jax"):
+            raise ValueError(f"backend must be tensorflow or jax, received {backend!r}")
+        self.logdir = logdir
+        self.start_step, self.stop_step = start_step, stop_step
+        self.backend = backend
+        self.traced_steps = []
+        self._tracing = False
+        self._done = False
+        self._marker = None
+        self._epoch = 0
+
+    # The two backends' APIs, behind one interface.
+    def _start(self):
+        if self.backend == "jax":
+            import jax
+            jax.profiler.start_trace(self.logdir)
+        else:
+            import tensorflow as tf
+            tf.profiler.experimental.start(self.logdir)
+
+    def _stop(self):
+        if self.backend == "jax":
+            import jax
+            jax.profiler.stop_trace()
+        else:
+            import tensorflow as tf
+            tf.profiler.experimental.stop()
+
+    def _step_marker(self, step: int):
+        if self.backend == "jax":
+            import jax
+            return jax.profiler.StepTraceAnnotation("train", step_num=step)
+        import tensorflow as tf
+        return tf.profiler.experimental.Trace("train", step_num=step, _r=1)
+
+    def _global_step(self, batch: int) -> int:
+        steps = (self.params or {}).get("steps") or 0
+        return self._epoch * steps + batch + 1
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self._done:
+            return
+        first = self._global_step(batch)
+        last = first + (getattr(self.model, "steps_per_execution", 1) or 1) - 1
+        try:
+            if not self._tracing and last >= self.start_step:
+                self._start()
+                self._tracing = True
+            if self._tracing:
+                self._marker = self._step_marker(first)
+                self._marker.__enter__()
+                self.traced_steps.append(first)
+        except Exception as error:  # never fatal: see module docstring
+            _warn(f"could not start tracing at step {first}: {error}")
+            self._done = True
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._marker is not None:
+            self._marker.__exit__(None, None, None)
+            self._marker = None
+        if self._tracing and self._global_step(batch) >= self.stop_step:
+            self._finish()
+
+    def _finish(self):
+        self._tracing, self._done = False, True
+        try:
+            self._stop()
+        except Exception as error:
+            _warn(f"could not stop tracing: {error}")
+
+    def on_train_end(self, logs=None):
+        if self._marker is not None:
+            self._marker.__exit__(None, None, None)
+            self._marker = None
+        if self._tracing:
+            self._finish()

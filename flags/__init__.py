@@ -1,0 +1,8 @@
+"""Flags and the frozen config built from them (see definitions.py and config.py).
+
+This package is named `flags`, like absl's module: import absl's as
+`from absl import flags as absl_flags`, never `import flags` expecting absl.
+"""
+
+from flags.config import Config, ConfigError, config_from_flags  # noqa: F401
+from flags.definitions import FLAGS, define_flags  # noqa: F401

@@ -1,0 +1,319 @@
+"""The run's frozen configuration: built once from the flags, validated, then read-only.
+
+Everything that can be checked without touching a device or a file is checked in
+`Config.__post_init__`, so a mistake ends the run before anything starts. Derived
+values (learning rate for the batch, the precision that `auto` means, default
+paths) are computed here too, so the rest of the app never re-derives them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import re
+
+from app import prices
+
+MODELS = ("small_resnet", "resnet18", "resnet34", "resnet50")
+NAMED_DATASETS = ("digits", "synthetic", "imagenet2012")
+DATASET_PREFIXES = ("tfds:", "folder:")
+BACKENDS = ("tensorflow", "jax")
+ACCELERATORS = ("cpu", "gpu", "tpu")
+PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
+PRICINGS = ("on_demand", "spot", "one_year", "three_year")
+
+# Fields that may change between the attempts of one run (resume) without
+# changing what is being measured. Everything else must match the saved config.
+RESUMABLE_FIELDS = frozenset({
+    "fresh", "verbose", "profile_steps", "log_every_steps", "coordinator_address",
+    "process_id", "coordinator_timeout_seconds", "logdir", "data_dir", "manual_dir",
+    "download", "checkpoint_every_steps", "tpu",
+})
+
+
+class ConfigError(ValueError):
+    """A user mistake in the flags; its message is one line fit to print as is."""
+
+
+def _check(condition, message):
+    if not condition:
+        raise ConfigError(message)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """All settings of one run. Field names equal flag names (see flags/definitions.py)."""
+
+    accelerator: str = "cpu"
+    backend: str = "tensorflow"
+    num_devices: int = 0
+    tpu: str = "local"
+    coordinator_address: str = ""
+    num_processes: int = 1
+    process_id: int = 0
+    coordinator_timeout_seconds: int = 60
+    model: str = "small_resnet"
+    precision: str = "auto"
+    base_learning_rate: float = 0.4
+    lr_schedule: str = "cosine"
+    warmup_epochs: float = 1.0
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    label_smoothing: float = 0.1
+    dataset: str = "digits"
+    data_dir: str = ""
+    manual_dir: str = ""
+    download: bool = False
+    image_size: int = 0
+    preprocessing: str = "auto"
+    global_batch_size: int = 64
+    epochs: int = 15
+    steps_per_epoch: int = 0
+    validation_steps: int = 0
+    steps_per_execution: int = 1
+    seed: int | None = None
+    logdir: str = ""
+    fresh: bool = False
+    checkpoint_every_steps: int = 0
+    log_every_steps: int = 50
+    verbose: str = "auto"
+    target_top1: tuple = ()
+    machine: str = "auto"
+    pricing: str = "on_demand"
+    price_per_hour_usd: float | None = None
+    peak_tflops_per_device: float | None = None
+    profile_steps: str = ""
+    throughput_warmup_steps: int = 0
+    sweep_batch_sizes: tuple = ()
+    benchmark: str = "none"
+
+    def __post_init__(self):
+        # Fill derived defaults. The dataclass is frozen, hence object.__setattr__.
+        if not self.data_dir:
+            object.__setattr__(self, "data_dir", os.environ.get(
+                "TFDS_DATA_DIR", os.path.expanduser("~/tensorflow_datasets")))
+        if not self.manual_dir:
+            object.__setattr__(self, "manual_dir",
+                               os.path.join(self.data_dir, "downloads", "manual"))
+        if not self.logdir:
+            stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+            name = "sweep" if self.sweep_batch_sizes else self.dataset_name
+            object.__setattr__(self, "logdir", os.path.join(
+                "runs", f"{stamp}-{self.model}-{name}-{self.backend}"))
+        object.__setattr__(self, "target_top1", tuple(self.target_top1))
+        object.__setattr__(self, "sweep_batch_sizes", tuple(self.sweep_batch_sizes))
+        self._validate()
+
+    # ----------------------------------------------------------------- checks
+    def _validate(self):
+        _check(self.accelerator in ACCELERATORS,
+               f"--accelerator={self.accelerator!r} is unknown; accepted: {', '.join(ACCELERATORS)}")
+        _check(self.backend in BACKENDS,
+               f"--backend={self.backend!r} is unknown; accepted: {', '.join(BACKENDS)}")
+        _check(self.model in MODELS,
+               f"--model={self.model!r} is unknown; accepted: {', '.join(MODELS)}")
+        _check(self.precision in PRECISIONS,
+               f"--precision={self.precision!r} is unknown; accepted: {', '.join(PRECISIONS)}")
+        _check(not (self.precision == "mixed_float16" and self.accelerator == "tpu"),
+               "--precision=mixed_float16 is not supported on TPU; use mixed_bfloat16")
+        self._validate_dataset()
+        self._validate_sizes()
+        self._validate_optimizer()
+        self._validate_processes()
+        self._validate_study_flags()
+
+    def _validate_dataset(self):
+        name = self.dataset
+        ok = name in NAMED_DATASETS or any(
+            name.startswith(p) and len(name) > len(p) for p in DATASET_PREFIXES)
+        _check(ok, f"--dataset={name!r} is unknown; accepted: "
+                   "digits, synthetic, imagenet2012, tfds:NAME[:VERSION], folder:PATH")
+        if name.startswith("tfds:"):
+            _check(re.fullmatch(r"[a-z0-9_]+(/[a-z0-9_.]+)?(:\d+\.\d+\.\d+)?", name[5:]),
+                   f"--dataset={name!r}: expected tfds:NAME or tfds:NAME:X.Y.Z "
+                   "(lower-case TFDS name, e.g. tfds:mnist:3.0.1)")
+        _check(self.benchmark != "input" or name != "synthetic",
+               "--benchmark=input measures an input pipeline; --dataset=synthetic has none")
+        _check(not self.sweep_batch_sizes or name == "synthetic",
+               f"--sweep_batch_sizes measures throughput on synthetic data; "
+               f"add --dataset=synthetic (received --dataset={name})")
+        _check(self.image_size == 0 or 8 <= self.image_size <= 1024,
+               f"--image_size={self.image_size} is out of range; accepted: 0 (dataset "
+               "default) or 8..1024")
+
+    def _validate_sizes(self):
+        _check(self.global_batch_size >= 1,
+               f"--global_batch_size={self.global_batch_size} must be a positive integer")
+        _check(self.epochs >= 1, f"--epochs={self.epochs} must be at least 1")
+        _check(self.steps_per_epoch >= 0,
+               f"--steps_per_epoch={self.steps_per_epoch} must be >= 0 (0 = whole epoch)")
+        _check(self.validation_steps >= -1,
+               f"--validation_steps={self.validation_steps} must be >= -1 "
+               "(0 = all validation images, -1 = none)")
+        _check(self.steps_per_execution >= 1,
+               f"--steps_per_execution={self.steps_per_execution} must be at least 1")
+        _check(self.steps_per_epoch % self.steps_per_execution == 0,
+               f"--steps_per_epoch={self.steps_per_epoch} is not a multiple of "
+               f"--steps_per_execution={self.steps_per_execution}")
+        _check(self.num_devices >= 0,
+               f"--num_devices={self.num_devices} must be >= 0 (0 = all visible)")
+        if self.num_devices:
+            replicas = self.num_devices * self.num_processes
+            _check(self.global_batch_size % replicas == 0,
+                   f"--global_batch_size={self.global_batch_size} is not divisible by the "
+                   f"{replicas} replicas ({self.num_processes} process(es) x "
+                   f"{self.num_devices} device(s)); use a multiple of {replicas}")
+        for size in self.sweep_batch_sizes:
+            _check(isinstance(size, int) and size >= 1,
+                   f"--sweep_batch_sizes has {size!r}; accepted: positive integers")
+        _check(self.checkpoint_every_steps >= 0,
+               f"--checkpoint_every_steps={self.checkpoint_every_steps} must be >= 0")
+        _check(self.log_every_steps >= 1,
+               f"--log_every_steps={self.log_every_steps} must be at least 1")
+        _check(self.throughput_warmup_steps >= 0,
+               f"--throughput_warmup_steps={self.throughput_warmup_steps} must be >= 0")
+        _check(self.seed is None or 0 <= self.seed < 2**32,
+               f"--seed={self.seed} is out of range; accepted: 0..4294967295")
+
+    def _validate_optimizer(self):
+        _check(self.base_learning_rate > 0,
+               f"--base_learning_rate={self.base_learning_rate} must be > 0")
+        _check(self.warmup_epochs >= 0, f"--warmup_epochs={self.warmup_epochs} must be >= 0")
+        _check(0 <= self.momentum < 1, f"--momentum={self.momentum} must be in [0, 1)")
+        _check(self.weight_decay >= 0, f"--weight_decay={self.weight_decay} must be >= 0")
+        _check(0 <= self.label_smoothing < 1,
+               f"--label_smoothing={self.label_smoothing} must be in [0, 1)")
+
+    def _validate_processes(self):
+        _check(self.num_processes >= 1,
+               f"--num_processes={self.num_processes} must be at least 1")
+        _check(0 <= self.process_id < self.num_processes,
+               f"--process_id={self.process_id} must be in [0, {self.num_processes})")
+        if self.num_processes > 1:
+            _check(self.backend == "jax",
+                   "multi-host training needs --backend=jax: Keras 3's fit fails under "
+                   "TensorFlow's MultiWorkerMirroredStrategy (keras-team/keras#20585)")
+            _check(re.fullmatch(r"[\w.\-\[\]:]+:\d{1,5}", self.coordinator_address or ""),
+                   f"--coordinator_address={self.coordinator_address!r}: a multi-host run "
+                   "needs HOST:PORT of process 0")
+        _check(self.coordinator_timeout_seconds >= 1,
+               f"--coordinator_timeout_seconds={self.coordinator_timeout_seconds} must be >= 1")
+
+    def _validate_study_flags(self):
+        for target in self.target_top1:
+            _check(isinstance(target, float) and 0 < target <= 1,
+                   f"--target_top1 has {target!r}; accepted: numbers in (0, 1], e.g. 0.757")
+        _check(self.pricing in PRICINGS,
+               f"--pricing={self.pricing!r} is unknown; accepted: {', '.join(PRICINGS)}")
+        if self.machine != "auto":
+            _check(self.machine in prices.load_catalog(),
+                   f"--machine={self.machine!r} is not in the price catalog; accepted: auto, "
+                   + ", ".join(sorted(prices.load_catalog())))
+        _check(self.price_per_hour_usd is None or self.price_per_hour_usd >= 0,
+               f"--price_per_hour_usd={self.price_per_hour_usd} must be >= 0")
+        _check(self.peak_tflops_per_device is None or self.peak_tflops_per_device > 0,
+               f"--peak_tflops_per_device={self.peak_tflops_per_device} must be > 0")
+        self.profile_range  # parses and checks --profile_steps
+
+    # ---------------------------------------------------------- derived values
+    @property
+    def dataset_name(self) -> str:
+        """A short, path-safe name of the dataset (for folder names and labels)."""
+        name = self.dataset.split(":")[0] if ":" in self.dataset else self.dataset
+        if self.dataset.startswith("tfds:"):
+            name = self.dataset[5:].split(":")[0].replace("/", "-")
+        elif self.dataset.startswith("folder:"):
+            name = os.path.basename(os.path.normpath(self.dataset[7:])) or "folder"
+        return name
+
+    @property
+    def policy(self) -> str:
+        """The Keras dtype policy that --precision names (auto resolved)."""
+        if self.precision != "auto":
+            return self.precision
+        return "float32" if self.accelerator == "cpu" else "mixed_bfloat16"
+
+    @property
+    def learning_rate(self) -> float:
+        """Peak learning rate, scaled linearly from 256 images to the global batch."""
+        return self.base_learning_rate * self.global_batch_size / 256
+
+    @property
+    def profile_range(self) -> tuple[int, int] | None:
+        """(first, last) training step to trace, 1-based inclusive; None = no profile."""
+        if not self.profile_steps:
+            return None
+        match = re.fullmatch(r"\s*(\d+)\s*,\s*(\d+)\s*", self.profile_steps)
+        _check(match, f"--profile_steps={self.profile_steps!r}: expected START,STOP "
+                      "(1-based training steps, e.g. 3,5)")
+        start, stop = int(match.group(1)), int(match.group(2))
+        _check(1 <= start <= stop,
+               f"--profile_steps={self.profile_steps!r}: need 1 <= START <= STOP")
+        return start, stop
+
+    @property
+    def verbosity(self) -> int:
+        """Keras fit verbosity: a progress bar on a terminal, a line per epoch otherwise."""
+        if self.verbose != "auto":
+            return int(self.verbose)
+        import sys
+        return 1 if sys.stdout.isatty() else 2
+
+    # ----------------------------------------------------------- persistence
+    def to_dict(self) -> dict:
+        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+                for f in dataclasses.fields(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def differences(self, saved: dict) -> list[str]:
+        """Fields (outside RESUMABLE_FIELDS) whose value differs from a saved config."""
+        mine = self.to_dict()
+        return sorted(k for k in mine if k not in RESUMABLE_FIELDS
+                      and saved.get(k, mine[k]) != mine[k])
+
+    def replace(self, **changes) -> "Config":
+        return dataclasses.replace(self, **changes)
+
+
+def _parse_floats(values, flag):
+    out = []
+    for value in values:
+        try:
+            out.append(float(value))
+        except ValueError:
+            raise ConfigError(f"--{flag} has {value!r}; accepted: numbers, comma separated")
+    return out
+
+
+def _parse_ints(values, flag):
+    out = []
+    for value in values:
+        try:
+            out.append(int(value))
+        except ValueError:
+            raise ConfigError(f"--{flag} has {value!r}; accepted: integers, comma separated")
+    return out
+
+
+def config_from_flags(flag_values) -> Config:
+    """Builds the one Config of this process from parsed absl flags.
+
+    Args:
+        flag_values: parsed `absl.flags.FLAGS`.
+
+    Returns:
+        The frozen, validated Config.
+
+    Raises:
+        ConfigError: for any invalid value or combination.
+    """
+    values = {}
+    for field in dataclasses.fields(Config):
+        values[field.name] = flag_values[field.name].value
+    values["target_top1"] = _parse_floats(values["target_top1"], "target_top1")
+    values["sweep_batch_sizes"] = _parse_ints(values["sweep_batch_sizes"], "sweep_batch_sizes")
+    return Config(**values)

@@ -1,0 +1,148 @@
+"""Every command-line flag of the app, defined in one place.
+
+Flag names equal the field names of `flags.config.Config` and carry units where a
+unit applies. All flags are optional; the defaults train the small ResNet on the
+embedded digits dataset on CPU in a couple of minutes. Nothing outside
+`flags.config.config_from_flags` reads `FLAGS`.
+
+Note: our package is called `flags` too, so absl's module is always imported as
+`from absl import flags as absl_flags` here.
+"""
+
+import dataclasses
+
+from absl import flags as absl_flags
+
+from flags.config import Config
+
+FLAGS = absl_flags.FLAGS
+# One source of truth for defaults: the Config dataclass (tests build Configs directly).
+D = {f.name: (list(f.default) if isinstance(f.default, tuple) else f.default)
+     for f in dataclasses.fields(Config)}
+
+# Each group below is one section of `--helpfull`.
+
+
+def define_flags():
+    """Defines all flags (idempotent, so tests may call it more than once)."""
+    if "accelerator" in FLAGS:
+        return
+
+    # Platform: which hardware, which Keras backend, how many devices and hosts.
+    absl_flags.DEFINE_enum("accelerator", D["accelerator"], ["cpu", "gpu", "tpu"],
+                           "Hardware to train on. No silent fallback: asking for a "
+                           "device that is not there is an error.")
+    absl_flags.DEFINE_enum("backend", D["backend"], ["tensorflow", "jax"],
+                           "Keras backend. Set before Keras is imported.")
+    absl_flags.DEFINE_integer("num_devices", D["num_devices"],
+                              "Devices (replicas) per process; 0 = all visible "
+                              "(1 on CPU; >1 on CPU makes that many logical devices).")
+    absl_flags.DEFINE_string("tpu", D["tpu"],
+                             "TPU name for TPUClusterResolver, or 'local' on a TPU VM.")
+    absl_flags.DEFINE_string("coordinator_address", D["coordinator_address"],
+                             "HOST:PORT of process 0 for a multi-host JAX run "
+                             "(also read from JAX_COORDINATOR_ADDRESS).")
+    absl_flags.DEFINE_integer("num_processes", D["num_processes"],
+                              "Processes (hosts) in a multi-host JAX run.")
+    absl_flags.DEFINE_integer("process_id", D["process_id"], "This process's index, 0-based.")
+    absl_flags.DEFINE_integer("coordinator_timeout_seconds", D["coordinator_timeout_seconds"],
+                              "How long to wait for the other processes of a "
+                              "multi-host run before giving up.")
+
+    # Model and optimization.
+    absl_flags.DEFINE_string("model", D["model"],
+                             "small_resnet, resnet18, resnet34 or resnet50 (v1.5).")
+    absl_flags.DEFINE_enum("precision", D["precision"],
+                           ["auto", "float32", "mixed_bfloat16", "mixed_float16"],
+                           "Keras dtype policy; auto = float32 on CPU, "
+                           "mixed_bfloat16 on GPU and TPU.")
+    absl_flags.DEFINE_float("base_learning_rate", D["base_learning_rate"],
+                            "Peak learning rate for 256 images; scaled linearly "
+                            "with the global batch. (ImageNet recipes use 0.1-0.256; "
+                            "see configs/.)")
+    absl_flags.DEFINE_enum("lr_schedule", D["lr_schedule"], ["cosine", "step"],
+                           "After warm-up: cosine decay to 0, or /10 at 30, 60, 80 "
+                           "percent of the run.")
+    absl_flags.DEFINE_float("warmup_epochs", D["warmup_epochs"], "Linear warm-up length in epochs.")
+    absl_flags.DEFINE_float("momentum", D["momentum"], "SGD momentum.")
+    absl_flags.DEFINE_float("weight_decay", D["weight_decay"],
+                            "Decoupled weight decay (w -= lr * wd * w each step), "
+                            "not applied to BatchNorm and biases.")
+    absl_flags.DEFINE_float("label_smoothing", D["label_smoothing"], "Label smoothing of the loss.")
+
+    # Data.
+    absl_flags.DEFINE_string("dataset", D["dataset"],
+                             "digits, synthetic, imagenet2012, tfds:NAME[:VERSION] "
+                             "or folder:PATH.")
+    absl_flags.DEFINE_string("data_dir", D["data_dir"],
+                             "Where datasets live; default $TFDS_DATA_DIR or "
+                             "~/tensorflow_datasets.")
+    absl_flags.DEFINE_string("manual_dir", D["manual_dir"],
+                             "Folder holding ILSVRC2012_img_{train,val}.tar; "
+                             "default <data_dir>/downloads/manual.")
+    absl_flags.DEFINE_boolean("download", D["download"],
+                              "Let TFDS download a tfds: dataset that is not prepared.")
+    absl_flags.DEFINE_integer("image_size", D["image_size"],
+                              "Square input size in pixels; 0 = the dataset's default.")
+    absl_flags.DEFINE_enum("preprocessing", D["preprocessing"], ["auto", "standard", "heavy", "small"],
+                           "Augmentation preset: standard = Inception crop + flip; "
+                           "heavy = that plus color jitter (the study's TPU "
+                           "reference spirit); small = pad-and-crop for tiny images; "
+                           "auto = the dataset's default.")
+    absl_flags.DEFINE_integer("global_batch_size", D["global_batch_size"],
+                              "Images per step over all replicas and processes.")
+    absl_flags.DEFINE_integer("epochs", D["epochs"], "Epochs to train.")
+    absl_flags.DEFINE_integer("steps_per_epoch", D["steps_per_epoch"],
+                              "Training steps per epoch; 0 = one pass over the data.")
+    absl_flags.DEFINE_integer("validation_steps", D["validation_steps"],
+                              "Validation batches per epoch; 0 = every validation "
+                              "image, -1 = no validation.")
+    absl_flags.DEFINE_integer("steps_per_execution", D["steps_per_execution"],
+                              "Training steps run per host call (callbacks fire "
+                              "once per execution).")
+    absl_flags.DEFINE_integer("seed", D["seed"],
+                              "Random seed; unset = a fresh seed and a "
+                              "non-deterministic (faster) input order.")
+
+    # Outputs, checkpoints, resume.
+    absl_flags.DEFINE_string("logdir", D["logdir"],
+                             "Run folder; default runs/<time>-<model>-<dataset>-<backend>.")
+    absl_flags.DEFINE_boolean("fresh", D["fresh"],
+                              "Start over in an existing logdir (its previous "
+                              "contents are moved aside, not deleted).")
+    absl_flags.DEFINE_integer("checkpoint_every_steps", D["checkpoint_every_steps"],
+                              "Also checkpoint every N training steps within an "
+                              "epoch; 0 = at epoch ends only.")
+    absl_flags.DEFINE_integer("log_every_steps", D["log_every_steps"],
+                              "Write step-level throughput and cost scalars every N steps.")
+    absl_flags.DEFINE_enum("verbose", D["verbose"], ["auto", "0", "1", "2"],
+                           "Keras progress output: 1 = bar, 2 = a line per epoch, "
+                           "auto = bar on a terminal.")
+
+    # The study's questions: accuracy targets, cost, utilization, profile.
+    absl_flags.DEFINE_list("target_top1", D["target_top1"],
+                           "Comma list of top-1 targets in (0, 1], e.g. 0.757,0.764.")
+    absl_flags.DEFINE_string("machine", D["machine"],
+                             "Price catalog row to bill (see app/prices.csv); auto = "
+                             "the row for the detected device.")
+    absl_flags.DEFINE_enum("pricing", D["pricing"],
+                           ["on_demand", "spot", "one_year", "three_year"],
+                           "Which price of the machine row to charge.")
+    absl_flags.DEFINE_float("price_per_hour_usd", D["price_per_hour_usd"],
+                            "Override: dollars per machine-hour.")
+    absl_flags.DEFINE_float("peak_tflops_per_device", D["peak_tflops_per_device"],
+                            "Override: dense bf16 peak TFLOP/s of one device, for MFU.")
+    absl_flags.DEFINE_string("profile_steps", D["profile_steps"],
+                             "START,STOP: trace these training steps (1-based, "
+                             "inclusive) for TensorBoard's profiler.")
+    absl_flags.DEFINE_integer("throughput_warmup_steps", D["throughput_warmup_steps"],
+                              "Steps excluded from throughput as compile/warm-up; "
+                              "0 = auto (the first execution of each epoch, and "
+                              "of the first epoch max(2 executions, 5% of it)).")
+
+    # Benchmarks.
+    absl_flags.DEFINE_list("sweep_batch_sizes", D["sweep_batch_sizes"],
+                           "Comma list of global batch sizes: measure throughput at "
+                           "each on synthetic data instead of training.")
+    absl_flags.DEFINE_enum("benchmark", D["benchmark"], ["none", "input"],
+                           "input = time the input pipeline alone (no model).")

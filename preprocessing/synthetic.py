@@ -1,0 +1,96 @@
+"""Synthetic data: random images and labels made once, on the device.
+
+The throughput upper bound, as in the study's first experiment: no decoding, no
+augmentation, no host-to-device copies. The same batch is served every step, so
+what is measured is the model and the accelerator alone.
+
+On the JAX backend this module imports no TensorFlow (the GPU machines have
+none): the batch is a JAX array placed, already sharded, on the devices of the
+active `keras.distribution`. On the TensorFlow backend it is a repeated
+`tf.data` tensor, which the strategy distributes.
+"""
+
+from __future__ import annotations
+
+import keras  # imported after app.distribute.prepare_backend chose the backend
+
+from preprocessing import Datasets, InputSpec, num_batches
+
+IMAGE_SIZE = 224
+NUM_CLASSES = 1000
+# A nominal epoch is ImageNet's, so --steps_per_epoch=0 means an ImageNet epoch.
+TRAIN_EXAMPLES = 1_281_167
+VALIDATION_EXAMPLES = 50_000
+
+
+def check(dataset: str, spec: InputSpec) -> None:
+    """Nothing on disk to check."""
+
+
+def make(dataset: str, spec: InputSpec) -> Datasets:
+    size = spec.image_size or IMAGE_SIZE
+    val_batches = num_batches(VALIDATION_EXAMPLES // spec.num_processes, spec.batch_size)
+    if spec.backend == "jax":
+        train, validation = _jax_streams(spec, size, val_batches)
+    else:
+        train, validation = _tf_streams(spec, size, val_batches)
+    return Datasets(
+        name="synthetic", train=train,
+        validation=validation if spec.with_validation else None,
+        num_classes=NUM_CLASSES, image_size=size, train_examples=TRAIN_EXAMPLES,
+        validation_examples=VALIDATION_EXAMPLES, validation_batches=val_batches)
+
+
+def _jax_streams(spec, size, val_batches):
+    import jax
+    import numpy as np
+
+    shape = (spec.batch_size, size, size, 3)
+    key = jax.random.PRNGKey(spec.seed or 0)
+    images = jax.random.normal(key, shape, dtype=spec.dtype)
+    labels = jax.random.randint(jax.random.fold_in(key, 1), (spec.batch_size,), 0,
+                                NUM_CLASSES, dtype="int32")
+    weights = jax.numpy.ones((spec.batch_size,), "float32")
+    distribution = keras.distribution.distribution()
+    if distribution is not None:
+        if spec.num_processes == 1:
+            # Place each array with the layout Keras would give it, so that the
+            # per-step device_put in fit finds nothing to move.
+            images, labels, weights = (
+                jax.device_put(a, distribution.get_data_layout(a.shape).backend_layout)
+                for a in (images, labels, weights))
+        else:
+            # Multi-host: Keras assembles the global batch from each process's
+            # local part, which it expects on the host.
+            images, labels, weights = (np.asarray(a) for a in (images, labels, weights))
+    return (_Repeat((images, labels), None), _Repeat((images, labels, weights), val_batches))
+
+
+class _Repeat(keras.utils.PyDataset):
+    """Serves one prepared batch `count` times (forever when count is None)."""
+
+    def __init__(self, batch, count):
+        super().__init__(workers=1, use_multiprocessing=False)
+        self._batch, self._count = batch, count
+
+    @property
+    def num_batches(self):
+        return self._count
+
+    def __len__(self):
+        return self._count
+
+    def __getitem__(self, index):
+        return self._batch
+
+
+def _tf_streams(spec, size, val_batches):
+    import tensorflow as tf
+
+    generator = tf.random.Generator.from_seed(spec.seed or 0)
+    images = generator.normal((spec.batch_size, size, size, 3), dtype=spec.dtype)
+    labels = generator.uniform((spec.batch_size,), 0, NUM_CLASSES, dtype=tf.int32)
+    weights = tf.ones((spec.batch_size,), tf.float32)
+    train = tf.data.Dataset.from_tensors((images, labels)).repeat()
+    validation = tf.data.Dataset.from_tensors((images, labels, weights)).repeat(val_batches)
+    return train, validation
