@@ -51,17 +51,29 @@ def rewind_logs(logdir: str, epoch: int, global_step: int) -> None:
     _events.rewind(os.path.join(logdir, "steps"), global_step)
 
 
-def restore(model, logdir: str, rewind: bool = True) -> State:
+NEW_RUN = State(0, 0, 0, 0, 0.0, [], None)
+
+
+def restore(model, logdir: str, scope, rewind: bool = True) -> State:
     """Loads the newest complete checkpoint into `model` (weights and optimizer).
 
     With no checkpoint yet (killed before the first save), the run starts from
     step 0, and the logs are rewound to nothing.
+
+    Args:
+        model: the compiled model.
+        logdir: the run folder.
+        scope: the distribution scope (the optimizer's slots are built in it).
+        rewind: also rewind the logs (process 0 only).
     """
     found = latest_checkpoint(logdir)
     if found is None:
-        state = State(0, 0, 0, 0, 0.0, [], None)
+        state = NEW_RUN
     else:
         path, saved = found
+        with scope:
+            # The optimizer's variables must exist before its saved values can load.
+            model.optimizer.build(model.trainable_variables)
         model.load_weights(os.path.join(path, WEIGHTS_FILE))
         state = State(epoch=saved["epoch"], step_in_epoch=saved["step_in_epoch"],
                       global_step=saved["global_step"], images_seen=saved["images_seen"],

@@ -113,8 +113,10 @@ def run(config, started_at: float | None = None) -> dict:
         model = models.make_model(config.model, data.num_classes, data.image_size)
         recipe.compile_model(model, config, data.num_classes, steps_per_epoch)
     train_flops = models.train_flops_per_image(model)
-    state = checkpointing.restore(model, run_dir.path, rewind=topology.is_chief) \
-        if run_dir.resuming else checkpointing.State(0, 0, 0, 0, 0.0, [], None)
+    state = checkpointing.NEW_RUN
+    if run_dir.resuming:
+        state = checkpointing.restore(model, run_dir.path, topology.scope(),
+                                      rewind=topology.is_chief)
     if state.path:
         print(f"resuming from {state.path} (epoch {state.epoch}, step {state.global_step})")
     ledger = Ledger(run_dir.path, started_at, {"epoch": state.epoch,

@@ -48,6 +48,7 @@ class Profiler(keras.callbacks.Callback):
         self._done = False
         self._marker = None
         self._epoch = 0
+        self._steps_per_call = 1
 
     # The two backends' APIs, behind one interface.
     def _start(self):
@@ -77,6 +78,10 @@ class Profiler(keras.callbacks.Callback):
         steps = (self.params or {}).get("steps") or 0
         return self._epoch * steps + batch + 1
 
+    def on_train_begin(self, logs=None):
+        # Read once: on JAX, `self.model` syncs the training state.
+        self._steps_per_call = getattr(self.model, "steps_per_execution", 1) or 1
+
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
 
@@ -84,7 +89,7 @@ class Profiler(keras.callbacks.Callback):
         if self._done:
             return
         first = self._global_step(batch)
-        last = first + (getattr(self.model, "steps_per_execution", 1) or 1) - 1
+        last = first + self._steps_per_call - 1
         try:
             if not self._tracing and last >= self.start_step:
                 self._start()

@@ -63,10 +63,14 @@ class Throughput(keras.callbacks.Callback):
         self._steady_images = 0
         self._steady_seconds = 0.0
         self._first_epoch = True
+        self._steps_per_call = 1
 
     # ------------------------------------------------------------------ train
     def on_train_begin(self, logs=None):
         self._first_epoch = True
+        # Read once, here: on JAX, `self.model` syncs the training state, which
+        # must never happen from the worker threads that run batch hooks.
+        self._steps_per_call = getattr(self.model, "steps_per_execution", 1) or 1
 
     def on_epoch_begin(self, epoch, logs=None):
         with self._lock:
@@ -78,15 +82,10 @@ class Throughput(keras.callbacks.Callback):
         steps = (self.params or {}).get("steps") or 0
         if not self._first_epoch:
             return -1  # only the first execution is dropped (see on_train_batch_end)
-        warmup = self.warmup_steps or max(2 * self._steps_per_call(), math.ceil(0.05 * steps))
+        warmup = self.warmup_steps or max(2 * self._steps_per_call, math.ceil(0.05 * steps))
         if steps:  # leave at least two executions to time
-            warmup = min(warmup, max(0, steps - 2 * self._steps_per_call()))
+            warmup = min(warmup, max(0, steps - 2 * self._steps_per_call))
         return warmup - 1
-
-    def _steps_per_call(self) -> int:
-        if self.model is None:
-            return 1
-        return getattr(self.model, "steps_per_execution", 1) or 1
 
     def on_train_batch_end(self, batch, logs=None):
         now = time.perf_counter()

@@ -208,9 +208,14 @@ class Config:
         _check(self.pricing in PRICINGS,
                f"--pricing={self.pricing!r} is unknown; accepted: {', '.join(PRICINGS)}")
         if self.machine != "auto":
-            _check(self.machine in prices.load_catalog(),
+            catalog = prices.load_catalog()
+            _check(self.machine in catalog,
                    f"--machine={self.machine!r} is not in the price catalog; accepted: auto, "
-                   + ", ".join(sorted(prices.load_catalog())))
+                   + ", ".join(sorted(catalog)))
+            sold = [p for p in PRICINGS if catalog[self.machine].price_per_hour_usd(p) is not None]
+            _check(self.price_per_hour_usd is not None or self.pricing in sold,
+                   f"--pricing={self.pricing} has no price for --machine={self.machine} in "
+                   f"the catalog; accepted: {', '.join(sold)}, or --price_per_hour_usd")
         _check(self.price_per_hour_usd is None or self.price_per_hour_usd >= 0,
                f"--price_per_hour_usd={self.price_per_hour_usd} must be >= 0")
         _check(self.peak_tflops_per_device is None or self.peak_tflops_per_device > 0,

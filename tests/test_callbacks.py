@@ -1,0 +1,256 @@
+"""Each callback alone: built from plain values, publishing into logs and attributes."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+
+from callbacks import _events
+from callbacks.accuracy import TopOneTargets
+from callbacks.checkpoint import Checkpoint, latest_checkpoint
+from callbacks.cost import CloudCost
+from callbacks.metrics_logger import MetricsLogger, read_metrics, tag_for
+from callbacks.mfu import ModelFlopsUtilization
+from callbacks.nan_guard import NanGuard
+from callbacks.stops import Diverged, Preempted
+from callbacks.throughput import Throughput
+
+
+def tiny_model(steps_per_execution=1):
+    inputs = keras.Input((8, 8, 3))
+    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inputs)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    model = keras.Model(inputs, keras.layers.Dense(10)(x))
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  steps_per_execution=steps_per_execution)
+    return model
+
+
+def tiny_data(n=64):
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(n, 8, 8, 3)).astype("float32"), rng.integers(0, 10, n)
+
+
+# ----------------------------------------------------------------------- validation
+@pytest.mark.parametrize("make, message", [
+    (lambda: Throughput(0), "global_batch_size must be >= 1, received 0"),
+    (lambda: Throughput(8, num_devices=0), "num_devices must be >= 1, received 0"),
+    (lambda: CloudCost(-1.0), "price_per_hour_usd must be >= 0, received -1.0"),
+    (lambda: TopOneTargets([1.2]), "targets must be in (0, 1], received 1.2"),
+    (lambda: ModelFlopsUtilization(0), "train_flops_per_image must be > 0"),
+    (lambda: Checkpoint("/tmp/x", 0), "steps_per_epoch must be >= 1, received 0"),
+    (lambda: MetricsLogger("/tmp/x", 0), "log_every_steps must be >= 1, received 0"),
+])
+def test_arguments_are_checked_with_the_value_received(make, message):
+    with pytest.raises(ValueError) as error:
+        make()
+    assert message in str(error.value)
+
+
+# ----------------------------------------------------------------------- throughput
+def test_throughput_counts_images_from_step_indices_with_steps_per_execution():
+    x, y = tiny_data(256)
+    model = tiny_model(steps_per_execution=4)
+    meter = Throughput(global_batch_size=8, num_devices=2, warmup_steps=8)
+    history = model.fit(x, y, batch_size=8, epochs=2, callbacks=[meter], verbose=0)
+    # 32 steps an epoch, hooks fire every 4 steps: marks at steps 3, 7, ..., 31.
+    assert meter.images_per_sec > 0
+    assert len(meter.epoch_images_per_sec) == 2
+    logs = history.history
+    assert logs["images_per_sec_per_device"][-1] == pytest.approx(
+        logs["images_per_sec"][-1] / 2)
+    # Step times are per step, not per execution: 4 steps per gap.
+    per_step = np.mean(meter.step_times_s)
+    epoch_seconds = 32 * 8 / meter.epoch_images_per_sec[-1]
+    assert per_step == pytest.approx(epoch_seconds / 32, rel=0.5)
+    assert logs["step_time_ms"][-1] == pytest.approx(per_step * 1e3)
+    assert logs["step_time_jitter"][-1] >= 0
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_throughput_matches_an_independent_timing_of_the_same_fit(backend):
+    """steps_per_execution=4: our figure vs a naive timer of the same steps (see
+    tests/throughput_check.py), within 5%, in a fresh process per backend."""
+    script = os.path.join(os.path.dirname(__file__), "throughput_check.py")
+    done = subprocess.run([sys.executable, script, backend], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["backend"] == backend
+    assert sorted(result["ratios"])[1] == pytest.approx(1.0, abs=0.05), result
+
+
+def test_throughput_is_async_safe_and_eval_speed_is_separate():
+    assert Throughput.async_safe is True
+    x, y = tiny_data(64)
+    model = tiny_model()
+    meter = Throughput(global_batch_size=8, validation_images=64)
+    history = model.fit(x, y, batch_size=8, epochs=2, validation_data=(x, y), callbacks=[meter],
+                        verbose=0)
+    assert meter.eval_images_per_sec > 0
+    assert history.history["eval_images_per_sec"][-1] == pytest.approx(meter.eval_images_per_sec)
+
+
+# ---------------------------------------------------------------------------- cost
+def test_cost_charges_wall_clock_from_the_start_including_earlier_attempts():
+    started = time.time() - 1800  # half an hour ago
+    meter = CloudCost(4.0, start_time=started, billed_seconds_before=1800,
+                      global_batch_size=10, total_epochs=4)
+    meter.set_params({"steps": 100})
+    meter.on_epoch_begin(0)
+    logs = {}
+    meter.on_epoch_end(0, logs)
+    assert logs["billed_hours"] == pytest.approx(1.0, abs=1e-3)
+    assert logs["cost_usd"] == pytest.approx(4.0, abs=0.01)
+    assert logs["usd_per_million_images"] == pytest.approx(4.0 / 1000 * 1e6, rel=1e-3)
+    # Epoch 1 cost almost nothing (it just began), so the projection adds little.
+    assert logs["projected_cost_usd"] == pytest.approx(4.0, abs=0.01)
+    batch_logs = {}
+    meter.on_train_batch_end(0, batch_logs)
+    assert batch_logs["cost_usd"] >= logs["cost_usd"]
+
+
+# ------------------------------------------------------------------------- targets
+def history_point(logs):
+    return {"val_top1": logs[0], "billed_hours": logs[1], "cost_usd": logs[2]}
+
+
+def test_targets_are_reached_at_the_first_epoch_at_or_above_them_with_interpolation():
+    tracker = TopOneTargets([0.5, 0.7, 0.99])
+    for epoch, point in enumerate([(0.2, 1.0, 10.0), (0.6, 2.0, 20.0), (0.8, 3.0, 30.0)]):
+        logs = history_point(point)
+        tracker.on_epoch_end(epoch, logs)
+    assert logs["best_val_top1"] == 0.8 and logs["targets_reached"] == 2
+    half, seventy, high = tracker.targets()
+    assert half["reached"] and half["epoch"] == 2 and half["hours"] == 2.0
+    assert half["cost_usd"] == 20.0
+    # 0.5 lies 3/4 of the way from 0.2 (epoch 1) to 0.6 (epoch 2).
+    assert half["interpolated"]["epoch"] == pytest.approx(1.75)
+    assert half["interpolated"]["cost_usd"] == pytest.approx(17.5)
+    assert seventy["epoch"] == 3 and seventy["interpolated"]["hours"] == pytest.approx(2.5)
+    assert high == {"top1": 0.99, "reached": False, "epoch": None, "hours": None,
+                    "cost_usd": None, "interpolated": None}
+
+
+def test_a_target_met_at_the_first_epoch_is_not_interpolated_and_history_resumes():
+    tracker = TopOneTargets([0.1])
+    tracker.on_epoch_end(0, history_point((0.3, 0.1, 1.0)))
+    assert tracker.targets()[0]["epoch"] == 1 and tracker.targets()[0]["interpolated"] is None
+    resumed = TopOneTargets([0.1], history=tracker.history)
+    resumed.on_epoch_end(1, history_point((0.4, 0.2, 2.0)))
+    assert [h["epoch"] for h in resumed.history] == [1, 2] and resumed.best_top1 == 0.4
+
+
+# ----------------------------------------------------------------------------- MFU
+def test_mfu_is_achieved_flops_over_peak():
+    meter = ModelFlopsUtilization(24.5e9, num_devices=4, peak_tflops_per_device=125.0)
+    logs = {"images_per_sec": 3128.0}
+    meter.on_epoch_end(0, logs)
+    assert logs["model_tflops_per_sec"] == pytest.approx(24.5e9 * 3128 / 1e12)
+    assert logs["mfu"] == pytest.approx(24.5e9 * 3128 / (4 * 125e12))
+    no_peak = ModelFlopsUtilization(1e9)
+    logs = {"images_per_sec": 10.0}
+    no_peak.on_epoch_end(0, logs)
+    assert "mfu" not in logs and no_peak.mfu is None
+
+
+# -------------------------------------------------------------------------- logger
+def test_metrics_logger_writes_jsonl_and_grouped_tensorboard_scalars(tmp_path):
+    logger = MetricsLogger(str(tmp_path), log_every_steps=2, hparams={"model": "m", "batch": 8})
+    logger.set_params({"steps": 4})
+    logger.on_train_begin()
+    for epoch in range(2):
+        logger.on_epoch_begin(epoch)
+        for batch in range(4):
+            logger.on_train_batch_end(batch, {"loss": 1.0, "images_per_sec": 100.0 + batch})
+        logger.on_epoch_end(epoch, {"val_top1": 0.5 + epoch / 10, "cost_usd": 0.01,
+                                    "loss": float("nan"), "note": "text"})
+    logger.on_train_end()
+    records = read_metrics(str(tmp_path))
+    assert [r["epoch"] for r in records] == [1, 2]
+    assert records[1]["val_top1"] == pytest.approx(0.6)
+    assert "loss" not in records[0] and "note" not in records[0]  # NaN and text are not numbers
+    tags = {(v.tag, e.step) for path in _events.event_files(str(tmp_path))
+            for e in _events.read_events(path) for v in e.summary.value}
+    assert ("accuracy/val_top1", 2) in tags and ("cost/cost_usd", 1) in tags
+    assert any(tag.startswith("_hparams_") for tag, _ in tags)
+    steps = {(v.tag, e.step) for path in _events.event_files(str(tmp_path / "steps"))
+             for e in _events.read_events(path) for v in e.summary.value}
+    assert {s for t, s in steps if t == "throughput/images_per_sec"} == {2, 4, 6, 8}
+    assert tag_for("mfu") == "utilization/mfu"
+
+
+def test_rewind_drops_what_came_after_a_checkpoint(tmp_path):
+    writer = _events.EventWriter(str(tmp_path))
+    for step in range(1, 6):
+        writer.scalar("accuracy/val_top1", step / 10, step)
+    writer.close()
+    duplicate = _events.EventWriter(str(tmp_path))
+    duplicate.scalar("accuracy/val_top1", 0.2, 2)  # a redone epoch
+    duplicate.close()
+    assert _events.rewind(str(tmp_path), 3) == 2
+    points = [(v.tag, e.step) for path in _events.event_files(str(tmp_path))
+              for e in _events.read_events(path) for v in e.summary.value]
+    assert sorted(points) == [("accuracy/val_top1", s) for s in (1, 2, 3)]
+
+
+# ---------------------------------------------------------------------- checkpoint
+def test_checkpoints_are_atomic_kept_two_deep_and_restore_the_optimizer(tmp_path):
+    x, y = tiny_data(64)
+    model = tiny_model()
+    saver = Checkpoint(str(tmp_path), steps_per_epoch=8, every_steps=3, global_batch_size=8,
+                       extra_state=lambda: {"note": "kept"})
+    model.fit(x, y, batch_size=8, epochs=2, callbacks=[saver], verbose=0)
+    names = sorted(os.listdir(tmp_path / "checkpoints"))
+    assert names == ["ckpt-0000000014", "ckpt-0000000016"]  # newest two of 3,6,8,11,14,16
+    os.makedirs(tmp_path / "checkpoints" / "ckpt-0000000099.tmp-1")  # a save killed midway
+    path, state = latest_checkpoint(str(tmp_path))
+    assert path.endswith("ckpt-0000000016")
+    assert state["epoch"] == 2 and state["global_step"] == 16 and state["note"] == "kept"
+    assert state["images_seen"] == 128
+    fresh = tiny_model()
+    fresh.optimizer.build(fresh.trainable_variables)
+    fresh.load_weights(os.path.join(path, "model.weights.h5"))
+    assert int(fresh.optimizer.iterations) == 16
+    np.testing.assert_allclose(fresh.get_weights()[0], model.get_weights()[0])
+
+
+def test_sigterm_saves_at_the_next_step_and_raises_preempted(tmp_path):
+    import signal
+
+    x, y = tiny_data(64)
+    model = tiny_model()
+    saver = Checkpoint(str(tmp_path), steps_per_epoch=8)
+
+    class SendSigterm(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 2:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Preempted) as stop:
+        model.fit(x, y, batch_size=8, epochs=3, callbacks=[SendSigterm(), saver], verbose=0)
+    assert stop.value.step == 3 and stop.value.path.endswith("ckpt-0000000003")
+    assert json.load(open(os.path.join(stop.value.path, "state.json")))["step_in_epoch"] == 3
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_non_finite_weights_are_never_checkpointed_and_nan_stops_training(tmp_path):
+    x, y = tiny_data(64)
+    model = tiny_model()
+    saver = Checkpoint(str(tmp_path), steps_per_epoch=8)
+    saver.set_model(model)
+    model.layers[1].kernel.assign(np.full(model.layers[1].kernel.shape, np.nan, "float32"))
+    assert saver.save(1, 8) is None
+    guard = NanGuard(steps_per_epoch=8)
+    guard.on_epoch_begin(1)
+    with pytest.raises(Diverged) as stop:
+        guard.on_train_batch_end(2, {"loss": math.nan})
+    assert stop.value.step == 11 and guard.diverged_at == 11
+    guard.on_train_batch_end(3, {"loss": 1.0})  # finite: nothing happens

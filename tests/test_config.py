@@ -1,0 +1,122 @@
+"""The frozen config: every check, and the values derived from the flags."""
+
+import dataclasses
+
+import pytest
+
+from flags import FLAGS, Config, ConfigError, config_from_flags, define_flags
+
+BAD = [
+    ({"global_batch_size": 0}, "--global_batch_size=0"),
+    ({"global_batch_size": -8}, "--global_batch_size=-8"),
+    ({"epochs": -1}, "--epochs=-1"),
+    ({"epochs": 0}, "--epochs=0"),
+    ({"steps_per_epoch": -3}, "--steps_per_epoch=-3"),
+    ({"steps_per_execution": 0}, "--steps_per_execution=0"),
+    ({"steps_per_epoch": 10, "steps_per_execution": 4}, "not a multiple"),
+    ({"validation_steps": -2}, "--validation_steps=-2"),
+    ({"num_devices": -1}, "--num_devices=-1"),
+    ({"num_devices": 3, "global_batch_size": 64}, "not divisible by the 3 replicas"),
+    ({"model": "resnet51"}, "--model='resnet51' is unknown"),
+    ({"dataset": "cifar"}, "--dataset='cifar' is unknown"),
+    ({"dataset": "tfds:"}, "--dataset='tfds:' is unknown"),
+    ({"dataset": "tfds:MNIST!"}, "expected tfds:NAME"),
+    ({"dataset": "folder:"}, "--dataset='folder:' is unknown"),
+    ({"image_size": 4}, "--image_size=4"),
+    ({"image_size": 4096}, "--image_size=4096"),
+    ({"accelerator": "xpu"}, "--accelerator='xpu'"),
+    ({"backend": "torch"}, "--backend='torch'"),
+    ({"precision": "float8"}, "--precision='float8'"),
+    ({"precision": "mixed_float16", "accelerator": "tpu"}, "not supported on TPU"),
+    ({"base_learning_rate": 0.0}, "--base_learning_rate=0.0"),
+    ({"momentum": 1.0}, "--momentum=1.0"),
+    ({"weight_decay": -1e-4}, "--weight_decay=-0.0001"),
+    ({"label_smoothing": 1.0}, "--label_smoothing=1.0"),
+    ({"warmup_epochs": -1.0}, "--warmup_epochs=-1.0"),
+    ({"num_processes": 0}, "--num_processes=0"),
+    ({"num_processes": 2, "process_id": 2, "backend": "jax",
+      "coordinator_address": "h:1"}, "--process_id=2"),
+    ({"num_processes": 2, "backend": "tensorflow", "coordinator_address": "h:1"},
+     "needs --backend=jax"),
+    ({"num_processes": 2, "backend": "jax"}, "needs HOST:PORT"),
+    ({"num_processes": 2, "backend": "jax", "coordinator_address": "nohost"}, "HOST:PORT"),
+    ({"target_top1": [1.5]}, "--target_top1 has 1.5"),
+    ({"target_top1": [0.0]}, "--target_top1 has 0.0"),
+    ({"machine": "gcp-tpu-v9"}, "--machine='gcp-tpu-v9' is not in the price catalog"),
+    ({"pricing": "reserved"}, "--pricing='reserved'"),
+    ({"machine": "aws-p3.8xlarge", "pricing": "spot"}, "has no price for --machine"),
+    ({"price_per_hour_usd": -1.0}, "--price_per_hour_usd=-1.0"),
+    ({"peak_tflops_per_device": 0.0}, "--peak_tflops_per_device=0.0"),
+    ({"profile_steps": "5"}, "expected START,STOP"),
+    ({"profile_steps": "5,3"}, "need 1 <= START <= STOP"),
+    ({"profile_steps": "0,3"}, "need 1 <= START <= STOP"),
+    ({"checkpoint_every_steps": -5}, "--checkpoint_every_steps=-5"),
+    ({"log_every_steps": 0}, "--log_every_steps=0"),
+    ({"sweep_batch_sizes": [64, 0], "dataset": "synthetic"}, "--sweep_batch_sizes has 0"),
+    ({"sweep_batch_sizes": [64]}, "add --dataset=synthetic"),
+    ({"benchmark": "input", "dataset": "synthetic"}, "has none"),
+    ({"seed": -1}, "--seed=-1"),
+]
+
+
+@pytest.mark.parametrize("values, message", BAD, ids=[m for _, m in BAD])
+def test_bad_values_raise_one_line_naming_the_value(values, message):
+    with pytest.raises(ConfigError) as error:
+        Config(logdir="/tmp/unused", data_dir="/tmp/unused", **values)
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_config_is_frozen_and_derives_values():
+    config = Config(global_batch_size=1024, base_learning_rate=0.1, logdir="x", data_dir="d")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.epochs = 3
+    assert config.learning_rate == pytest.approx(0.4)
+    assert config.policy == "float32"
+    assert Config(accelerator="gpu", logdir="x").policy == "mixed_bfloat16"
+    assert Config(accelerator="tpu", logdir="x").policy == "mixed_bfloat16"
+    assert Config(precision="float32", accelerator="tpu", logdir="x").policy == "float32"
+    assert Config(profile_steps="3,5", logdir="x").profile_range == (3, 5)
+    assert config.manual_dir == "d/downloads/manual"
+
+
+def test_default_logdir_names_the_run():
+    config = Config(model="resnet50", dataset="synthetic", backend="jax")
+    assert config.logdir.startswith("runs/")
+    assert config.logdir.endswith("-resnet50-synthetic-jax")
+    assert Config(dataset="tfds:mnist:3.0.1").dataset_name == "mnist"
+    assert Config(dataset="folder:/data/flowers/").dataset_name == "flowers"
+
+
+def test_differences_ignore_fields_that_may_change_on_resume():
+    config = Config(logdir="a", epochs=5)
+    saved = config.to_dict()
+    assert config.replace(logdir="b", verbose="2", profile_steps="1,2").differences(saved) == []
+    assert config.replace(epochs=6).differences(saved) == ["epochs"]
+
+
+def test_flags_parse_into_the_same_config():
+    define_flags()
+    FLAGS.unparse_flags()
+    FLAGS(["main", "--global_batch_size=128", "--target_top1=0.5,0.75",
+           "--sweep_batch_sizes=8,16", "--dataset=synthetic", "--logdir=/tmp/x"])
+    try:
+        config = config_from_flags(FLAGS)
+    finally:
+        FLAGS.unparse_flags()
+    assert config.global_batch_size == 128
+    assert config.target_top1 == (0.5, 0.75)
+    assert config.sweep_batch_sizes == (8, 16)
+    assert config == Config(global_batch_size=128, target_top1=(0.5, 0.75),
+                            sweep_batch_sizes=(8, 16), dataset="synthetic", logdir="/tmp/x")
+
+
+def test_non_numeric_list_flags_are_one_line_errors():
+    define_flags()
+    FLAGS.unparse_flags()
+    FLAGS(["main", "--target_top1=high"])
+    try:
+        with pytest.raises(ConfigError, match="--target_top1 has 'high'"):
+            config_from_flags(FLAGS)
+    finally:
+        FLAGS.unparse_flags()

@@ -1,0 +1,64 @@
+"""The price catalog and the cost arithmetic, checked against the 2018 study."""
+
+import pytest
+
+from app import prices
+
+IMAGENET_TRAIN = 1_281_167
+
+
+def test_the_study_tpu_cost_to_accuracy_is_reproduced_from_its_inputs():
+    """Cloud TPU v2-8 at $6.50/h plus its n1-standard-4 host, 2,796 img/s:
+    64 epochs to 75.7% cost about $55, 86 epochs to 76.4% about $73 (seed.md)."""
+    tpu = prices.load_catalog()["gcp-tpu-v2-8-2018"]
+    price = tpu.price_per_hour_usd("on_demand")
+    assert price == pytest.approx(6.50 + 0.19)
+    hours_64 = prices.hours_for_images(64 * IMAGENET_TRAIN, 2796)
+    hours_86 = prices.hours_for_images(86 * IMAGENET_TRAIN, 2796)
+    assert hours_64 == pytest.approx(8.15, abs=0.01)
+    assert hours_86 == pytest.approx(10.95, abs=0.01)
+    assert prices.cost_usd(hours_64 * 3600, price) == pytest.approx(55, abs=1.0)
+    assert prices.cost_usd(hours_86 * 3600, price) == pytest.approx(73, abs=1.0)
+
+
+def test_v100_images_per_dollar_hour_on_demand():
+    """The study's 4xV100 at 2,839 img/s on an on-demand p3.8xlarge ($12.24/h); its
+    12-month reservation gave about 375 img/s per dollar-hour instead."""
+    p3 = prices.load_catalog()["aws-p3.8xlarge"]
+    per_dollar_hour = 2839 / p3.price_per_hour_usd("on_demand")
+    assert per_dollar_hour == pytest.approx(232, abs=1)
+
+
+def test_every_row_has_a_source_a_date_and_a_price():
+    catalog = prices.load_catalog()
+    assert len(catalog) >= 15
+    for row in catalog.values():
+        assert row.source and row.date, row.machine
+        assert row.devices_per_machine >= 1
+        assert row.price_per_hour_usd("on_demand") > 0, row.machine
+
+
+def test_auto_machine_follows_the_device_kind():
+    assert prices.machine_for_device("NVIDIA H200").machine == "aws-h200-per-gpu"
+    assert prices.machine_for_device("TPU v4").machine == "gcp-tpu-v4"
+    assert prices.machine_for_device("TPU v5 lite").machine == "gcp-tpu-v5e"
+    assert prices.machine_for_device("cpu").machine == "gcp-n2-standard-4"
+    assert prices.machine_for_device("Imaginary X1") is None
+
+
+def test_billing_charges_whole_machines_and_honours_overrides():
+    eight = prices.resolve_billing("aws-p5en.48xlarge", "on_demand", None, None, "x", 12)
+    assert eight.machines == 2
+    assert eight.price_per_hour_usd == pytest.approx(2 * 63.296)
+    spot = prices.resolve_billing("gcp-tpu-v6e", "spot", None, None, "x", 4)
+    assert spot.price_per_hour_usd == pytest.approx(4 * 0.544)
+    override = prices.resolve_billing("auto", "on_demand", 1.5, 100.0, "cpu", 1)
+    assert override.price_per_hour_usd == 1.5 and override.peak_tflops_per_device == 100.0
+    unknown = prices.resolve_billing("auto", "on_demand", None, None, "Imaginary X1", 1)
+    assert unknown.price_per_hour_usd is None and "no catalog row" in unknown.source
+    not_sold = prices.resolve_billing("aws-p3.8xlarge", "spot", None, None, "x", 4)
+    assert not_sold.price_per_hour_usd is None
+
+
+def test_dollars_per_million_images():
+    assert prices.usd_per_million_images(1000.0, 3.6) == pytest.approx(1.0)

@@ -1,0 +1,80 @@
+"""run(config) end to end on the TensorFlow backend, in-process, on tiny settings."""
+
+import json
+import os
+
+import pytest
+
+from app import train
+from callbacks import _events
+from callbacks.metrics_logger import read_metrics
+from flags import Config
+
+SUMMARY_KEYS = {"backend", "accelerator", "num_replicas", "model", "dataset",
+                "global_batch_size", "epochs_completed", "val_top1", "best_val_top1",
+                "top1_by_epoch", "wall_seconds", "images_per_sec", "images_per_sec_per_device",
+                "cost_usd", "price_per_hour_usd", "usd_per_million_images", "mfu", "targets"}
+
+
+def tiny(digits_dir, logdir, **changes):
+    values = dict(data_dir=digits_dir, logdir=str(logdir), image_size=8, epochs=2,
+                  steps_per_epoch=6, validation_steps=0, verbose="0", seed=1)
+    values.update(changes)
+    return Config(**values)
+
+
+def test_run_trains_evaluates_and_writes_every_output(digits_dir, tmp_path):
+    config = tiny(digits_dir, tmp_path / "run", target_top1=(0.05, 0.999))
+    summary = train.run(config)
+    assert SUMMARY_KEYS <= set(summary)
+    assert summary["backend"] == "tensorflow" and summary["num_replicas"] == 1
+    assert summary["status"] == "completed" and summary["epochs_completed"] == 2
+    assert len(summary["top1_by_epoch"]) == 2
+    assert summary["best_val_top1"] == max(summary["top1_by_epoch"])
+    assert summary["images_per_sec"] > 0
+    assert summary["machine"] == "gcp-n2-standard-4" and summary["cost_usd"] > 0
+    assert summary["mfu"] is None  # no peak is known for a CPU
+    reached, missed = summary["targets"]
+    assert reached["reached"] and reached["epoch"] == 1 and reached["cost_usd"] > 0
+    assert not missed["reached"] and missed["epoch"] is None
+    run_dir = tmp_path / "run"
+    with open(run_dir / "summary.json") as f:
+        assert json.load(f) == json.loads(json.dumps(summary))
+    with open(run_dir / "config.json") as f:
+        assert json.load(f) == config.to_dict()
+    records = read_metrics(str(run_dir))
+    assert [r["epoch"] for r in records] == [1, 2]
+    assert {"loss", "top1", "val_top1", "learning_rate", "images_per_sec", "cost_usd"} <= set(
+        records[-1])
+    tags = {v.tag for path in _events.event_files(str(run_dir))
+            for e in _events.read_events(path) for v in e.summary.value}
+    assert {"loss/loss", "accuracy/val_top1", "optimizer/learning_rate"} <= tags
+    assert sorted(os.listdir(run_dir / "checkpoints")) == ["ckpt-0000000006",
+                                                           "ckpt-0000000012"]
+
+
+def test_mirrored_strategy_over_two_logical_cpus(digits_dir, tmp_path):
+    summary = train.run(tiny(digits_dir, tmp_path / "mirrored", num_devices=2,
+                             global_batch_size=32, epochs=1))
+    assert summary["num_replicas"] == 2 and summary["strategy"] == "MirroredStrategy"
+    assert summary["per_replica_batch_size"] == 16
+
+
+def test_rerunning_the_same_command_resumes_and_another_config_is_refused(digits_dir,
+                                                                           tmp_path):
+    logdir = tmp_path / "again"
+    first = train.run(tiny(digits_dir, logdir, epochs=2))
+    again = train.run(tiny(digits_dir, logdir, epochs=2))  # nothing left to do
+    assert again["epochs_completed"] == 2 and len(again["attempts"]) == 2
+    assert again["billed_seconds"] >= first["billed_seconds"]
+    before = sorted(os.listdir(logdir))
+    with pytest.raises(train.rundir.RunDirError, match="holds a run with another config"):
+        train.run(tiny(digits_dir, logdir, epochs=3))
+    assert sorted(os.listdir(logdir)) == before
+
+
+def test_a_batch_larger_than_the_dataset_is_refused(digits_dir, tmp_path):
+    with pytest.raises(train.DataError, match="more than the 1437 training images"):
+        train.run(tiny(digits_dir, tmp_path / "big", steps_per_epoch=0,
+                       global_batch_size=2048))
+    assert not (tmp_path / "big").exists()
