@@ -14,6 +14,7 @@ import dataclasses
 from callbacks.accuracy import TopOneTargets
 from callbacks.checkpoint import Checkpoint
 from callbacks.cost import CloudCost
+from callbacks.energy import EnergyMeter, nvml_power_reader, visible_gpu_indices
 from callbacks.learning_rate import LearningRateLogger
 from callbacks.metrics_logger import MetricsLogger
 from callbacks.mfu import ModelFlopsUtilization
@@ -32,6 +33,7 @@ class RunCallbacks:
     mfu: ModelFlopsUtilization
     targets: TopOneTargets
     nan_guard: NanGuard
+    energy: EnergyMeter | None = None
     logger: MetricsLogger | None = None
     checkpoint: Checkpoint | None = None
     profiler: Profiler | None = None
@@ -75,6 +77,10 @@ def make_callbacks(config, topology, logdir: str, *, billing, started_at: float,
     targets = TopOneTargets(config.target_top1, history=state.top1_history)
     nan_guard = NanGuard(steps_per_epoch, resume_step=state.global_step)
     parts = RunCallbacks([], throughput, cost, mfu, targets, nan_guard)
+    if config.accelerator == "gpu":
+        read_power = nvml_power_reader(visible_gpu_indices(topology.devices_per_process))
+        if read_power is not None:
+            parts.energy = EnergyMeter(read_power)
     if topology.is_chief:
         parts.logger = MetricsLogger(
             logdir, config.log_every_steps,
@@ -89,7 +95,7 @@ def make_callbacks(config, topology, logdir: str, *, billing, started_at: float,
             parts.profiler = Profiler(logdir, *config.profile_range, backend=config.backend)
     # Producers of figures first, then their readers; the guard before the checkpoint
     # (a diverged step must stop training before anything is saved); the sink last.
-    ordered = [LearningRateLogger(), throughput, cost, mfu, targets, nan_guard,
+    ordered = [LearningRateLogger(), throughput, parts.energy, cost, mfu, targets, nan_guard,
                parts.checkpoint, parts.profiler, parts.logger]
     parts.callbacks = [c for c in ordered if c is not None]
     return parts

@@ -67,6 +67,10 @@ def build(*, config, topology, parts, billing, data, steps_per_epoch, started_at
         "model_tflops_per_sec": _round(parts.mfu.model_tflops_per_sec, 3),
         "mfu": _round(parts.mfu.utilization(images_per_sec) if images_per_sec else None),
         "peak_tflops_per_device": billing.peak_tflops_per_device,
+        # Energy (GPUs with NVML only).
+        "power_watts": _round(parts.energy.power_watts, 1) if parts.energy else None,
+        "joules_per_image": _round(parts.energy.joules_per_image, 4) if parts.energy else None,
+        "kwh_per_epoch": _round(parts.energy.kwh_per_epoch, 6) if parts.energy else None,
         # Money.
         "machine": billing.machine, "pricing": billing.pricing, "machines": billing.machines,
         "price_per_hour_usd": price, "price_source": billing.source,

@@ -1,0 +1,188 @@
+"""The study's first experiment: images/second against global batch size, on
+synthetic data (`--sweep_batch_sizes=64,128,256,...`).
+
+One process measures every size, smallest first, with the same model: for each,
+a short fit compiles and warms up, then a timed fit runs `--steps_per_epoch` steps
+(default 100) under the throughput, MFU and energy callbacks. A size that does not
+fit in device memory is reported as such and the sweep goes on. Peak device memory
+is JAX's/TensorFlow's high-water mark, which only grows, so with sizes in ascending
+order it is each size's own peak.
+
+Outputs (process 0): sweep.json, sweep.png (images/sec vs batch), TensorBoard
+scalars under <logdir>/sweep (step = global batch size), summary.json, and a table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import os
+import re
+import time
+
+DEFAULT_STEPS = 100
+OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory", "OOM", "Resource exhausted")
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    return any(marker in f"{type(error).__name__} {error}" for marker in OOM_MARKERS)
+
+
+def _peak_memory_gib(backend: str) -> float | None:
+    """High-water mark of device memory over the local devices, or None (CPU)."""
+    try:
+        if backend == "jax":
+            import jax
+            stats = [d.memory_stats() for d in jax.local_devices()]
+            peaks = [s.get("peak_bytes_in_use") for s in stats if s]
+        else:
+            import tensorflow as tf
+            gpus = tf.config.list_logical_devices("GPU")
+            peaks = [tf.config.experimental.get_memory_info(g.name)["peak"] for g in gpus]
+    except Exception:  # not every platform reports memory
+        return None
+    peaks = [p for p in peaks if p]
+    return round(max(peaks) / 2**30, 3) if peaks else None
+
+
+def _format_table(rows: list[dict]) -> str:
+    header = (f"{'global batch':>12} {'per device':>10} {'images/sec':>11} {'per device':>11} "
+              f"{'MFU':>6} {'step ms':>8} {'+-':>5} {'peak GiB':>8} {'J/image':>8}  status")
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        def f(key, spec):
+            width = re.match(r">(\d+)", spec).group(1)
+            return format(r[key], spec) if r.get(key) is not None else format("-", f">{width}")
+        lines.append(f"{r['global_batch_size']:>12} {f('per_device_batch_size', '>10')} "
+                     f"{f('images_per_sec', '>11,.1f')} {f('images_per_sec_per_device', '>11,.1f')} "
+                     f"{f('mfu', '>6.1%')} {f('step_time_ms', '>8.2f')} "
+                     f"{f('step_time_stderr_ms', '>5.2f')} {f('peak_memory_gib', '>8.2f')} "
+                     f"{f('joules_per_image', '>8.3f')}  {r['status']}")
+    return "\n".join(lines)
+
+
+def run_sweep(config, topology, run_dir, started_at: float) -> dict:
+    """Measures throughput at each --sweep_batch_sizes; returns the summary dict."""
+    import keras
+
+    from app import models, recipe, rundir
+    from app.prices import resolve_billing, usd_per_million_images
+    from app.train import input_spec
+    from callbacks._events import EventWriter
+    from callbacks.energy import EnergyMeter, nvml_power_reader, visible_gpu_indices
+    from callbacks.mfu import ModelFlopsUtilization
+    from callbacks.throughput import Throughput, _spread_ms
+    from preprocessing import make_datasets
+
+    chief = topology.is_chief
+    if chief:
+        rundir.create(run_dir, config)
+    keras.utils.set_random_seed(config.seed or 0)
+    keras.config.set_dtype_policy(config.policy)
+    spe = config.steps_per_execution
+    steps = config.steps_per_epoch or DEFAULT_STEPS - DEFAULT_STEPS % spe
+    warmup_steps = max(2 * spe, config.throughput_warmup_steps)
+    billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
+                              config.peak_tflops_per_device, topology.device_kind,
+                              topology.num_replicas)
+    image_size = config.image_size or 224
+    with topology.scope():
+        model = models.make_model(config.model, 1000, image_size)
+        recipe.compile_model(model, config, 1000, steps)
+    flops = models.train_flops_per_image(model)
+    read_power = nvml_power_reader(visible_gpu_indices(topology.devices_per_process)) \
+        if config.accelerator == "gpu" else None
+    print(f"[sweep] {config.model} {image_size}x{image_size} on {topology.num_replicas} x "
+          f"{topology.device_kind} ({config.backend}, {config.policy}), {steps} timed steps "
+          f"per size after {warmup_steps} warm-up steps", flush=True)
+
+    rows = []
+    for batch in sorted(config.sweep_batch_sizes):
+        row = {"global_batch_size": batch, "status": "ok"}
+        rows.append(row)
+        if batch % topology.num_replicas:
+            row["status"] = f"skipped: not divisible by {topology.num_replicas} replicas"
+            continue
+        row["per_device_batch_size"] = batch // topology.num_replicas
+        data = None
+        try:
+            spec = dataclasses.replace(input_spec(config, topology, batch),
+                                       with_validation=False)
+            data = make_datasets("synthetic", spec)
+            compile_start = time.perf_counter()
+            model.fit(data.train, epochs=1, steps_per_epoch=warmup_steps, verbose=0,
+                      shuffle=False)
+            row["compile_and_warmup_seconds"] = round(time.perf_counter() - compile_start, 2)
+            meter = Throughput(batch, topology.num_replicas, warmup_steps=spe)
+            utilization = ModelFlopsUtilization(flops, topology.num_replicas,
+                                                billing.peak_tflops_per_device)
+            energy = EnergyMeter(read_power) if read_power else None
+            callbacks = [c for c in (meter, energy, utilization) if c is not None]
+            model.fit(data.train, epochs=1, steps_per_epoch=steps, verbose=0,
+                      callbacks=callbacks, shuffle=False)
+        except Exception as error:  # noqa: BLE001 - an OOM must not end the sweep
+            if not _is_out_of_memory(error):
+                raise
+            row["status"] = "out of memory"
+            print(f"[sweep] global batch {batch}: does not fit in device memory", flush=True)
+            continue
+        finally:
+            del data
+            gc.collect()
+        rate = meter.images_per_sec
+        row.update({
+            "images_per_sec": round(rate, 2),
+            "images_per_sec_per_device": round(rate / topology.num_replicas, 2),
+            "mfu": round(utilization.utilization(rate), 4)
+            if utilization.utilization(rate) is not None else None,
+            "model_tflops_per_sec": round(flops * rate / 1e12, 2),
+            "peak_memory_gib": _peak_memory_gib(config.backend),
+            "power_watts": round(energy.power_watts, 1) if energy and energy.power_watts else None,
+            "joules_per_image": round(energy.power_watts / rate, 4)
+            if energy and energy.power_watts else None,
+            "usd_per_million_images": round(usd_per_million_images(
+                rate, billing.price_per_hour_usd), 4) if billing.price_per_hour_usd else None,
+        })
+        row.update({k: round(v, 3) for k, v in _spread_ms(meter.step_times_s).items()})
+        print(f"[sweep] global batch {batch}: {rate:,.1f} images/sec", flush=True)
+
+    measured = [r for r in rows if r.get("images_per_sec")]
+    best = max(measured, key=lambda r: r["images_per_sec"]) if measured else None
+    summary = {
+        "mode": "sweep", **topology.describe(), "model": config.model,
+        "dataset": "synthetic", "image_size": image_size, "precision": config.policy,
+        "steps_per_execution": spe, "timed_steps_per_size": steps,
+        "train_flops_per_image": flops, "peak_tflops_per_device": billing.peak_tflops_per_device,
+        "machine": billing.machine, "price_per_hour_usd": billing.price_per_hour_usd,
+        "sweep": rows, "best": best,
+        "largest_batch_that_fits": max((r["global_batch_size"] for r in measured), default=None),
+        "wall_seconds": round(time.time() - started_at, 2), "logdir": run_dir.path,
+    }
+    table = _format_table(rows)
+    if chief:
+        _write_outputs(run_dir.path, summary, rows, EventWriter)
+        print(table)
+        print(f"sweep: {os.path.join(run_dir.path, 'sweep.json')} and sweep.png\n"
+              f"view:  tensorboard --logdir {run_dir.path}", flush=True)
+    return summary
+
+
+def _write_outputs(logdir, summary, rows, writer_class):
+    from app import plots, rundir
+
+    rundir.write_json_atomic(os.path.join(logdir, "sweep.json"), summary)
+    rundir.write_json_atomic(os.path.join(logdir, rundir.SUMMARY_FILE), summary)
+    label = f"{summary['num_replicas']} x {summary['device_kind']} ({summary['backend']})"
+    plots.line_chart({label: [(r["global_batch_size"], r.get("images_per_sec")) for r in rows]},
+                     os.path.join(logdir, "sweep.png"), log2_x=True,
+                     title=f"{summary['model']}: training throughput vs global batch size",
+                     xlabel="global batch size", ylabel="images/sec")
+    writer = writer_class(os.path.join(logdir, "sweep"))
+    for row in rows:
+        for key in ("images_per_sec", "images_per_sec_per_device", "mfu", "step_time_ms",
+                    "peak_memory_gib", "joules_per_image"):
+            if row.get(key) is not None:
+                group = {"mfu": "utilization", "peak_memory_gib": "memory",
+                         "joules_per_image": "energy"}.get(key, "throughput")
+                writer.scalar(f"sweep_{group}/{key}_vs_batch", row[key], row["global_batch_size"])
+    writer.close()

@@ -1,0 +1,108 @@
+"""What the app's callbacks cost: the same fit with all of them, and with none.
+
+Both are timed the same way, from outside: the wall time of a fit of LONG steps
+minus that of SHORT steps, so compile, start-up and end-of-epoch work (the
+checkpoint, the metrics line) cancel, and what is left is the cost per step. The
+two variants alternate, REPS times, and the medians are compared.
+
+    KERAS_BACKEND=jax python benchmarks/callback_overhead.py --accelerator=gpu \
+        --model=resnet50 --batch=256 --out overhead.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--accelerator", default="cpu")
+    parser.add_argument("--backend", default=os.environ.get("KERAS_BACKEND", "jax"))
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--image_size", type=int, default=224)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--steps_per_execution", type=int, default=1)
+    parser.add_argument("--short", type=int, default=20)
+    parser.add_argument("--long", type=int, default=120)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--out", default="")
+    args = parser.parse_args()
+
+    from app import callbacks_setup, checkpointing, distribute, models, recipe
+    from app.prices import resolve_billing
+    from app.train import input_spec
+    from flags import Config
+
+    logdir = tempfile.mkdtemp(prefix="overhead-")
+    config = Config(accelerator=args.accelerator, backend=args.backend, model=args.model,
+                    dataset="synthetic", image_size=args.image_size,
+                    global_batch_size=args.batch, steps_per_execution=args.steps_per_execution,
+                    validation_steps=-1, logdir=logdir, verbose="2")
+    distribute.prepare_backend(config)
+    topology = distribute.make_topology(config)
+    import keras
+
+    from preprocessing import make_datasets
+
+    keras.config.set_dtype_policy(config.policy)
+    data = make_datasets("synthetic", input_spec(config, topology))
+    with topology.scope():
+        model = models.make_model(config.model, data.num_classes, data.image_size)
+        recipe.compile_model(model, config, data.num_classes, args.long)
+    billing = resolve_billing("auto", "on_demand", None, None, topology.device_kind,
+                              topology.num_replicas)
+
+    def fit(steps, with_callbacks):
+        callbacks, verbose = [], 0
+        if with_callbacks:
+            parts = callbacks_setup.make_callbacks(
+                config, topology, logdir, billing=billing, started_at=time.time(),
+                billed_seconds_before=0.0, steps_per_epoch=steps, validation_images=0,
+                train_flops_per_image=models.train_flops_per_image(model),
+                state=checkpointing.NEW_RUN)
+            callbacks, verbose = parts.callbacks, 2
+        start = time.perf_counter()
+        model.fit(data.train, epochs=1, steps_per_epoch=steps, callbacks=callbacks,
+                  verbose=verbose, shuffle=False)
+        return time.perf_counter() - start
+
+    fit(args.short, False)  # compile
+    fit(args.short, True)
+    rates = {"none": [], "all": []}
+    per_fit = {"none": [], "all": []}
+    for _ in range(args.reps):
+        for variant in ("none", "all"):
+            short = fit(args.short, variant == "all")
+            long = fit(args.long, variant == "all")
+            rates[variant].append((args.long - args.short) * args.batch / (long - short))
+            per_fit[variant].append(short - args.short * args.batch / rates[variant][-1])
+    none, every = statistics.median(rates["none"]), statistics.median(rates["all"])
+    result = {
+        "what": "steady-state images/sec of the same fit with all app callbacks vs none",
+        "model": args.model, "backend": args.backend, "device_kind": topology.device_kind,
+        "global_batch_size": args.batch, "steps_per_execution": args.steps_per_execution,
+        "timing": f"(fit of {args.long} steps) - (fit of {args.short} steps), "
+                  f"median of {args.reps}, variants alternating",
+        "images_per_sec_no_callbacks": round(none, 1),
+        "images_per_sec_all_callbacks": round(every, 1),
+        "ratio_all_over_none": round(every / none, 4),
+        "rates": {k: [round(v, 1) for v in vs] for k, vs in rates.items()},
+        "fixed_seconds_per_fit": {k: round(statistics.median(v), 3) for k, v in per_fit.items()},
+    }
+    text = json.dumps(result, indent=2)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The PyTorch peer: torchvision's ResNet-50 (v1.5) trained on synthetic data.
+
+The strongest plain-PyTorch recipe for this model on one GPU: channels-last memory
+format, bf16 autocast, `torch.compile`, SGD with momentum, label smoothing, the
+same synthetic data as the app (random images and labels made once on the GPU).
+Timed with CUDA synchronization around the steady-state steps only.
+
+    python benchmarks/torch_peer.py --batch_sizes=128,256,512 --steps=100 --out peer.json
+
+Prints one JSON document (and writes it to --out): per batch size, images/sec, the
+mean step time, peak GPU memory, or "out of memory".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+
+
+def measure(batch: int, steps: int, warmup: int, compile_model: bool, image_size: int) -> dict:
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
+    loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
+    images = torch.randn(batch, 3, image_size, image_size, device="cuda").to(
+        memory_format=torch.channels_last)
+    labels = torch.randint(0, 1000, (batch,), device="cuda")
+    forward = torch.compile(model) if compile_model else model
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_fn(forward(images), labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    start = time.perf_counter()
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    compile_seconds = time.perf_counter() - start
+    times = []
+    for _ in range(3):  # three timed blocks: report their median
+        begin = time.perf_counter()
+        for _ in range(steps // 3):
+            step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - begin) / (steps // 3))
+    step_time = statistics.median(times)
+    return {"global_batch_size": batch, "status": "ok",
+            "images_per_sec": round(batch / step_time, 2),
+            "step_time_ms": round(step_time * 1e3, 3),
+            "block_step_times_ms": [round(t * 1e3, 3) for t in times],
+            "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 3),
+            "compile_and_warmup_seconds": round(compile_seconds, 1)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch_sizes", default="256")
+    parser.add_argument("--steps", type=int, default=90)
+    parser.add_argument("--warmup", type=int, default=15)
+    parser.add_argument("--image_size", type=int, default=224)
+    parser.add_argument("--no_compile", action="store_true")
+    parser.add_argument("--out", default="")
+    args = parser.parse_args()
+
+    import torch
+    import torchvision
+
+    rows = []
+    for batch in [int(b) for b in args.batch_sizes.split(",")]:
+        try:
+            rows.append(measure(batch, args.steps, args.warmup, not args.no_compile,
+                                args.image_size))
+        except torch.cuda.OutOfMemoryError:
+            rows.append({"global_batch_size": batch, "status": "out of memory"})
+        print(json.dumps(rows[-1]), flush=True)
+    result = {
+        "peer": "torchvision resnet50 (v1.5), channels_last, bf16 autocast, "
+                + ("eager" if args.no_compile else "torch.compile"),
+        "device": torch.cuda.get_device_name(0), "image_size": args.image_size,
+        "versions": {"torch": torch.__version__, "torchvision": torchvision.__version__,
+                     "python": platform.python_version()},
+        "rows": rows,
+    }
+    text = json.dumps(result, indent=2)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Energy: board power during the steady state, as joules per image and kWh per epoch.
+
+The 2018 study left energy for later. Where NVIDIA's NVML is available
+(nvidia-ml-py), a background thread samples the board power of the devices in use
+a few times a second during each epoch's steady state (after its first execution),
+so the figures sit next to the dollars. Elsewhere (CPUs, TPUs) the figures are
+simply absent, never zero.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import keras
+
+
+def visible_gpu_indices(count: int) -> list[int]:
+    """NVML indices of the first `count` GPUs this process sees.
+
+    NVML numbers GPUs physically and ignores CUDA_VISIBLE_DEVICES, so map through it.
+    """
+    import os
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    if visible.strip() and all(part.strip().isdigit() for part in visible.split(",")):
+        return [int(part) for part in visible.split(",")][:count]
+    return list(range(count))
+
+
+def nvml_power_reader(device_indices=None):
+    """fn() -> total board power in watts of the given GPUs, or None without NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        count = pynvml.nvmlDeviceGetCount()
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i)
+                   for i in (device_indices if device_indices is not None else range(count))]
+    except Exception:  # no library, no driver, no GPU: no energy figures
+        return None
+    if not handles:
+        return None
+
+    def read():
+        return sum(pynvml.nvmlDeviceGetPowerUsage(h) for h in handles) / 1000.0
+
+    return read
+
+
+class EnergyMeter(keras.callbacks.Callback):
+    """Publishes into epoch `logs`: `power_watts` (mean over the steady state),
+    `joules_per_image` (needs `images_per_sec` from the throughput callback) and
+    `kwh_per_epoch`. Public attributes hold the last values.
+
+    Args:
+        read_power: fn() -> watts of all devices in use (e.g. `nvml_power_reader()`).
+        interval_seconds: time between samples.
+    """
+
+    def __init__(self, read_power, interval_seconds: float = 0.2):
+        super().__init__()
+        if read_power is None:
+            raise ValueError("read_power must be a callable returning watts, received None")
+        if interval_seconds <= 0:
+            raise ValueError(f"interval_seconds must be > 0, received {interval_seconds}")
+        self.read_power = read_power
+        self.interval_seconds = interval_seconds
+        self.power_watts = self.joules_per_image = self.kwh_per_epoch = None
+        self._samples = []
+        self._stop = threading.Event()
+        self._thread = None
+        self._epoch_start = None
+
+    def _sample(self):
+        # Skip the epoch's first execution (pipeline restart, compile on epoch 0).
+        if self._stop.wait(self.interval_seconds * 5):
+            return
+        while not self._stop.is_set():
+            try:
+                self._samples.append(self.read_power())
+            except Exception:
+                return
+            self._stop.wait(self.interval_seconds)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._samples, self._epoch_start = [], time.perf_counter()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._sample, daemon=True, name="power")
+        self._thread.start()
+
+    def _halt(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._halt()
+        if not self._samples:
+            return
+        self.power_watts = sum(self._samples) / len(self._samples)
+        seconds = time.perf_counter() - self._epoch_start
+        self.kwh_per_epoch = self.power_watts * seconds / 3.6e6
+        if logs is None:
+            return
+        logs["power_watts"] = self.power_watts
+        logs["kwh_per_epoch"] = self.kwh_per_epoch
+        if logs.get("images_per_sec"):
+            self.joules_per_image = self.power_watts / logs["images_per_sec"]
+            logs["joules_per_image"] = self.joules_per_image
+
+    def on_train_end(self, logs=None):
+        self._halt()
