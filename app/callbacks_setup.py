@@ -80,7 +80,8 @@ def make_callbacks(config, topology, logdir: str, *, billing, started_at: float,
     if config.accelerator == "gpu":
         read_power = nvml_power_reader(visible_gpu_indices(topology.devices_per_process))
         if read_power is not None:
-            parts.energy = EnergyMeter(read_power)
+            parts.energy = EnergyMeter(read_power, warmup_steps=config.throughput_warmup_steps,
+                                       images_per_epoch=steps_per_epoch * config.global_batch_size)
     if topology.is_chief:
         parts.logger = MetricsLogger(
             logdir, config.log_every_steps,

@@ -15,8 +15,12 @@ training, as in Goyal et al. 2017.
 
 from __future__ import annotations
 
+import dataclasses
+
 import keras
 from keras import layers
+
+from app import layers as fast
 
 BN_MOMENTUM = 0.9
 BN_EPSILON = 1e-5
@@ -32,39 +36,58 @@ _RESNETS = {
 SMALL_RESNET_WIDTHS = (32, 64, 128)
 
 
+@dataclasses.dataclass(frozen=True)
+class LayerSet:
+    """Which implementation of the layers that dominate a step (see app/layers.py).
+
+    batchnorm: "keras", "fast" (bf16 apply) or "fast_f32" (float32 apply);
+    pool: "keras" or "slices"; stem: "keras" or "s2d" (space-to-depth).
+    """
+
+    batchnorm: str = "fast"
+    pool: str = "slices"
+    stem: str = "s2d"
+
+
+FAST = LayerSet()
+KERAS = LayerSet("keras", "keras", "keras")
+
+
 def _conv(x, filters, kernel, stride, name):
     return layers.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False,
                          kernel_initializer=CONV_INIT, name=name)(x)
 
 
-def _bn(x, name, zero_init=False):
-    return layers.BatchNormalization(
-        momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name=name,
-        gamma_initializer="zeros" if zero_init else "ones")(x)
+def _bn(x, name, ls: LayerSet, zero_init=False):
+    options = dict(momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name=name,
+                   gamma_initializer="zeros" if zero_init else "ones")
+    if ls.batchnorm == "keras":
+        return layers.BatchNormalization(**options)(x)
+    return fast.BatchNorm(apply_in_compute_dtype=ls.batchnorm == "fast", **options)(x)
 
 
-def _shortcut(x, filters, stride, name):
+def _shortcut(x, filters, stride, name, ls):
     if stride == 1 and x.shape[-1] == filters:
         return x
     x = _conv(x, filters, 1, stride, name + "_proj_conv")
-    return _bn(x, name + "_proj_bn")
+    return _bn(x, name + "_proj_bn", ls)
 
 
-def _basic_block(x, width, stride, name):
-    shortcut = _shortcut(x, width, stride, name)
+def _basic_block(x, width, stride, name, ls):
+    shortcut = _shortcut(x, width, stride, name, ls)
     y = _conv(x, width, 3, stride, name + "_conv1")
-    y = layers.ReLU(name=name + "_relu1")(_bn(y, name + "_bn1"))
-    y = _bn(_conv(y, width, 3, 1, name + "_conv2"), name + "_bn2", zero_init=True)
+    y = layers.ReLU(name=name + "_relu1")(_bn(y, name + "_bn1", ls))
+    y = _bn(_conv(y, width, 3, 1, name + "_conv2"), name + "_bn2", ls, zero_init=True)
     return layers.ReLU(name=name + "_out")(layers.Add(name=name + "_add")([shortcut, y]))
 
 
-def _bottleneck_block(x, width, stride, name):
-    shortcut = _shortcut(x, width * 4, stride, name)
+def _bottleneck_block(x, width, stride, name, ls):
+    shortcut = _shortcut(x, width * 4, stride, name, ls)
     y = _conv(x, width, 1, 1, name + "_conv1")
-    y = layers.ReLU(name=name + "_relu1")(_bn(y, name + "_bn1"))
+    y = layers.ReLU(name=name + "_relu1")(_bn(y, name + "_bn1", ls))
     y = _conv(y, width, 3, stride, name + "_conv2")  # v1.5: the stride is here
-    y = layers.ReLU(name=name + "_relu2")(_bn(y, name + "_bn2"))
-    y = _bn(_conv(y, width * 4, 1, 1, name + "_conv3"), name + "_bn3", zero_init=True)
+    y = layers.ReLU(name=name + "_relu2")(_bn(y, name + "_bn2", ls))
+    y = _bn(_conv(y, width * 4, 1, 1, name + "_conv3"), name + "_bn3", ls, zero_init=True)
     return layers.ReLU(name=name + "_out")(layers.Add(name=name + "_add")([shortcut, y]))
 
 
@@ -74,41 +97,49 @@ def _head(x, num_classes):
     return layers.Dense(num_classes, dtype="float32", name="logits")(x)
 
 
-def make_resnet(depth_name: str, num_classes: int, image_size: int) -> keras.Model:
+def make_resnet(depth_name: str, num_classes: int, image_size: int,
+                ls: LayerSet = FAST) -> keras.Model:
     """ImageNet-style ResNet v1.5: 7x7/2 stem, 3x3/2 max-pool, four stages."""
     kind, blocks, width = _RESNETS[depth_name]
     block = _bottleneck_block if kind == "bottleneck" else _basic_block
     inputs = keras.Input((image_size, image_size, 3), name="images")
-    x = _conv(inputs, width, 7, 2, "stem_conv")
-    x = layers.ReLU(name="stem_relu")(_bn(x, "stem_bn"))
-    x = layers.MaxPooling2D(3, strides=2, padding="same", name="stem_pool")(x)
+    stem = fast.SpaceToDepthStem if ls.stem == "s2d" else layers.Conv2D
+    x = stem(width, 7, strides=2, padding="same", use_bias=False, kernel_initializer=CONV_INIT,
+             name="stem_conv")(inputs)
+    x = layers.ReLU(name="stem_relu")(_bn(x, "stem_bn", ls))
+    pool = fast.MaxPool3x3S2 if ls.pool == "slices" else layers.MaxPooling2D
+    x = pool(pool_size=3, strides=2, padding="same", name="stem_pool")(x)
     for stage, count in enumerate(blocks):
         for index in range(count):
             stride = 2 if stage > 0 and index == 0 else 1
-            x = block(x, width * 2**stage, stride, f"stage{stage + 1}_block{index + 1}")
+            x = block(x, width * 2**stage, stride, f"stage{stage + 1}_block{index + 1}", ls)
     return keras.Model(inputs, _head(x, num_classes), name=depth_name)
 
 
-def make_small_resnet(num_classes: int, image_size: int) -> keras.Model:
+def make_small_resnet(num_classes: int, image_size: int, ls: LayerSet = FAST) -> keras.Model:
     """A ResNet for small images (CIFAR-style): 3x3 stem, three stages of one basic
     block each (widths 32, 64, 128), no max-pool. About 0.7M parameters."""
     inputs = keras.Input((image_size, image_size, 3), name="images")
     x = _conv(inputs, SMALL_RESNET_WIDTHS[0], 3, 1, "stem_conv")
-    x = layers.ReLU(name="stem_relu")(_bn(x, "stem_bn"))
+    x = layers.ReLU(name="stem_relu")(_bn(x, "stem_bn", ls))
     for stage, width in enumerate(SMALL_RESNET_WIDTHS):
-        x = _basic_block(x, width, 1 if stage == 0 else 2, f"stage{stage + 1}_block1")
+        x = _basic_block(x, width, 1 if stage == 0 else 2, f"stage{stage + 1}_block1", ls)
     return keras.Model(inputs, _head(x, num_classes), name="small_resnet")
 
 
-def make_model(name: str, num_classes: int, image_size: int) -> keras.Model:
+def make_model(name: str, num_classes: int, image_size: int,
+               layer_set: LayerSet = FAST) -> keras.Model:
     """Builds the model called `name` (see flags.config.MODELS).
 
     Call inside the distribution scope, after the dtype policy is set.
+
+    Args:
+        layer_set: FAST (the default) or KERAS layers, or any mix (benchmarks).
     """
     if name == "small_resnet":
-        return make_small_resnet(num_classes, image_size)
+        return make_small_resnet(num_classes, image_size, layer_set)
     if name in _RESNETS:
-        return make_resnet(name, num_classes, image_size)
+        return make_resnet(name, num_classes, image_size, layer_set)
     raise ValueError(f"unknown model {name!r}; accepted: small_resnet, {', '.join(_RESNETS)}")
 
 

@@ -116,7 +116,7 @@ def run_sweep(config, topology, run_dir, started_at: float) -> dict:
             meter = Throughput(batch, topology.num_replicas, warmup_steps=spe)
             utilization = ModelFlopsUtilization(flops, topology.num_replicas,
                                                 billing.peak_tflops_per_device)
-            energy = EnergyMeter(read_power) if read_power else None
+            energy = EnergyMeter(read_power, warmup_steps=spe) if read_power else None
             callbacks = [c for c in (meter, energy, utilization) if c is not None]
             model.fit(data.train, epochs=1, steps_per_epoch=steps, verbose=0,
                       callbacks=callbacks, shuffle=False)

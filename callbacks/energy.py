@@ -2,9 +2,11 @@
 
 The 2018 study left energy for later. Where NVIDIA's NVML is available
 (nvidia-ml-py), a background thread samples the board power of the devices in use
-a few times a second during each epoch's steady state (after its first execution),
-so the figures sit next to the dollars. Elsewhere (CPUs, TPUs) the figures are
-simply absent, never zero.
+a few times a second during each epoch's steady state: from the end of the warm-up
+steps (the same window as the throughput callback: compile and the first
+execution of an epoch are left out, since the devices idle then) to the epoch's
+last step. So the figures sit next to the dollars. Elsewhere (CPUs, TPUs) the
+figures are simply absent, never zero.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import threading
 import time
 
 import keras
+
+from callbacks.throughput import last_warmup_step
 
 
 def visible_gpu_indices(count: int) -> list[int]:
@@ -51,14 +55,21 @@ def nvml_power_reader(device_indices=None):
 class EnergyMeter(keras.callbacks.Callback):
     """Publishes into epoch `logs`: `power_watts` (mean over the steady state),
     `joules_per_image` (needs `images_per_sec` from the throughput callback) and
-    `kwh_per_epoch`. Public attributes hold the last values.
+    `kwh_per_epoch` (a full epoch's images at that energy per image). Public
+    attributes hold the last values.
 
     Args:
         read_power: fn() -> watts of all devices in use (e.g. `nvml_power_reader()`).
         interval_seconds: time between samples.
+        warmup_steps: steps of the first epoch left out; 0 = automatic (as the
+            throughput callback).
+        images_per_epoch: training images of a full epoch, for kWh per epoch.
     """
 
-    def __init__(self, read_power, interval_seconds: float = 0.2):
+    async_safe = True
+
+    def __init__(self, read_power, interval_seconds: float = 0.2, warmup_steps: int = 0,
+                 images_per_epoch: int = 0):
         super().__init__()
         if read_power is None:
             raise ValueError("read_power must be a callable returning watts, received None")
@@ -66,16 +77,18 @@ class EnergyMeter(keras.callbacks.Callback):
             raise ValueError(f"interval_seconds must be > 0, received {interval_seconds}")
         self.read_power = read_power
         self.interval_seconds = interval_seconds
+        self.warmup_steps = warmup_steps
+        self.images_per_epoch = images_per_epoch
         self.power_watts = self.joules_per_image = self.kwh_per_epoch = None
         self._samples = []
         self._stop = threading.Event()
         self._thread = None
-        self._epoch_start = None
+        self._window_start = None
+        self._first_epoch = True
+        self._steps_per_call = 1
+        self._lock = threading.Lock()
 
     def _sample(self):
-        # Skip the epoch's first execution (pipeline restart, compile on epoch 0).
-        if self._stop.wait(self.interval_seconds * 5):
-            return
         while not self._stop.is_set():
             try:
                 self._samples.append(self.read_power())
@@ -83,11 +96,27 @@ class EnergyMeter(keras.callbacks.Callback):
                 return
             self._stop.wait(self.interval_seconds)
 
+    def on_train_begin(self, logs=None):
+        self._first_epoch = True
+        self._steps_per_call = getattr(self.model, "steps_per_execution", 1) or 1
+
     def on_epoch_begin(self, epoch, logs=None):
-        self._samples, self._epoch_start = [], time.perf_counter()
+        self._samples, self._window_start, self._calls = [], None, 0
         self._stop.clear()
-        self._thread = threading.Thread(target=self._sample, daemon=True, name="power")
-        self._thread.start()
+
+    def on_train_batch_end(self, batch, logs=None):
+        with self._lock:  # batch hooks may run in Keras's worker threads
+            self._calls += 1
+            if self._window_start is not None:
+                return
+            steps = (self.params or {}).get("steps") or 0
+            last = last_warmup_step(steps, self._steps_per_call, self._first_epoch,
+                                    self.warmup_steps)
+            if batch > last and (self._first_epoch or self._calls > 1):
+                self._window_start = time.perf_counter()
+                self._thread = threading.Thread(target=self._sample, daemon=True,
+                                                name="power")
+                self._thread.start()
 
     def _halt(self):
         self._stop.set()
@@ -97,18 +126,19 @@ class EnergyMeter(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self._halt()
+        self._first_epoch = False
         if not self._samples:
             return
         self.power_watts = sum(self._samples) / len(self._samples)
-        seconds = time.perf_counter() - self._epoch_start
-        self.kwh_per_epoch = self.power_watts * seconds / 3.6e6
         if logs is None:
             return
         logs["power_watts"] = self.power_watts
-        logs["kwh_per_epoch"] = self.kwh_per_epoch
         if logs.get("images_per_sec"):
             self.joules_per_image = self.power_watts / logs["images_per_sec"]
             logs["joules_per_image"] = self.joules_per_image
+            if self.images_per_epoch:
+                self.kwh_per_epoch = self.joules_per_image * self.images_per_epoch / 3.6e6
+                logs["kwh_per_epoch"] = self.kwh_per_epoch
 
     def on_train_end(self, logs=None):
         self._halt()

@@ -80,12 +80,8 @@ class Throughput(keras.callbacks.Callback):
     def _warmup(self) -> int:
         """Last step index (0-based) still counted as warm-up in this epoch."""
         steps = (self.params or {}).get("steps") or 0
-        if not self._first_epoch:
-            return -1  # only the first execution is dropped (see on_train_batch_end)
-        warmup = self.warmup_steps or max(2 * self._steps_per_call, math.ceil(0.05 * steps))
-        if steps:  # leave at least two executions to time
-            warmup = min(warmup, max(0, steps - 2 * self._steps_per_call))
-        return warmup - 1
+        return last_warmup_step(steps, self._steps_per_call, self._first_epoch,
+                                self.warmup_steps)
 
     def on_train_batch_end(self, batch, logs=None):
         now = time.perf_counter()
@@ -143,6 +139,22 @@ class Throughput(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         if logs is not None and self.images_per_sec is not None:
             logs["images_per_sec"] = self.images_per_sec
+
+
+def last_warmup_step(epoch_steps: int, steps_per_call: int, first_epoch: bool,
+                     requested: int = 0) -> int:
+    """Index (0-based) of the last step of an epoch that counts as warm-up.
+
+    In the first epoch of a fit: `requested` steps, or automatically
+    max(2 executions, 5% of the epoch), leaving at least two executions to time.
+    Later epochs: -1, and the caller drops the epoch's first execution instead.
+    """
+    if not first_epoch:
+        return -1
+    warmup = requested or max(2 * steps_per_call, math.ceil(0.05 * epoch_steps))
+    if epoch_steps:
+        warmup = min(warmup, max(0, epoch_steps - 2 * steps_per_call))
+    return warmup - 1
 
 
 def _spread_ms(step_times: list[float]) -> dict:

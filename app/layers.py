@@ -1,0 +1,113 @@
+"""Faster drop-in layers for ResNet training on accelerators (Keras ops only).
+
+Each is a subclass of the Keras layer it replaces, with the same variables (names,
+shapes, initializers), so parameter counts, checkpoints and the FLOP count do not
+change. Measured on one H200 (benchmarks/model_variants.py, results in
+benchmarks/results/), where a ResNet-50 step spends about 40% of its time in
+BatchNorm's memory traffic.
+
+- `BatchNorm`: batch statistics accumulated in float32 in one pass over the
+  input (E[x^2] - E[x]^2, as Flax does by default), then y = x * scale + shift
+  applied in the compute dtype with per-channel scale and shift. Keras's layer
+  upcasts the whole activation to float32 first. Results differ from Keras's by
+  bf16 rounding of the output and of scale/shift, and by the one-pass variance.
+- `MaxPool3x3S2`: 3x3/2 "same" max-pooling as the maximum of nine strided
+  slices. Same values; its gradient is a chain of selects instead of XLA's slow
+  select-and-scatter. (For a tie between window maxima the gradient is shared
+  rather than given to the first; after a ReLU, ties are zeros, whose gradient
+  the ReLU discards.)
+- `SpaceToDepthStem`: the 7x7/2 stem convolution computed as a 4x4/1
+  convolution over 2x2 space-to-depth blocks (12 channels instead of 3, which
+  tensor cores handle far better). The kernel variable stays 7x7x3xC; it is
+  rearranged inside the step. Same math: every product is the same, only the
+  summation order differs.
+"""
+
+from __future__ import annotations
+
+import math
+
+from keras import layers, ops
+
+
+class BatchNorm(layers.BatchNormalization):
+    """BatchNormalization with float32 statistics and a compute-dtype apply."""
+
+    def __init__(self, apply_in_compute_dtype: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        self.apply_in_compute_dtype = apply_in_compute_dtype
+
+    def call(self, inputs, training=None, mask=None):
+        axes = tuple(range(len(inputs.shape) - 1))  # channels-last
+        if training and self.trainable:
+            x32 = ops.cast(inputs, "float32")
+            mean = ops.mean(x32, axis=axes)
+            variance = ops.maximum(ops.mean(ops.square(x32), axis=axes) - ops.square(mean), 0.0)
+            momentum = self.momentum
+            self.moving_mean.assign(self.moving_mean * momentum + mean * (1.0 - momentum))
+            self.moving_variance.assign(
+                self.moving_variance * momentum + variance * (1.0 - momentum))
+        else:
+            mean, variance = self.moving_mean, self.moving_variance
+        scale = ops.rsqrt(variance + self.epsilon) * self.gamma
+        shift = self.beta - mean * scale
+        if self.apply_in_compute_dtype:
+            return inputs * ops.cast(scale, inputs.dtype) + ops.cast(shift, inputs.dtype)
+        return ops.cast(ops.cast(inputs, "float32") * scale + shift, self.compute_dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "apply_in_compute_dtype": self.apply_in_compute_dtype}
+
+
+def _same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
+    out = math.ceil(size / stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+class MaxPool3x3S2(layers.MaxPooling2D):
+    """MaxPooling2D(3, strides=2, padding="same") as the maximum of nine slices."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("pool_size", 3)
+        kwargs.setdefault("strides", 2)
+        kwargs.setdefault("padding", "same")
+        super().__init__(**kwargs)
+
+    def call(self, inputs):
+        height, width = inputs.shape[1], inputs.shape[2]
+        out_h, out_w = math.ceil(height / 2), math.ceil(width / 2)
+        (top, bottom), (left, right) = _same_padding(height, 3, 2), _same_padding(width, 3, 2)
+        padded = ops.pad(inputs, [[0, 0], [top, bottom], [left, right], [0, 0]],
+                         constant_values=float("-inf"))
+        result = None
+        for dy in range(3):
+            for dx in range(3):
+                window = padded[:, dy:dy + 2 * out_h - 1:2, dx:dx + 2 * out_w - 1:2, :]
+                result = window if result is None else ops.maximum(result, window)
+        return result
+
+
+class SpaceToDepthStem(layers.Conv2D):
+    """Conv2D(C, 7, strides=2, padding="same") computed over 2x2 space-to-depth blocks."""
+
+    def call(self, inputs):
+        height, width = inputs.shape[1], inputs.shape[2]
+        if height % 2 or width % 2:
+            return super().call(inputs)  # odd sizes: the plain convolution
+        out_h, out_w = height // 2, width // 2
+        (top, _), (left, _) = _same_padding(height, 7, 2), _same_padding(width, 7, 2)
+        # Pad so the 2x2 blocks cover rows top..: (out + 3) blocks of 2.
+        padded = ops.pad(inputs, [[0, 0], [top, 2 * (out_h + 3) - height - top],
+                                  [left, 2 * (out_w + 3) - width - left], [0, 0]])
+        channels = inputs.shape[-1]
+        blocks = ops.reshape(padded, (-1, out_h + 3, 2, out_w + 3, 2, channels))
+        blocks = ops.reshape(ops.transpose(blocks, (0, 1, 3, 2, 4, 5)),
+                             (-1, out_h + 3, out_w + 3, 4 * channels))
+        kernel = ops.pad(ops.cast(self.kernel, self.compute_dtype),
+                         [[0, 1], [0, 1], [0, 0], [0, 0]])  # 7x7 -> 8x8, zeros
+        filters = kernel.shape[-1]
+        kernel = ops.reshape(kernel, (4, 2, 4, 2, channels, filters))
+        kernel = ops.reshape(ops.transpose(kernel, (0, 2, 1, 3, 4, 5)),
+                             (4, 4, 4 * channels, filters))
+        return ops.conv(blocks, kernel, strides=1, padding="valid")
