@@ -77,6 +77,13 @@ def make_callbacks(config, topology, logdir: str, *, billing, started_at: float,
     targets = TopOneTargets(config.target_top1, history=state.top1_history)
     nan_guard = NanGuard(steps_per_epoch, resume_step=state.global_step)
     parts = RunCallbacks([], throughput, cost, mfu, targets, nan_guard)
+    # Every process checkpoints in step (SIGTERM stops them all); process 0 writes.
+    parts.checkpoint = Checkpoint(
+        logdir, steps_per_epoch=steps_per_epoch, every_steps=config.checkpoint_every_steps,
+        started_at=started_at, billed_seconds_before=billed_seconds_before,
+        images_before=state.images_seen, global_batch_size=config.global_batch_size,
+        extra_state=lambda: {"top1_history": targets.history},
+        resume_step=state.global_step, write=topology.is_chief)
     if config.accelerator == "gpu":
         read_power = nvml_power_reader(visible_gpu_indices(topology.devices_per_process))
         if read_power is not None:
@@ -86,12 +93,6 @@ def make_callbacks(config, topology, logdir: str, *, billing, started_at: float,
         parts.logger = MetricsLogger(
             logdir, config.log_every_steps,
             hparams=None if state.global_step else hparams_of(config, topology, billing))
-        parts.checkpoint = Checkpoint(
-            logdir, steps_per_epoch=steps_per_epoch, every_steps=config.checkpoint_every_steps,
-            started_at=started_at, billed_seconds_before=billed_seconds_before,
-            images_before=state.images_seen, global_batch_size=config.global_batch_size,
-            extra_state=lambda: {"top1_history": targets.history},
-            resume_step=state.global_step)
         if config.profile_range:
             parts.profiler = Profiler(logdir, *config.profile_range, backend=config.backend)
     # Producers of figures first, then their readers; the guard before the checkpoint

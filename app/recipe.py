@@ -82,8 +82,13 @@ def make_optimizer(learning_rate: float, warmup_steps: int, total_steps: int,
     return optimizer
 
 
-def compile_model(model, config, num_classes: int, steps_per_epoch: int):
-    """Compiles `model` with the recipe for `config` (call inside the strategy scope)."""
+def compile_model(model, config, num_classes: int, steps_per_epoch: int,
+                  jit_compile="auto"):
+    """Compiles `model` with the recipe for `config` (call inside the strategy scope).
+
+    Args:
+        jit_compile: as Topology.jit_compile says ("auto" but where XLA breaks fit).
+    """
     total_steps = steps_per_epoch * config.epochs
     warmup_steps = int(round(config.warmup_epochs * steps_per_epoch))
     metrics = [keras.metrics.SparseCategoricalAccuracy(name="top1")]
@@ -95,6 +100,6 @@ def compile_model(model, config, num_classes: int, steps_per_epoch: int):
         loss=SmoothedSparseCrossentropy(num_classes, config.label_smoothing),
         weighted_metrics=metrics,
         steps_per_execution=config.steps_per_execution,
-        jit_compile="auto",
+        jit_compile=jit_compile,
     )
     return model

@@ -89,6 +89,15 @@ def build(*, config, topology, parts, billing, data, steps_per_epoch, started_at
     return summary
 
 
+def weights_checksum(model) -> float:
+    """Sum of |w| over the trainable weights (this process's copy, on the host)."""
+    import keras
+    import numpy as np
+
+    return float(sum(np.abs(keras.ops.convert_to_numpy(v.value).astype("float64")).sum()
+                     for v in model.trainable_variables))
+
+
 def _spread(throughput) -> dict:
     from callbacks.throughput import _spread_ms
     return _spread_ms(throughput.step_times_s)

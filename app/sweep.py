@@ -88,7 +88,7 @@ def run_sweep(config, topology, run_dir, started_at: float) -> dict:
     image_size = config.image_size or 224
     with topology.scope():
         model = models.make_model(config.model, 1000, image_size)
-        recipe.compile_model(model, config, 1000, steps)
+        recipe.compile_model(model, config, 1000, steps, topology.jit_compile)
     flops = models.train_flops_per_image(model)
     read_power = nvml_power_reader(visible_gpu_indices(topology.devices_per_process)) \
         if config.accelerator == "gpu" else None

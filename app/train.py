@@ -93,6 +93,7 @@ def run(config, started_at: float | None = None) -> dict:
     from app.ledger import Ledger
 
     seed = config.seed if config.seed is not None else int.from_bytes(os.urandom(4), "little")
+    seed = topology.shared_seed(seed)
     keras.utils.set_random_seed(seed)
     keras.config.set_dtype_policy(config.policy)
     data = make_datasets(config.dataset, spec)
@@ -111,7 +112,8 @@ def run(config, started_at: float | None = None) -> dict:
     # --- 4. Model, built and compiled inside the distribution scope; resumed.
     with topology.scope():
         model = models.make_model(config.model, data.num_classes, data.image_size)
-        recipe.compile_model(model, config, data.num_classes, steps_per_epoch)
+        recipe.compile_model(model, config, data.num_classes, steps_per_epoch,
+                             topology.jit_compile)
     train_flops = models.train_flops_per_image(model)
     state = checkpointing.NEW_RUN
     if run_dir.resuming:
@@ -163,4 +165,7 @@ def run(config, started_at: float | None = None) -> dict:
         if topology.is_chief:
             rundir.write_json_atomic(os.path.join(run_dir.path, rundir.SUMMARY_FILE), result)
             print(summary.closing_lines(result), flush=True)
+        if topology.num_processes > 1:  # lets each host confirm it trained in lockstep
+            print(f"process {topology.process_index} of {topology.num_processes}: {status}, "
+                  f"weights checksum {summary.weights_checksum(model):.9e}", flush=True)
     return result

@@ -25,10 +25,12 @@ import math
 import os
 import shutil
 import signal
+import tempfile
 import threading
 import time
 
 import keras
+import numpy as np
 
 from callbacks.stops import Preempted
 
@@ -52,6 +54,8 @@ class Checkpoint(keras.callbacks.Callback):
         resume_step: global step this attempt starts from (0 for a new run).
         keep: how many checkpoints to keep.
         save_on_sigterm: install a SIGTERM handler for the duration of training.
+        write: False on the processes of a multi-host run other than process 0:
+            they stop on SIGTERM like it, but write nothing.
     """
 
     async_safe = True
@@ -59,7 +63,8 @@ class Checkpoint(keras.callbacks.Callback):
     def __init__(self, logdir: str, steps_per_epoch: int, every_steps: int = 0,
                  started_at: float | None = None, billed_seconds_before: float = 0.0,
                  images_before: int = 0, global_batch_size: int = 1, extra_state=None,
-                 resume_step: int = 0, keep: int = 2, save_on_sigterm: bool = True):
+                 resume_step: int = 0, keep: int = 2, save_on_sigterm: bool = True,
+                 write: bool = True):
         super().__init__()
         if steps_per_epoch < 1:
             raise ValueError(f"steps_per_epoch must be >= 1, received {steps_per_epoch}")
@@ -78,6 +83,7 @@ class Checkpoint(keras.callbacks.Callback):
         self.resume_step = resume_step
         self.keep = keep
         self.save_on_sigterm = save_on_sigterm
+        self.write = write
         self.saved = []  # paths written by this attempt
         self.sigterm_received = threading.Event()
         self._previous_handler = None
@@ -137,11 +143,10 @@ class Checkpoint(keras.callbacks.Callback):
         return self.saved[-1] if self.saved else None
 
     def _weights_finite(self) -> bool:
-        ops = keras.ops
-        for variable in self.model.trainable_variables:
-            if not bool(ops.convert_to_numpy(ops.all(ops.isfinite(variable)))):
-                return False
-        return True
+        # On the host, from this process's copy: a device computation here would
+        # need every process of a multi-host run to take part.
+        return all(np.isfinite(keras.ops.convert_to_numpy(v.value)).all()
+                   for v in self.model.trainable_variables)
 
     def save(self, epoch: int, step: int) -> str | None:
         """Writes checkpoint `step` (epoch = epochs completed); returns its path."""
@@ -150,6 +155,12 @@ class Checkpoint(keras.callbacks.Callback):
         if hasattr(self.model, "jax_state_sync"):
             self.model.jax_state_sync()  # bring JAX's in-flight state into the variables
         if not self._weights_finite():
+            return None
+        if not self.write:
+            # Saving may run cross-process steps on JAX (every process must take
+            # part), so the other processes save too, privately, and discard it.
+            with tempfile.TemporaryDirectory() as scratch:
+                self.model.save_weights(os.path.join(scratch, WEIGHTS_FILE))
             return None
         images = self.images_before + (step - self.resume_step) * self.global_batch_size
         state = {

@@ -1,0 +1,116 @@
+"""Distribution on CPU: MirroredStrategy and DataParallel over 2 and 4 devices, a real
+two-process JAX run on loopback, and every way a device or host can be missing."""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from app import train
+from conftest import ROOT, error_lines, run_cli, tiny_flags
+from flags import Config
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_mirrored_strategy_over_four_logical_cpus(digits_dir, tmp_path):
+    summary = train.run(Config(data_dir=digits_dir, logdir=str(tmp_path / "m4"), image_size=8,
+                               epochs=1, steps_per_epoch=4, validation_steps=2, verbose="0",
+                               num_devices=4, global_batch_size=32, seed=1))
+    assert summary["strategy"] == "MirroredStrategy" and summary["num_replicas"] == 4
+    assert summary["per_replica_batch_size"] == 8 and summary["val_top1"] is not None
+
+
+def test_mirrored_strategy_with_steps_per_execution_trains_without_xla(digits_dir, tmp_path):
+    """Keras 3.15's fit fails here when the step is XLA-compiled (stack notes); the
+    app compiles it without XLA instead, and it trains and evaluates every image."""
+    summary = train.run(Config(data_dir=digits_dir, logdir=str(tmp_path / "m2"), image_size=8,
+                               epochs=2, steps_per_epoch=4, steps_per_execution=2, verbose="0",
+                               num_devices=2, global_batch_size=32, seed=1))
+    assert summary["num_replicas"] == 2 and summary["jit_compile"] is False
+    assert summary["epochs_completed"] == 2 and summary["images_per_sec"] > 0
+    assert all(t is not None for t in summary["top1_by_epoch"])
+
+
+def test_data_parallel_over_four_host_devices(digits_dir, tmp_path):
+    done = run_cli(*tiny_flags(digits_dir, tmp_path / "dp4", "--backend=jax", "--num_devices=4",
+                               "--global_batch_size=32", "--steps_per_execution=2"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "dp4" / "summary.json").read_text())
+    assert summary["strategy"] == "DataParallel" and summary["num_replicas"] == 4
+    assert summary["devices_per_process"] == 4 and summary["epochs_completed"] == 2
+
+
+def test_two_jax_processes_on_loopback_train_in_lockstep_and_write_one_summary(
+        digits_dir, tmp_path):
+    """Two OS processes, a real coordinator; process 1 is configured the way
+    launchers do it, through environment variables."""
+    logdir = tmp_path / "two-hosts"
+    address = f"127.0.0.1:{free_port()}"
+    args = [sys.executable, os.path.join(ROOT, "app", "main.py"),
+            *tiny_flags(digits_dir, logdir, "--backend=jax", "--global_batch_size=32")]
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    first = subprocess.Popen([*args, "--num_processes=2", "--process_id=0",
+                              f"--coordinator_address={address}"], env=env, cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    second = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env={**env, "JAX_NUM_PROCESSES": "2",
+                                              "JAX_PROCESS_ID": "1",
+                                              "JAX_COORDINATOR_ADDRESS": address})
+    outputs = [p.communicate(timeout=300) for p in (first, second)]
+    assert first.returncode == 0, outputs[0][1][-3000:]
+    assert second.returncode == 0, outputs[1][1][-3000:]
+    checksums = [re.search(r"process (\d) of 2: completed, weights checksum (\S+)", out).groups()
+                 for out, _ in outputs]
+    assert [c[0] for c in checksums] == ["0", "1"]
+    assert checksums[0][1] == checksums[1][1]  # identical weights: lockstep
+    assert "status: completed" in outputs[0][0] and "status:" not in outputs[1][0]
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["num_processes"] == 2 and summary["num_replicas"] == 2
+    assert summary["devices_per_process"] == 1 and summary["per_replica_batch_size"] == 16
+    assert summary["machines"] == 2  # both hosts are billed
+    assert len([f for f in os.listdir(logdir) if f.startswith("events")]) == 1
+    assert len(os.listdir(logdir / "checkpoints")) == 2
+
+
+def test_an_unreachable_coordinator_is_a_bounded_wait_and_one_line(digits_dir, tmp_path):
+    done = run_cli(*tiny_flags(digits_dir, tmp_path / "alone", "--backend=jax",
+                               "--num_processes=2", "--process_id=1",
+                               f"--coordinator_address=127.0.0.1:{free_port()}",
+                               "--coordinator_timeout_seconds=5"), timeout=120)
+    assert done.returncode == 2
+    assert "could not reach the coordinator at 127.0.0.1:" in error_lines(done.stderr)[0]
+    assert not (tmp_path / "alone").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--accelerator=tpu", "--tpu=my-tpu-v4"], "--tpu=my-tpu-v4: no TPU reachable"),
+    (["--accelerator=tpu", "--backend=jax"], "no TPU device is visible"),
+    (["--accelerator=gpu", "--num_devices=2"], "no GPU is visible"),
+])
+def test_missing_accelerators_are_named_and_nothing_falls_back(digits_dir, tmp_path, args,
+                                                               message):
+    done = run_cli(*tiny_flags(digits_dir, tmp_path / "none"), *args, "--global_batch_size=32")
+    assert done.returncode == 2 and message in error_lines(done.stderr)[0]
+    assert not (tmp_path / "none").exists()
+
+
+def tpu_available():
+    return os.path.exists("/dev/accel0") or os.path.exists("/dev/vfio/0")
+
+
+@pytest.mark.skipif(not tpu_available(), reason="needs a Cloud TPU VM (no /dev/accel0 here)")
+def test_tpu_strategy_trains_on_a_tpu_vm(digits_dir, tmp_path):
+    done = run_cli(*tiny_flags(digits_dir, tmp_path / "tpu", "--accelerator=tpu",
+                               "--global_batch_size=64"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "tpu" / "summary.json").read_text())
+    assert summary["strategy"] == "TPUStrategy" and summary["precision"] == "mixed_bfloat16"
