@@ -143,10 +143,15 @@ class Checkpoint(keras.callbacks.Callback):
         return self.saved[-1] if self.saved else None
 
     def _weights_finite(self) -> bool:
-        # On the host, from this process's copy: a device computation here would
-        # need every process of a multi-host run to take part.
-        return all(np.isfinite(keras.ops.convert_to_numpy(v.value)).all()
-                   for v in self.model.trainable_variables)
+        """Every weight, BatchNorm statistic and optimizer slot is finite.
+
+        Checked on the host, on this process's copy: a device computation here
+        would need every process of a multi-host run to take part.
+        """
+        optimizer = getattr(self.model, "optimizer", None)
+        variables = list(self.model.variables) + list(optimizer.variables if optimizer else [])
+        return all(np.isfinite(keras.ops.convert_to_numpy(v.value)).all() for v in variables
+                   if "float" in str(v.dtype))
 
     def save(self, epoch: int, step: int) -> str | None:
         """Writes checkpoint `step` (epoch = epochs completed); returns its path."""

@@ -78,3 +78,14 @@ def test_a_batch_larger_than_the_dataset_is_refused(digits_dir, tmp_path):
         train.run(tiny(digits_dir, tmp_path / "big", steps_per_epoch=0,
                        global_batch_size=2048))
     assert not (tmp_path / "big").exists()
+
+
+def test_fresh_moves_the_old_run_aside_and_starts_over(digits_dir, tmp_path):
+    logdir = tmp_path / "redo"
+    train.run(tiny(digits_dir, logdir, epochs=1))
+    summary = train.run(tiny(digits_dir, logdir, epochs=2, fresh=True))
+    assert summary["epochs_completed"] == 2 and len(summary["attempts"]) == 1
+    aside = [p for p in os.listdir(tmp_path) if p.startswith("redo.old-")]
+    assert len(aside) == 1
+    with open(tmp_path / aside[0] / "config.json") as f:
+        assert json.load(f)["epochs"] == 1  # the old run is kept, not deleted
