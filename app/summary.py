@@ -82,7 +82,7 @@ def build(*, config, topology, parts, billing, data, steps_per_epoch, started_at
         # Time and provenance.
         "wall_seconds": _round(time.time() - started_at, 2),
         "attempts": attempts,
-        "skipped_images": data.skipped_images() if data.skipped_images else 0,
+        "corrupt_images_skipped": data.skipped_images() if data.skipped_images else 0,
         "versions": _versions(config.backend),
         "command": " ".join(sys.argv),
     }

@@ -34,20 +34,30 @@ class DecodeCounter:
             self.decoded = tf.Variable(0, dtype=tf.int64, trainable=False)
 
     def wrap(self, fn):
-        """fn(*args) -> image, counted: `decoded` only moves if fn succeeded."""
+        """fn(*args) -> image, counted: `decoded` only moves once fn has succeeded."""
 
         def counted(*args):
             start = self.attempted.assign_add(1)
             with tf.control_dependencies([start]):
                 image = fn(*args)
-            with tf.control_dependencies([self.decoded.assign_add(1)]):
+            with tf.control_dependencies([image]):
+                done = self.decoded.assign_add(1)
+            with tf.control_dependencies([done]):
                 return tf.identity(image)
 
         return counted
 
     def skipped(self) -> int:
-        """Images dropped as corrupt so far."""
-        return int(self.attempted.numpy() - self.decoded.numpy())
+        """Times an image was dropped as corrupt (read at the end of a run).
+
+        Images still in flight are counted as attempted but not decoded, so read
+        this once the pipeline has stopped (the summary does, after training).
+        """
+        import gc
+
+        gc.collect()  # let finished iterators shut their pipelines down first
+        decoded = int(self.decoded.numpy())
+        return max(0, int(self.attempted.numpy()) - decoded)
 
 
 def _options(deterministic: bool) -> tf.data.Options:

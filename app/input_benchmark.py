@@ -1,0 +1,96 @@
+"""`--benchmark=input`: is the input pipeline or the accelerator the bottleneck?
+
+Times the training input pipeline alone (decode, augment, batch; no model) on the
+real dataset, per CPU core too, then the model alone on synthetic data of the same
+shape on the chosen accelerator. Their ratio says which one limits training:
+below 1, the accelerator would wait for images.
+
+Outputs (process 0): input_benchmark.json and summary.json (the same dict), and
+three lines on stdout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+WARMUP_BATCHES = 5
+DEFAULT_BATCHES = 50
+
+
+def cpu_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def time_pipeline(stream, batches: int, batch_size: int) -> float:
+    """Images/second of `stream` over `batches` batches after a warm-up."""
+    iterator = iter(stream)
+    for _ in range(WARMUP_BATCHES):
+        next(iterator)
+    start = time.perf_counter()
+    for _ in range(batches):
+        next(iterator)
+    return batches * batch_size / (time.perf_counter() - start)
+
+
+def model_appetite(config, topology, spec, num_classes: int, image_size: int) -> float:
+    """Steady-state training images/second of the model on synthetic data."""
+    import keras
+
+    from app import models, recipe
+    from callbacks.throughput import Throughput
+    from preprocessing import make_datasets
+
+    keras.config.set_dtype_policy(config.policy)
+    synthetic = make_datasets("synthetic", dataclasses.replace(
+        spec, image_size=image_size, with_validation=False))
+    steps = 5 if config.accelerator == "cpu" else 30
+    with topology.scope():
+        model = models.make_model(config.model, num_classes, image_size)
+        recipe.compile_model(model, config, num_classes, steps, topology.jit_compile)
+    meter = Throughput(config.global_batch_size, topology.num_replicas, warmup_steps=2)
+    model.fit(synthetic.train, epochs=1, steps_per_epoch=steps + 2, verbose=0, shuffle=False,
+              callbacks=[meter])
+    return meter.images_per_sec
+
+
+def run_input_benchmark(config, topology, run_dir, spec) -> dict:
+    from app import rundir
+    from preprocessing import make_datasets
+
+    if topology.is_chief:
+        rundir.create(run_dir, config)
+    data = make_datasets(config.dataset, dataclasses.replace(spec, with_validation=False))
+    batches = config.steps_per_epoch or DEFAULT_BATCHES
+    print(f"[input] timing {batches} batches of {spec.batch_size} from {config.dataset} "
+          f"({data.image_size}x{data.image_size}, preprocessing={config.preprocessing})",
+          flush=True)
+    # Every process reads its own shard: the job's rate is the sum.
+    rate = time_pipeline(data.train, batches, spec.batch_size) * topology.num_processes
+    cores = cpu_cores()
+    appetite = model_appetite(config, topology, spec, data.num_classes, data.image_size)
+    ratio = rate / appetite if appetite else None
+    summary = {
+        "mode": "input_benchmark", **topology.describe(), "dataset": config.dataset,
+        "model": config.model, "preprocessing": config.preprocessing,
+        "image_size": data.image_size, "global_batch_size": config.global_batch_size,
+        "batches_timed": batches, "cpu_cores": cores,
+        "input_images_per_sec": round(rate, 1),
+        "input_images_per_sec_per_core": round(rate / cores, 1),
+        "model_images_per_sec": round(appetite, 1) if appetite else None,
+        "input_to_model_ratio": round(ratio, 3) if ratio else None,
+        "bottleneck": None if ratio is None else ("input" if ratio < 1 else "accelerator"),
+        "logdir": run_dir.path,
+    }
+    if topology.is_chief:
+        for name in ("input_benchmark.json", rundir.SUMMARY_FILE):
+            rundir.write_json_atomic(os.path.join(run_dir.path, name), summary)
+        print(f"input pipeline: {rate:,.1f} images/sec ({rate / cores:,.1f} per CPU core, "
+              f"{cores} cores)\nmodel alone:    {appetite:,.1f} images/sec on "
+              f"{topology.num_replicas} x {topology.device_kind}\n"
+              f"ratio {ratio:.2f}: the {summary['bottleneck']} is the bottleneck", flush=True)
+    return summary

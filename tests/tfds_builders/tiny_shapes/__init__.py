@@ -1,0 +1,1 @@
+"""A tiny TFDS image-classification dataset, prepared offline by the tests."""
