@@ -15,7 +15,7 @@ import os
 
 from callbacks import _events
 from callbacks.checkpoint import WEIGHTS_FILE, latest_checkpoint
-from callbacks.metrics_logger import METRICS_FILE, read_metrics
+from app.rundir import METRICS_FILE, read_metrics
 
 
 @dataclasses.dataclass(frozen=True)

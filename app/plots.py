@@ -14,11 +14,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def line_chart(series: dict, path: str, *, title: str, xlabel: str, ylabel: str,
-               log2_x: bool = False, percent_y: bool = False, hlines: dict | None = None):
+               log2_x: bool = False, percent_y: bool = False, hlines: dict | None = None,
+               zero_y: bool = False):
     """Draws one line per series {label: [(x, y), ...]} and saves a PNG at `path`.
 
     Args:
         hlines: {label: y} horizontal reference lines (e.g. target top-1).
+        zero_y: start the y axis at 0 (so small differences are not blown up).
     """
     figure, axes = plt.subplots(figsize=(7.5, 4.5), dpi=110)
     for label, points in series.items():
@@ -26,13 +28,15 @@ def line_chart(series: dict, path: str, *, title: str, xlabel: str, ylabel: str,
         if not points:
             continue
         xs, ys = zip(*sorted(points))
-        axes.plot(xs, ys, marker="o", label=label)
+        axes.plot(xs, ys, marker="o" if len(points) <= 30 else None, label=label)
     for label, y in (hlines or {}).items():
         axes.axhline(y, linestyle="--", linewidth=1, color="gray")
         axes.annotate(label, (axes.get_xlim()[0], y), fontsize=8, va="bottom", color="gray")
     if log2_x:
         axes.set_xscale("log", base=2)
         axes.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    if zero_y:
+        axes.set_ylim(bottom=0)
     if percent_y:
         axes.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     axes.set_title(title)

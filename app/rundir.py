@@ -16,6 +16,7 @@ import time
 
 CONFIG_FILE = "config.json"
 SUMMARY_FILE = "summary.json"
+METRICS_FILE = "metrics.jsonl"
 
 
 class RunDirError(ValueError):
@@ -106,3 +107,18 @@ def write_json_atomic(path: str, obj) -> None:
 def read_json(path: str):
     with open(path) as f:
         return json.load(f)
+
+
+def read_metrics(logdir: str) -> list[dict]:
+    """The records of metrics.jsonl (a torn last line, from a kill, is skipped)."""
+    path = os.path.join(logdir, METRICS_FILE)
+    if not os.path.exists(path):
+        return []
+    records = []
+    with open(path) as f:
+        for line in f:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+    return records

@@ -176,7 +176,7 @@ def _write_outputs(logdir, summary, rows, writer_class):
     plots.line_chart({label: [(r["global_batch_size"], r.get("images_per_sec")) for r in rows]},
                      os.path.join(logdir, "sweep.png"), log2_x=True,
                      title=f"{summary['model']}: training throughput vs global batch size",
-                     xlabel="global batch size", ylabel="images/sec")
+                     xlabel="global batch size", ylabel="images/sec", zero_y=True)
     writer = writer_class(os.path.join(logdir, "sweep"))
     for row in rows:
         for key in ("images_per_sec", "images_per_sec_per_device", "mfu", "step_time_ms",

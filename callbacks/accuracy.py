@@ -13,17 +13,7 @@ from __future__ import annotations
 
 import keras
 
-
-def _interpolate(before: dict, after: dict, target: float) -> dict:
-    span = after["top1"] - before["top1"]
-    fraction = (target - before["top1"]) / span if span > 0 else 1.0
-    out = {"epoch": before["epoch"] + fraction * (after["epoch"] - before["epoch"])}
-    for key in ("hours", "cost_usd"):
-        if before.get(key) is not None and after.get(key) is not None:
-            out[key] = before[key] + fraction * (after[key] - before[key])
-        else:
-            out[key] = None
-    return out
+from app.targets import targets_reached
 
 
 class TopOneTargets(keras.callbacks.Callback):
@@ -71,17 +61,4 @@ class TopOneTargets(keras.callbacks.Callback):
 
     def targets(self) -> list[dict]:
         """One entry per target: where it was first reached, or reached=False."""
-        out = []
-        for target in self.target_values:
-            entry = {"top1": target, "reached": False, "epoch": None, "hours": None,
-                     "cost_usd": None, "interpolated": None}
-            measured = [h for h in self.history if h.get("top1") is not None]
-            for index, point in enumerate(measured):
-                if point["top1"] >= target:
-                    entry.update(reached=True, epoch=point["epoch"], hours=point["hours"],
-                                 cost_usd=point["cost_usd"])
-                    if index > 0 and measured[index - 1]["epoch"] == point["epoch"] - 1:
-                        entry["interpolated"] = _interpolate(measured[index - 1], point, target)
-                    break
-            out.append(entry)
-        return out
+        return targets_reached(self.history, self.target_values)

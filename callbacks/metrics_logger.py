@@ -24,6 +24,7 @@ import time
 
 import keras
 
+from app.rundir import METRICS_FILE
 from callbacks._events import EventWriter
 
 # Key -> dashboard group. Keys not listed go under "other/".
@@ -41,7 +42,6 @@ GROUPS = {
     "learning_rate": "optimizer",
 }
 STEP_KEYS = ("images_per_sec", "cost_usd", "loss")
-METRICS_FILE = "metrics.jsonl"
 
 
 def tag_for(key: str) -> str:
@@ -137,18 +137,3 @@ class MetricsLogger(keras.callbacks.Callback):
                 if handle is not None:
                     handle.close()
             self._file = self._epochs = self._steps = None
-
-
-def read_metrics(logdir: str) -> list[dict]:
-    """The records of metrics.jsonl (a torn last line, from a kill, is skipped)."""
-    path = os.path.join(logdir, METRICS_FILE)
-    if not os.path.exists(path):
-        return []
-    records = []
-    with open(path) as f:
-        for line in f:
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-    return records

@@ -15,7 +15,8 @@ from callbacks import _events
 from callbacks.accuracy import TopOneTargets
 from callbacks.checkpoint import Checkpoint, latest_checkpoint
 from callbacks.cost import CloudCost
-from callbacks.metrics_logger import MetricsLogger, read_metrics, tag_for
+from app.rundir import read_metrics
+from callbacks.metrics_logger import MetricsLogger, tag_for
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.nan_guard import NanGuard
 from callbacks.stops import Diverged, Preempted

@@ -13,7 +13,7 @@ import pytest
 
 from callbacks import _events
 from callbacks.checkpoint import latest_checkpoint
-from callbacks.metrics_logger import read_metrics
+from app.rundir import read_metrics
 from conftest import ROOT, error_lines, run_cli
 
 EPOCHS = 5

@@ -7,7 +7,7 @@ import pytest
 
 from app import train
 from callbacks import _events
-from callbacks.metrics_logger import read_metrics
+from app.rundir import read_metrics
 from flags import Config
 
 SUMMARY_KEYS = {"backend", "accelerator", "num_replicas", "model", "dataset",
