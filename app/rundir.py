@@ -30,7 +30,8 @@ class RunDir:
     fresh_moves_aside: bool  # --fresh: the old folder is moved aside at create()
 
 
-def _writable_ancestor(path: str) -> str | None:
+def writable_ancestor(path: str) -> str | None:
+    """The nearest existing folder at or above `path`, if this process may write there."""
     path = os.path.abspath(path)
     while not os.path.exists(path):
         parent = os.path.dirname(path)
@@ -51,7 +52,7 @@ def preflight(config) -> RunDir:
     path = config.logdir
     if os.path.exists(path) and not os.path.isdir(path):
         raise RunDirError(f"--logdir={path} is a file; accepted: a folder (new or a run's)")
-    if _writable_ancestor(path) is None or (os.path.isdir(path) and not os.access(
+    if writable_ancestor(path) is None or (os.path.isdir(path) and not os.access(
             path, os.W_OK | os.X_OK)):
         raise RunDirError(f"--logdir={path} cannot be created or written")
     saved_path = os.path.join(path, CONFIG_FILE)

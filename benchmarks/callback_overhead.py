@@ -12,12 +12,13 @@ two variants alternate, REPS times, and the medians are compared.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+
+from results_io import emit
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -97,11 +98,7 @@ def main():
         "rates": {k: [round(v, 1) for v in vs] for k, vs in rates.items()},
         "fixed_seconds_per_fit": {k: round(statistics.median(v), 3) for k, v in per_fit.items()},
     }
-    text = json.dumps(result, indent=2)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    print(text)
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,11 @@ import json
 import os
 import subprocess
 import sys
-import time
+
+from results_io import emit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BATCH, WARMUP = 64, 5
+BATCH = 64
 
 
 def make_images(folder: str, classes: int = 10, per_class: int = 200) -> None:
@@ -72,13 +73,10 @@ def time_torchvision(folder: str, batches: int) -> float:
         while True:
             yield from loader
 
-    iterator = forever()
-    for _ in range(WARMUP):
-        next(iterator)
-    start = time.perf_counter()
-    for _ in range(batches):
-        next(iterator)
-    return batches * BATCH / (time.perf_counter() - start)
+    sys.path.insert(0, ROOT)
+    from app.input_benchmark import time_pipeline  # imports no framework
+
+    return time_pipeline(forever(), batches, BATCH)
 
 
 def main():
@@ -115,11 +113,7 @@ def main():
     result = {"what": "training input pipeline alone, 224x224, batch 64, JPEG 500x375",
               "cpu_cores": cores, "batches": args.batches, "rows": rows,
               "app_over_torchvision": rows[0]["images_per_sec"] / rows[1]["images_per_sec"]}
-    text = json.dumps(result, indent=2)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    print(text)
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

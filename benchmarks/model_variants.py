@@ -17,6 +17,8 @@ import os
 import subprocess
 import sys
 
+from results_io import emit
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 VARIANTS = {
@@ -51,13 +53,8 @@ def main():
         base = rows[0]["images_per_sec"]
         for row in rows:
             row["vs_first"] = round(row["images_per_sec"] / base, 4)
-        text = json.dumps({"what": "steady-state images/sec per layer set, one process each",
-                           "global_batch_size": args.batch, "model": args.model, "rows": rows},
-                          indent=2)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write(text + "\n")
-        print(text)
+        emit({"what": "steady-state images/sec per layer set, one process each",
+              "global_batch_size": args.batch, "model": args.model, "rows": rows}, args.out)
         return
 
     from app import distribute, models, recipe

@@ -19,6 +19,8 @@ import platform
 import statistics
 import time
 
+from results_io import emit
+
 
 def measure(batch: int, steps: int, warmup: int, compile_model: bool, image_size: int) -> dict:
     import torch
@@ -92,11 +94,7 @@ def main():
                      "python": platform.python_version()},
         "rows": rows,
     }
-    text = json.dumps(result, indent=2)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    print(text)
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

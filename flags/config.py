@@ -284,23 +284,15 @@ class Config:
         return dataclasses.replace(self, **changes)
 
 
-def _parse_floats(values, flag):
+def _parse_numbers(values, flag, kind):
+    """Parses a comma list flag into numbers of `kind` (float or int)."""
     out = []
     for value in values:
         try:
-            out.append(float(value))
+            out.append(kind(value))
         except ValueError:
-            raise ConfigError(f"--{flag} has {value!r}; accepted: numbers, comma separated")
-    return out
-
-
-def _parse_ints(values, flag):
-    out = []
-    for value in values:
-        try:
-            out.append(int(value))
-        except ValueError:
-            raise ConfigError(f"--{flag} has {value!r}; accepted: integers, comma separated")
+            raise ConfigError(f"--{flag} has {value!r}; accepted: "
+                              f"{'numbers' if kind is float else 'integers'}, comma separated")
     return out
 
 
@@ -349,6 +341,7 @@ def config_from_flags(flag_values) -> Config:
     for field in dataclasses.fields(Config):
         values[field.name] = flag_values[field.name].value
     _from_environment(values, flag_values)
-    values["target_top1"] = _parse_floats(values["target_top1"], "target_top1")
-    values["sweep_batch_sizes"] = _parse_ints(values["sweep_batch_sizes"], "sweep_batch_sizes")
+    values["target_top1"] = _parse_numbers(values["target_top1"], "target_top1", float)
+    values["sweep_batch_sizes"] = _parse_numbers(values["sweep_batch_sizes"],
+                                                 "sweep_batch_sizes", int)
     return Config(**values)

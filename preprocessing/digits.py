@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 
+from app.rundir import writable_ancestor
 from preprocessing import DataError, Datasets, InputSpec, folder
 
 FOLDER_NAME = "digits"
@@ -25,21 +26,11 @@ def root(data_dir: str) -> str:
     return os.path.join(data_dir, FOLDER_NAME)
 
 
-def _writable_ancestor(path: str) -> str | None:
-    path = os.path.abspath(path)
-    while not os.path.exists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            return None
-        path = parent
-    return path if os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK) else None
-
-
 def check(dataset: str, spec: InputSpec) -> None:
     """The files exist, or data_dir can hold them."""
     if os.path.isdir(os.path.join(root(spec.data_dir), "train")):
         return
-    if _writable_ancestor(spec.data_dir) is None:
+    if writable_ancestor(spec.data_dir) is None:
         raise DataError(f"--data_dir={spec.data_dir} cannot be created or written; the "
                         "digits are written there once as PNG files")
 

@@ -59,7 +59,7 @@ def test_two_replicas_on_cpu(digits_dir, tmp_path, backend, strategy):
     assert summary["backend"] == backend and summary["strategy"] == strategy
     assert summary["num_replicas"] == 2 and summary["per_replica_batch_size"] == 16
     assert summary["epochs_completed"] == 2 and summary["val_top1"] is not None
-    assert f"replicas=2" in done.stdout
+    assert "replicas=2" in done.stdout
 
 
 def test_jax_synthetic_run_never_imports_tensorflow(tmp_path):

@@ -120,3 +120,18 @@ def test_non_numeric_list_flags_are_one_line_errors():
             config_from_flags(FLAGS)
     finally:
         FLAGS.unparse_flags()
+
+
+@pytest.mark.parametrize("name", ["imagenet_resnet50.flags", "h200_sweep.flags"])
+def test_the_committed_flagfiles_are_valid_configs(name):
+    import os
+
+    define_flags()
+    FLAGS.unparse_flags()
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "configs", name)
+    FLAGS(["main", f"--flagfile={path}", "--logdir=/tmp/unused"])
+    try:
+        config = config_from_flags(FLAGS)
+    finally:
+        FLAGS.unparse_flags()
+    assert config.model == "resnet50"

@@ -20,7 +20,7 @@ def imagenet(tmp_path_factory):
 
 def test_imagenet_is_prepared_from_its_tars_by_tfds_then_trained_and_reused(imagenet):
     root, made = imagenet
-    common = [f"--dataset=imagenet2012", f"--manual_dir={root / 'manual'}",
+    common = ["--dataset=imagenet2012", f"--manual_dir={root / 'manual'}",
               f"--data_dir={root / 'data'}", "--image_size=32", "--global_batch_size=16",
               "--verbose=0", "--seed=0"]
     done = run_cli(*common, "--epochs=4", f"--logdir={root / 'run'}")
