@@ -155,7 +155,23 @@ def run(config, started_at: float | None = None) -> dict:
         raise
     finally:
         attempts = ledger.close(status) if ledger else []
-        # --- 7. Summary: written atomically by process 0, returned by every process.
+        result = _finish(config, topology, parts, billing, data, steps_per_epoch, started_at,
+                         status, seed, train_flops, run_dir, attempts, model)
+    return result
+
+
+def _finish(config, topology, parts, billing, data, steps_per_epoch, started_at, status, seed,
+            train_flops, run_dir, attempts, model) -> dict | None:
+    """Step 7: the summary, written atomically by process 0 and returned by all.
+
+    Runs after training however it ended; when training failed, a failure here must
+    not hide the first error, so it is reported on stderr instead.
+    """
+    import sys
+
+    from app import summary
+
+    try:
         result = summary.build(
             config=config, topology=topology, parts=parts, billing=billing, data=data,
             steps_per_epoch=steps_per_epoch, started_at=started_at, status=status,
@@ -168,4 +184,9 @@ def run(config, started_at: float | None = None) -> dict:
         if topology.num_processes > 1:  # lets each host confirm it trained in lockstep
             print(f"process {topology.process_index} of {topology.num_processes}: {status}, "
                   f"weights checksum {summary.weights_checksum(model):.9e}", flush=True)
-    return result
+        return result
+    except Exception as error:
+        if status == "completed":
+            raise
+        sys.stderr.write(f"warning: no summary for this {status} run: {error}\n")
+        return None

@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -97,7 +98,8 @@ def test_missing_pieces_are_shown_as_missing_not_zero(study, tmp_path):
 
 
 def test_the_report_command_refuses_a_folder_that_is_not_a_run(tmp_path):
-    done = subprocess.run(["python", os.path.join(ROOT, "app", "report.py"), str(tmp_path),
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "app", "report.py"),
+                           str(tmp_path),
                            "--out", str(tmp_path / "r")], capture_output=True, text=True)
     assert done.returncode == 2 and "holds no summary.json or sweep.json" in done.stderr
 
@@ -112,7 +114,7 @@ def test_the_html_page_renders_in_headless_chromium_with_its_charts_and_tables(s
     from PIL import Image
 
     out = tmp_path / "report"
-    done = subprocess.run(["python", os.path.join(ROOT, "app", "report.py"), *study,
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "app", "report.py"), *study,
                            "--out", str(out), "--targets=0.757,0.764"], capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
