@@ -5,7 +5,8 @@ billed time is not kept in checkpoints alone: <logdir>/billing.json lists each
 attempt (when it started, the step it resumed from, when it was last seen alive),
 and a daemon thread refreshes "last seen" every few seconds. A run killed with
 SIGKILL loses at most that interval from its bill; the next attempt charges the
-earlier ones from this file.
+earlier ones from this file. (An attempt killed before its flags, devices and data
+were checked cannot bill itself: nothing may be written before those checks.)
 """
 
 from __future__ import annotations

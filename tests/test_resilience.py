@@ -32,6 +32,20 @@ def start(args):
                             stderr=subprocess.PIPE, text=True)
 
 
+def wait_until_billed(logdir, pid, timeout=60):
+    """Waits until process `pid` has recorded its attempt in billing.json."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            attempts = json.loads((logdir / "billing.json").read_text())["attempts"]
+            if any(a["pid"] == pid for a in attempts):
+                return True
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.05)
+    return False
+
+
 def epoch_points(logdir, tag):
     return sorted(e.step for path in _events.event_files(str(logdir))
                   for e in _events.read_events(path) for v in e.summary.value if v.tag == tag)
@@ -103,22 +117,25 @@ def test_repeated_sigkill_anywhere_loses_nothing(digits_dir, tmp_path):
     logdir = tmp_path / "killed"
     rng = random.Random(11)
     walls, kills, during_save = [], 0, 0
-    # The run lasts about 20 s; each attempt is killed after 5.5-8.5 s (start-up takes
-    # about 6 s) or in the middle of a checkpoint write, then resumed.
+    # The run trains for about 14 s; each attempt is killed 0-3 s after it has put
+    # itself on the bill (a process killed before it could write anything cannot
+    # bill itself), or in the middle of one of its checkpoint writes, then resumed.
     attempt = 0
     while (kills < 5 or during_save < 2) and attempt < 14:
         attempt += 1
         began = time.time()
         process = start(flags(digits_dir, logdir, *longer))
         saving = False
-        if attempt % 3 == 0:  # kill while a checkpoint is being written
+        wait_until_billed(logdir, process.pid)  # from here on, the attempt is on the bill
+        if attempt % 3 == 0:  # kill while this process writes a checkpoint
+            staging = f".tmp-{process.pid}"
             deadline = time.time() + 60
             while time.time() < deadline and process.poll() is None and not saving:
                 folder = logdir / "checkpoints"
-                saving = folder.exists() and any(".tmp-" in n for n in os.listdir(folder))
+                saving = folder.exists() and any(n.endswith(staging) for n in os.listdir(folder))
                 time.sleep(0.001)
-        else:  # at a random moment after start-up: a step or an evaluation
-            time.sleep(rng.uniform(5.5, 8.5))
+        else:  # at a random moment: in a step or in an evaluation
+            time.sleep(rng.uniform(0.0, 3.0))
         if process.poll() is not None:
             walls.append(time.time() - began)
             break  # it finished before the kill
