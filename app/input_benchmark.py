@@ -37,24 +37,23 @@ def time_pipeline(stream, batches: int, batch_size: int) -> float:
     return batches * batch_size / (time.perf_counter() - start)
 
 
-def model_appetite(config, topology, spec, num_classes: int, image_size: int) -> float:
-    """Steady-state training images/second of the model on synthetic data."""
+def model_appetite(config, topology, num_classes: int, image_size: int) -> float:
+    """Steady-state training images/second of the model on synthetic data of the
+    dataset's shape (the same measurement as one size of the sweep)."""
     import keras
 
     from app import models, recipe
-    from callbacks.throughput import Throughput
-    from preprocessing import make_datasets
+    from app.sweep import timed_synthetic_fit
 
     keras.config.set_dtype_policy(config.policy)
-    synthetic = make_datasets("synthetic", dataclasses.replace(
-        spec, image_size=image_size, with_validation=False))
-    steps = 5 if config.accelerator == "cpu" else 30
+    spe = config.steps_per_execution
+    steps = (5 if config.accelerator == "cpu" else 30) * spe
+    config = dataclasses.replace(config, image_size=image_size)
     with topology.scope():
         model = models.make_model(config.model, num_classes, image_size)
         recipe.compile_model(model, config, num_classes, steps, topology.jit_compile)
-    meter = Throughput(config.global_batch_size, topology.num_replicas, warmup_steps=2)
-    model.fit(synthetic.train, epochs=1, steps_per_epoch=steps + 2, verbose=0, shuffle=False,
-              callbacks=[meter])
+    meter, _ = timed_synthetic_fit(model, config, topology, config.global_batch_size, steps,
+                                   2 * spe)
     return meter.images_per_sec
 
 
@@ -72,7 +71,7 @@ def run_input_benchmark(config, topology, run_dir, spec) -> dict:
     # Every process reads its own shard: the job's rate is the sum.
     rate = time_pipeline(data.train, batches, spec.batch_size) * topology.num_processes
     cores = cpu_cores()
-    appetite = model_appetite(config, topology, spec, data.num_classes, data.image_size)
+    appetite = model_appetite(config, topology, data.num_classes, data.image_size)
     ratio = rate / appetite if appetite else None
     summary = {
         "mode": "input_benchmark", **topology.describe(), "dataset": config.dataset,

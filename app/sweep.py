@@ -61,18 +61,41 @@ def _format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def timed_synthetic_fit(model, config, topology, batch: int, steps: int, warmup_steps: int,
+                        callbacks=()):
+    """Trains `model` on synthetic batches of `batch`: a warm-up fit (compile), then a
+    timed fit of `steps` steps. Returns (its Throughput callback, warm-up seconds).
+
+    Raises whatever fit raises (an out-of-memory error among them).
+    """
+    from app.train import input_spec
+    from callbacks.throughput import Throughput
+    from preprocessing import make_datasets
+
+    spec = dataclasses.replace(input_spec(config, topology, batch), with_validation=False)
+    data = make_datasets("synthetic", spec)
+    try:
+        started = time.perf_counter()
+        model.fit(data.train, epochs=1, steps_per_epoch=warmup_steps, verbose=0, shuffle=False)
+        warmup_seconds = time.perf_counter() - started
+        meter = Throughput(batch, topology.num_replicas, warmup_steps=config.steps_per_execution)
+        model.fit(data.train, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False,
+                  callbacks=[meter, *callbacks])
+        return meter, warmup_seconds
+    finally:
+        del data
+        gc.collect()
+
+
 def run_sweep(config, topology, run_dir, started_at: float) -> dict:
     """Measures throughput at each --sweep_batch_sizes; returns the summary dict."""
     import keras
 
     from app import models, recipe, rundir
     from app.prices import resolve_billing, usd_per_million_images
-    from app.train import input_spec
-    from callbacks._events import EventWriter
     from callbacks.energy import EnergyMeter, nvml_power_reader, visible_gpu_indices
     from callbacks.mfu import ModelFlopsUtilization
-    from callbacks.throughput import Throughput, _spread_ms
-    from preprocessing import make_datasets
+    from callbacks.throughput import _spread_ms
 
     chief = topology.is_chief
     if chief:
@@ -104,44 +127,31 @@ def run_sweep(config, topology, run_dir, started_at: float) -> dict:
             row["status"] = f"skipped: not divisible by {topology.num_replicas} replicas"
             continue
         row["per_device_batch_size"] = batch // topology.num_replicas
-        data = None
+        utilization = ModelFlopsUtilization(flops, topology.num_replicas,
+                                            billing.peak_tflops_per_device)
+        energy = EnergyMeter(read_power, warmup_steps=spe) if read_power else None
         try:
-            spec = dataclasses.replace(input_spec(config, topology, batch),
-                                       with_validation=False)
-            data = make_datasets("synthetic", spec)
-            compile_start = time.perf_counter()
-            model.fit(data.train, epochs=1, steps_per_epoch=warmup_steps, verbose=0,
-                      shuffle=False)
-            row["compile_and_warmup_seconds"] = round(time.perf_counter() - compile_start, 2)
-            meter = Throughput(batch, topology.num_replicas, warmup_steps=spe)
-            utilization = ModelFlopsUtilization(flops, topology.num_replicas,
-                                                billing.peak_tflops_per_device)
-            energy = EnergyMeter(read_power, warmup_steps=spe) if read_power else None
-            callbacks = [c for c in (meter, energy, utilization) if c is not None]
-            model.fit(data.train, epochs=1, steps_per_epoch=steps, verbose=0,
-                      callbacks=callbacks, shuffle=False)
+            meter, warmup_seconds = timed_synthetic_fit(model, config, topology, batch, steps, warmup_steps,
+                                        [c for c in (energy, utilization) if c is not None])
         except Exception as error:  # noqa: BLE001 - an OOM must not end the sweep
             if not _is_out_of_memory(error):
                 raise
             row["status"] = "out of memory"
             print(f"[sweep] global batch {batch}: does not fit in device memory", flush=True)
             continue
-        finally:
-            del data
-            gc.collect()
         rate = meter.images_per_sec
         row.update({
             "images_per_sec": round(rate, 2),
             "images_per_sec_per_device": round(rate / topology.num_replicas, 2),
-            "mfu": round(utilization.utilization(rate), 4)
-            if utilization.utilization(rate) is not None else None,
-            "model_tflops_per_sec": round(flops * rate / 1e12, 2),
+            "mfu": round(utilization.mfu, 4) if utilization.mfu is not None else None,
+            "model_tflops_per_sec": round(utilization.model_tflops_per_sec, 2),
             "peak_memory_gib": _peak_memory_gib(config.backend),
             "power_watts": round(energy.power_watts, 1) if energy and energy.power_watts else None,
-            "joules_per_image": round(energy.power_watts / rate, 4)
-            if energy and energy.power_watts else None,
+            "joules_per_image": round(energy.joules_per_image, 4)
+            if energy and energy.joules_per_image else None,
             "usd_per_million_images": round(usd_per_million_images(
                 rate, billing.price_per_hour_usd), 4) if billing.price_per_hour_usd else None,
+            "compile_and_warmup_seconds": round(warmup_seconds, 2),
         })
         row.update({k: round(v, 3) for k, v in _spread_ms(meter.step_times_s).items()})
         print(f"[sweep] global batch {batch}: {rate:,.1f} images/sec", flush=True)
@@ -160,15 +170,16 @@ def run_sweep(config, topology, run_dir, started_at: float) -> dict:
     }
     table = _format_table(rows)
     if chief:
-        _write_outputs(run_dir.path, summary, rows, EventWriter)
+        _write_outputs(run_dir.path, summary, rows)
         print(table)
         print(f"sweep: {os.path.join(run_dir.path, 'sweep.json')} and sweep.png\n"
               f"view:  tensorboard --logdir {run_dir.path}", flush=True)
     return summary
 
 
-def _write_outputs(logdir, summary, rows, writer_class):
+def _write_outputs(logdir, summary, rows):
     from app import plots, rundir
+    from callbacks._events import EventWriter
 
     rundir.write_json_atomic(os.path.join(logdir, "sweep.json"), summary)
     rundir.write_json_atomic(os.path.join(logdir, rundir.SUMMARY_FILE), summary)
@@ -177,7 +188,7 @@ def _write_outputs(logdir, summary, rows, writer_class):
                      os.path.join(logdir, "sweep.png"), log2_x=True,
                      title=f"{summary['model']}: training throughput vs global batch size",
                      xlabel="global batch size", ylabel="images/sec", zero_y=True)
-    writer = writer_class(os.path.join(logdir, "sweep"))
+    writer = EventWriter(os.path.join(logdir, "sweep"))
     for row in rows:
         for key in ("images_per_sec", "images_per_sec_per_device", "mfu", "step_time_ms",
                     "peak_memory_gib", "joules_per_image"):

@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
 # One H200: layer variants, callback overhead, and the app's sweep with its defaults.
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source benchmarks/device_env.sh
 timeout 200 python3 benchmarks/model_variants.py --batch=256 --steps=60 --out "$OUT/variants.json" \
   > "$OUT/variants.log" 2>&1; grep '"variant"' "$OUT/variants.log"
 timeout 150 python3 benchmarks/callback_overhead.py --accelerator=gpu --batch=256 --short=20 \

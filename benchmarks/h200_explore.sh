@@ -2,10 +2,7 @@
 # Exploration on one H200 (device tool): does the app run, how fast, where does time go.
 # Usage (repository root, on the GPU machine): bash benchmarks/h200_explore.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source benchmarks/device_env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import jax, keras; print(jax.__version__, keras.__version__, jax.devices())" 2>&1 | tail -1
 APP="python3 app/main.py --accelerator=gpu --backend=jax --model=resnet50 --dataset=synthetic"

@@ -5,10 +5,7 @@
 # committed results JSON. (Run of 2026-11-30: the sweep's 240 s limit cut off the
 # 2048 size while it compiled, so BEST was not found and call 4 ran batch 1024.)
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source benchmarks/device_env.sh
 APP="python3 app/main.py --accelerator=gpu --backend=jax --model=resnet50 --dataset=synthetic"
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c "import jax, keras, torch; print(jax.__version__, keras.__version__, torch.__version__)"

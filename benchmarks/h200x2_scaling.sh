@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
 # Two H200s of one host: data-parallel scaling, same per-GPU batch, one call.
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source benchmarks/device_env.sh
 APP="python3 app/main.py --accelerator=gpu --backend=jax --model=resnet50 --dataset=synthetic"
 nvidia-smi --query-gpu=name --format=csv,noheader > "$OUT/machine.txt"
 nvidia-smi topo -m >> "$OUT/machine.txt" 2>&1

@@ -12,11 +12,10 @@ figures are simply absent, never zero.
 from __future__ import annotations
 
 import threading
-import time
 
 import keras
 
-from callbacks.throughput import last_warmup_step
+from callbacks.throughput import steady_state_begins
 
 
 def visible_gpu_indices(count: int) -> list[int]:
@@ -83,7 +82,8 @@ class EnergyMeter(keras.callbacks.Callback):
         self._samples = []
         self._stop = threading.Event()
         self._thread = None
-        self._window_start = None
+        self._sampling = False
+        self._calls = 0
         self._first_epoch = True
         self._steps_per_call = 1
         self._lock = threading.Lock()
@@ -101,19 +101,17 @@ class EnergyMeter(keras.callbacks.Callback):
         self._steps_per_call = getattr(self.model, "steps_per_execution", 1) or 1
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._samples, self._window_start, self._calls = [], None, 0
+        self._samples, self._sampling, self._calls = [], False, 0
         self._stop.clear()
 
     def on_train_batch_end(self, batch, logs=None):
         with self._lock:  # batch hooks may run in Keras's worker threads
             self._calls += 1
-            if self._window_start is not None:
+            if self._sampling:
                 return
-            steps = (self.params or {}).get("steps") or 0
-            last = last_warmup_step(steps, self._steps_per_call, self._first_epoch,
-                                    self.warmup_steps)
-            if batch > last and (self._first_epoch or self._calls > 1):
-                self._window_start = time.perf_counter()
+            if steady_state_begins(batch, self._calls, (self.params or {}).get("steps"),
+                                   self._steps_per_call, self._first_epoch, self.warmup_steps):
+                self._sampling = True
                 self._thread = threading.Thread(target=self._sample, daemon=True,
                                                 name="power")
                 self._thread.start()

@@ -77,18 +77,14 @@ class Throughput(keras.callbacks.Callback):
             self._marks = []
             self._start = None  # (step, time) where steady state begins
 
-    def _warmup(self) -> int:
-        """Last step index (0-based) still counted as warm-up in this epoch."""
-        steps = (self.params or {}).get("steps") or 0
-        return last_warmup_step(steps, self._steps_per_call, self._first_epoch,
-                                self.warmup_steps)
-
     def on_train_batch_end(self, batch, logs=None):
         now = time.perf_counter()
         with self._lock:
             self._marks.append((batch, now))
             if self._start is None:
-                if batch > self._warmup() and (self._first_epoch or len(self._marks) > 1):
+                if steady_state_begins(batch, len(self._marks), (self.params or {}).get("steps"),
+                                       self._steps_per_call, self._first_epoch,
+                                       self.warmup_steps):
                     self._start = (batch, now)
                 return
             start_batch, start_time = self._start
@@ -141,20 +137,23 @@ class Throughput(keras.callbacks.Callback):
             logs["images_per_sec"] = self.images_per_sec
 
 
-def last_warmup_step(epoch_steps: int, steps_per_call: int, first_epoch: bool,
-                     requested: int = 0) -> int:
-    """Index (0-based) of the last step of an epoch that counts as warm-up.
+def steady_state_begins(batch: int, calls: int, epoch_steps: int | None, steps_per_call: int,
+                        first_epoch: bool, requested: int = 0) -> bool:
+    """Whether the execution ending at step `batch` (the `calls`-th of its epoch)
+    ends the warm-up, so that the steady-state window starts at its end.
 
-    In the first epoch of a fit: `requested` steps, or automatically
+    In the first epoch of a fit, warm-up is `requested` steps, or automatically
     max(2 executions, 5% of the epoch), leaving at least two executions to time.
-    Later epochs: -1, and the caller drops the epoch's first execution instead.
+    In later epochs only the epoch's first execution is warm-up (the input
+    pipeline restarts after evaluation). The energy meter uses the same window.
     """
     if not first_epoch:
-        return -1
+        return calls > 1
+    epoch_steps = epoch_steps or 0
     warmup = requested or max(2 * steps_per_call, math.ceil(0.05 * epoch_steps))
     if epoch_steps:
         warmup = min(warmup, max(0, epoch_steps - 2 * steps_per_call))
-    return warmup - 1
+    return batch > warmup - 1
 
 
 def _spread_ms(step_times: list[float]) -> dict:
