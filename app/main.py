@@ -1,7 +1,9 @@
 """Entry point: `python app/main.py [--flags]` (see README.md, BUILD.md, --helpfull).
 
-A thin absl shell: it parses the flags, builds the frozen config once, and calls
-`app.train.run(config)`. Exit codes: 0 done, 2 a user mistake (one line on stderr,
+A thin absl shell: it parses the flags, builds the frozen config once, checks the
+run (app/run/context.py: run folder, devices, data, price) and hands it to one
+mode of app/modes/: train (the default), sweep (--sweep_batch_sizes) or the input
+benchmark (--benchmark=input). Each mode returns the summary dict it wrote. Exit codes: 0 done, 2 a user mistake (one line on stderr,
 nothing touched), 75 preempted (checkpoint saved; rerun the same command to
 resume), 76 diverged (loss NaN/Inf; the last good checkpoint is kept).
 """
@@ -32,6 +34,37 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def run(config, started_at: float | None = None) -> dict:
+    """Checks the run, then runs the mode the config asks for; returns its summary.
+
+    Raises:
+        ConfigError, TopologyError, RunDirError, DataError: user mistakes (USER_ERRORS).
+        callbacks.stops.Preempted, callbacks.stops.Diverged: see the exit codes.
+    """
+    from app.engine import prices
+    from app.run import context as run_context
+
+    prices.check_config(config)
+    context = run_context.prepare(config, started_at or time.time())
+    # The mode is imported only now: its modules import Keras, whose backend
+    # prepare() has just chosen.
+    if config.sweep_batch_sizes:
+        from app.modes import sweep as mode
+    elif config.benchmark == "input":
+        from app.modes import input_benchmark as mode
+    else:
+        from app.modes import train as mode
+    return mode.run(context)
+
+
+def _user_errors() -> tuple:
+    from app.engine.distribute import TopologyError
+    from app.run.rundir import RunDirError
+    from preprocessing import DataError
+
+    return (ConfigError, TopologyError, RunDirError, DataError)
+
+
 def main(argv):
     if len(argv) > 1:
         return _fail(f"unexpected argument(s) {' '.join(argv[1:])!r}; all settings are "
@@ -41,12 +74,11 @@ def main(argv):
     except ConfigError as error:
         return _fail(str(error), EXIT_USER_ERROR)
 
-    from app.train import USER_ERRORS, run
     from callbacks.stops import Diverged, Preempted
 
     try:
         run(config, started_at=STARTED_AT)
-    except USER_ERRORS as error:
+    except _user_errors() as error:
         return _fail(str(error), EXIT_USER_ERROR)
     except Preempted as error:
         return _fail(f"{error}; rerun the same command to resume", EXIT_PREEMPTED)
@@ -56,6 +88,16 @@ def main(argv):
     return 0
 
 
+def parse_flags(argv):
+    """absl's parsing, with its mistakes reported like every other: `error:`, exit 2."""
+    from absl import flags as absl_flags
+
+    try:
+        return FLAGS(argv)
+    except absl_flags.Error as error:
+        sys.exit(_fail(str(error).strip().splitlines()[0], EXIT_USER_ERROR))
+
+
 if __name__ == "__main__":
     define_flags()
-    absl_app.run(main)
+    absl_app.run(main, flags_parser=parse_flags)

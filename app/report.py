@@ -19,6 +19,8 @@ import sys
 if __name__ == "__main__":  # `python app/report.py`: the packages live one level up
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from callbacks.money import usd_per_million_images  # noqa: E402
+
 MISSING = "—"
 
 
@@ -39,7 +41,7 @@ def load_run(folder: str) -> dict:
     if summary is None and sweep is None:
         raise ValueError(f"{folder} holds no summary.json or sweep.json (not a run folder)")
     summary = summary or sweep
-    from app.rundir import read_metrics
+    from callbacks.metrics_file import read_metrics
 
     return {"folder": folder, "summary": summary, "metrics": read_metrics(folder),
             "sweep": (sweep or {}).get("sweep") or (summary.get("sweep") if summary else None)}
@@ -55,7 +57,7 @@ def label_of(run: dict) -> str:
 def target_rows(run: dict, targets) -> list[dict]:
     """Hours and dollars to each target, from the run's own per-epoch log
     (reached=None where the run measured no accuracy, e.g. a sweep)."""
-    from app.targets import targets_reached
+    from callbacks.targets import targets_reached
 
     history = [{"epoch": r["epoch"], "top1": r.get("val_top1"), "hours": r.get("billed_hours"),
                 "cost_usd": r.get("cost_usd")} for r in run["metrics"]]
@@ -102,7 +104,8 @@ def build(runs: list[dict], targets) -> dict:
             "images_per_sec": rate,
             "images_per_sec_per_device": rate / s["num_replicas"] if rate and s.get(
                 "num_replicas") else None,
-            "usd_per_million_images": price / (rate * 3600) * 1e6 if price and rate else None,
+            "usd_per_million_images": usd_per_million_images(rate, price)
+            if price and rate else None,
             "mfu": s.get("mfu") if s.get("mfu") is not None else (s.get("best") or {}).get("mfu"),
             "best_val_top1": s.get("best_val_top1"), "epochs": s.get("epochs_completed"),
             "cost_usd": s.get("cost_usd"), "has_sweep": bool(run["sweep"]),
@@ -124,7 +127,7 @@ def _rank(rows, key, reverse=False):
 
 def charts(runs: list[dict], targets, out: str) -> dict:
     """Writes the PNG charts; returns {name: path}."""
-    from app import plots
+    from app.engine import plots
 
     paths = {}
     throughput = {}

@@ -37,9 +37,10 @@ def main():
     parser.add_argument("--out", default="")
     args = parser.parse_args()
 
-    from app import callbacks_setup, checkpointing, distribute, models, recipe
-    from app.prices import resolve_billing
-    from app.train import input_spec
+    from app.modes.train import Plan
+    from app.modes.train_callbacks import make_callbacks
+    from app.run import context as run_context
+    from app.run.resume import NEW_RUN
     from flags import Config
 
     logdir = tempfile.mkdtemp(prefix="overhead-")
@@ -47,28 +48,19 @@ def main():
                     dataset="synthetic", image_size=args.image_size,
                     global_batch_size=args.batch, steps_per_execution=args.steps_per_execution,
                     validation_steps=-1, logdir=logdir, verbose="2")
-    distribute.prepare_backend(config)
-    topology = distribute.make_topology(config)
-    import keras
-
+    context = run_context.start(run_context.prepare(config, time.time()))
+    from app.engine.recipe import make_compiled_model
     from preprocessing import make_datasets
 
-    keras.config.set_dtype_policy(config.policy)
-    data = make_datasets("synthetic", input_spec(config, topology))
-    with topology.scope():
-        model = models.make_model(config.model, data.num_classes, data.image_size)
-        recipe.compile_model(model, config, data.num_classes, args.long)
-    billing = resolve_billing("auto", "on_demand", None, None, topology.device_kind,
-                              topology.num_replicas)
+    data = make_datasets("synthetic", context.spec)
+    model, flops = make_compiled_model(config, context.topology, data.num_classes,
+                                       data.image_size, args.long)
 
     def fit(steps, with_callbacks):
         callbacks, verbose = [], 0
         if with_callbacks:
-            parts = callbacks_setup.make_callbacks(
-                config, topology, logdir, billing=billing, started_at=time.time(),
-                billed_seconds_before=0.0, steps_per_epoch=steps, validation_images=0,
-                train_flops_per_image=models.train_flops_per_image(model),
-                state=checkpointing.NEW_RUN)
+            plan = Plan(data, steps, 0, flops, NEW_RUN, 0.0)
+            parts = make_callbacks(context, plan)
             callbacks, verbose = parts.callbacks, 2
         start = time.perf_counter()
         model.fit(data.train, epochs=1, steps_per_epoch=steps, callbacks=callbacks,
@@ -88,7 +80,7 @@ def main():
     none, every = statistics.median(rates["none"]), statistics.median(rates["all"])
     result = {
         "what": "steady-state images/sec of the same fit with all app callbacks vs none",
-        "model": args.model, "backend": args.backend, "device_kind": topology.device_kind,
+        "model": args.model, "backend": args.backend, "device_kind": context.topology.device_kind,
         "global_batch_size": args.batch, "steps_per_execution": args.steps_per_execution,
         "timing": f"(fit of {args.long} steps) - (fit of {args.short} steps), "
                   f"median of {args.reps}, variants alternating",

@@ -56,7 +56,7 @@ def main(raw, out):
         "workload": "ResNet-50 v1.5 training step, 224x224, 1000 classes, synthetic data "
                     "already on the GPU, SGD + momentum, label smoothing 0.1",
         "app": "python app/main.py --accelerator=gpu --backend=jax --model=resnet50 "
-               "--dataset=synthetic (Keras 3 model.fit, mixed_bfloat16, app/layers.py)",
+               "--dataset=synthetic (Keras 3 model.fit, mixed_bfloat16, app/engine/layers.py)",
         "peer": load(raw, "call3-final/peer.json")["peer"],
         "commands": {
             "call3 (one call: app and peer)": "bash benchmarks/h200_final.sh",
@@ -105,7 +105,7 @@ def main(raw, out):
             "fixed_seconds_per_fit")},
         "layers": {
             "note": "batch 256, separate calls (call1: Keras's BatchNormalization, "
-                    "MaxPooling2D and 7x7 Conv2D stem; call2: app/layers.py)",
+                    "MaxPooling2D and 7x7 Conv2D stem; call2: app/engine/layers.py)",
             "keras_layers_images_per_sec": keras_sweep[256]["images_per_sec"],
             "app_layers_images_per_sec": layers_sweep[256]["images_per_sec"],
             "speedup": round(layers_sweep[256]["images_per_sec"]

@@ -47,7 +47,7 @@ def make_images(folder: str, classes: int = 10, per_class: int = 200) -> None:
 
 def time_app(folder: str, batches: int) -> float:
     sys.path.insert(0, ROOT)
-    from app.input_benchmark import time_pipeline
+    from app.modes.input_benchmark import time_pipeline
     from preprocessing import InputSpec, folder as folder_builder
 
     data = folder_builder.make_from_root(folder, InputSpec(
@@ -74,7 +74,7 @@ def time_torchvision(folder: str, batches: int) -> float:
             yield from loader
 
     sys.path.insert(0, ROOT)
-    from app.input_benchmark import time_pipeline  # imports no framework
+    from app.modes.input_benchmark import time_pipeline  # imports no framework
 
     return time_pipeline(forever(), batches, BATCH)
 

@@ -1,4 +1,4 @@
-"""Which layer implementations make ResNet-50 fastest (app/layers.py vs Keras's)?
+"""Which layer implementations make ResNet-50 fastest (app/engine/layers.py vs Keras's)?
 
 Builds the app's model with each LayerSet, compiles it with the app's recipe, and
 times the steady state of the same fit with the app's Throughput callback. Each
@@ -57,8 +57,8 @@ def main():
               "global_batch_size": args.batch, "model": args.model, "rows": rows}, args.out)
         return
 
-    from app import distribute, models, recipe
-    from app.train import input_spec
+    from app.engine import distribute, models, recipe
+    from app.engine.data import input_spec
     from flags import Config
 
     config = Config(accelerator=args.accelerator, backend=os.environ.get("KERAS_BACKEND", "jax"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import keras
 
-from app.targets import targets_reached
+from callbacks.targets import targets_reached
 
 
 class TopOneTargets(keras.callbacks.Callback):

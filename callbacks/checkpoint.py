@@ -32,6 +32,7 @@ import time
 import keras
 import numpy as np
 
+from callbacks.steps import steps_before
 from callbacks.stops import Preempted
 
 CHECKPOINT_DIR = "checkpoints"
@@ -111,11 +112,7 @@ class Checkpoint(keras.callbacks.Callback):
     # ------------------------------------------------------------------ steps
     def _global_step(self, epoch: int, batch: int) -> int:
         """Global steps completed before step `batch` of `epoch` starts."""
-        base = epoch * self.steps_per_epoch
-        # The first epoch of a mid-epoch resume is shorter: it starts after resume_step.
-        if epoch * self.steps_per_epoch < self.resume_step < (epoch + 1) * self.steps_per_epoch:
-            base = self.resume_step
-        return base + batch
+        return steps_before(epoch, self.steps_per_epoch, self.resume_step) + batch
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -218,3 +215,22 @@ def latest_checkpoint(logdir: str) -> tuple[str, dict] | None:
         if os.path.exists(os.path.join(path, WEIGHTS_FILE)):
             return path, state
     return None
+
+
+def load_latest(model, logdir: str, scope) -> tuple[str, dict] | None:
+    """Loads the newest complete checkpoint into `model`; returns (path, state) or None.
+
+    Args:
+        model: the compiled model.
+        logdir: the run folder.
+        scope: the distribution scope (the optimizer's slots are built in it).
+    """
+    found = latest_checkpoint(logdir)
+    if found is None:
+        return None
+    path, state = found
+    with scope:
+        # The optimizer's variables must exist before its saved values can load.
+        model.optimizer.build(model.trainable_variables)
+    model.load_weights(os.path.join(path, WEIGHTS_FILE))
+    return path, state

@@ -12,7 +12,7 @@ import time
 
 import keras
 
-from app.prices import cost_usd
+from callbacks.money import billed_usd_per_million_images, cost_usd
 
 
 class CloudCost(keras.callbacks.Callback):
@@ -20,8 +20,9 @@ class CloudCost(keras.callbacks.Callback):
 
     Publishes into epoch `logs`: `cost_usd` (so far), `billed_hours`,
     `usd_per_epoch` (the last epoch), `projected_cost_usd` (the whole run at the
-    last epoch's pace), `usd_per_million_images` (billed dollars per million
-    training images so far); into batch logs a running `cost_usd`. Public
+    last epoch's pace), `billed_usd_per_million_images` (billed dollars per
+    million training images so far; not `usd_per_million_images`, which is price
+    over steady-state rate: see callbacks/money.py); into batch logs a running `cost_usd`. Public
     attributes hold the same figures.
 
     Args:
@@ -82,4 +83,5 @@ class CloudCost(keras.callbacks.Callback):
         logs["usd_per_epoch"] = epoch_cost
         logs["projected_cost_usd"] = self.projected_cost_usd
         if self.images:
-            logs["usd_per_million_images"] = self.cost_usd / self.images * 1e6
+            logs["billed_usd_per_million_images"] = billed_usd_per_million_images(
+                self.cost_usd, self.images)

@@ -24,8 +24,9 @@ import time
 
 import keras
 
-from app.rundir import METRICS_FILE
-from callbacks._events import EventWriter
+from callbacks.events import EventWriter
+from callbacks.metrics_file import METRICS_FILE
+from callbacks.steps import global_step, steps_before
 
 # Key -> dashboard group. Keys not listed go under "other/".
 GROUPS = {
@@ -36,7 +37,7 @@ GROUPS = {
     "best_val_top1": "accuracy", "targets_reached": "accuracy",
     "loss": "loss", "val_loss": "loss",
     "cost_usd": "cost", "billed_hours": "cost", "usd_per_epoch": "cost",
-    "projected_cost_usd": "cost", "usd_per_million_images": "cost",
+    "projected_cost_usd": "cost", "billed_usd_per_million_images": "cost",
     "mfu": "utilization", "model_tflops_per_sec": "utilization",
     "power_watts": "energy", "joules_per_image": "energy", "kwh_per_epoch": "energy",
     "learning_rate": "optimizer",
@@ -62,13 +63,15 @@ class MetricsLogger(keras.callbacks.Callback):
         hparams: settings to record for TensorBoard's HParams dashboard (a flat
             dict of str/int/float/bool), or None to write none.
         hparam_metrics: log keys the HParams dashboard shows against the settings.
+        steps_per_epoch: training steps of a full epoch (0 = the fit's own).
+        resume_step: global steps done before this attempt's first step.
     """
 
     async_safe = True
 
     def __init__(self, logdir: str, log_every_steps: int = 50, hparams: dict | None = None,
                  hparam_metrics=("val_top1", "best_val_top1", "images_per_sec", "cost_usd",
-                                 "mfu")):
+                                 "mfu"), steps_per_epoch: int = 0, resume_step: int = 0):
         super().__init__()
         if log_every_steps < 1:
             raise ValueError(f"log_every_steps must be >= 1, received {log_every_steps}")
@@ -76,6 +79,8 @@ class MetricsLogger(keras.callbacks.Callback):
         self.log_every_steps = log_every_steps
         self.hparams = hparams
         self.hparam_metrics = tuple(hparam_metrics)
+        self.steps_per_epoch = steps_per_epoch
+        self.resume_step = resume_step
         self.path = os.path.join(logdir, METRICS_FILE)
         self.records = []
         self._lock = threading.Lock()
@@ -100,16 +105,18 @@ class MetricsLogger(keras.callbacks.Callback):
         self._epochs.summary(hp.hparams_pb(self.hparams, trial_id=os.path.basename(
             os.path.normpath(self.logdir))))
 
+    def _epoch_steps(self) -> int:
+        return self.steps_per_epoch or (self.params or {}).get("steps") or 0
+
     def on_epoch_begin(self, epoch, logs=None):
-        steps = (self.params or {}).get("steps") or 0
+        before = steps_before(epoch, self._epoch_steps(), self.resume_step)
         with self._lock:
             self._epoch = epoch
-            self._next_step_log = (epoch * steps // self.log_every_steps + 1) * self.log_every_steps
+            self._next_step_log = (before // self.log_every_steps + 1) * self.log_every_steps
 
     def on_train_batch_end(self, batch, logs=None):
-        steps = (self.params or {}).get("steps") or 0
         with self._lock:
-            step = self._epoch * steps + batch + 1
+            step = global_step(self._epoch, batch, self._epoch_steps(), self.resume_step)
             if step < self._next_step_log or self._steps is None or not logs:
                 return
             self._next_step_log = (step // self.log_every_steps + 1) * self.log_every_steps

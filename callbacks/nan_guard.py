@@ -12,6 +12,7 @@ import math
 
 import keras
 
+from callbacks.steps import global_step
 from callbacks.stops import Diverged
 
 
@@ -41,6 +42,6 @@ class NanGuard(keras.callbacks.Callback):
         loss = (logs or {}).get("loss")
         if loss is None or math.isfinite(loss):
             return
-        step = max(self._epoch * self.steps_per_epoch, self.resume_step) + batch + 1
+        step = global_step(self._epoch, batch, self.steps_per_epoch, self.resume_step)
         self.diverged_at = step
         raise Diverged(step, loss)

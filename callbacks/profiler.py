@@ -17,6 +17,8 @@ import sys
 
 import keras
 
+from callbacks.steps import global_step
+
 
 def _warn(message: str) -> None:
     sys.stderr.write(f"warning: profiler: {message}\n")
@@ -31,9 +33,12 @@ class Profiler(keras.callbacks.Callback):
         start_step: first step to trace.
         stop_step: last step to trace.
         backend: "tensorflow" or "jax".
+        steps_per_epoch: training steps of a full epoch (0 = the fit's own).
+        resume_step: global steps done before this attempt's first step.
     """
 
-    def __init__(self, logdir: str, start_step: int, stop_step: int, backend: str):
+    def __init__(self, logdir: str, start_step: int, stop_step: int, backend: str,
+                 steps_per_epoch: int = 0, resume_step: int = 0):
         super().__init__()
         if not 1 <= start_step <= stop_step:
             raise ValueError(f"need 1 <= start_step <= stop_step, received "
@@ -43,6 +48,8 @@ class Profiler(keras.callbacks.Callback):
         self.logdir = logdir
         self.start_step, self.stop_step = start_step, stop_step
         self.backend = backend
+        self.steps_per_epoch = steps_per_epoch
+        self.resume_step = resume_step
         self.traced_steps = []
         self._tracing = False
         self._done = False
@@ -75,8 +82,8 @@ class Profiler(keras.callbacks.Callback):
         return tf.profiler.experimental.Trace("train", step_num=step, _r=1)
 
     def _global_step(self, batch: int) -> int:
-        steps = (self.params or {}).get("steps") or 0
-        return self._epoch * steps + batch + 1
+        steps = self.steps_per_epoch or (self.params or {}).get("steps") or 0
+        return global_step(self._epoch, batch, steps, self.resume_step)
 
     def on_train_begin(self, logs=None):
         # Read once: on JAX, `self.model` syncs the training state.

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import os
 import re
 
-from app import prices
+from preprocessing.augment import PRESETS
 
 MODELS = ("small_resnet", "resnet18", "resnet34", "resnet50")
 NAMED_DATASETS = ("digits", "synthetic", "imagenet2012")
@@ -23,6 +22,10 @@ BACKENDS = ("tensorflow", "jax")
 ACCELERATORS = ("cpu", "gpu", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 PRICINGS = ("on_demand", "spot", "one_year", "three_year")
+LR_SCHEDULES = ("cosine", "step")
+PREPROCESSINGS = ("auto",) + PRESETS
+VERBOSITIES = ("auto", "0", "1", "2")
+BENCHMARKS = ("none", "input")
 
 # Fields that may change between the attempts of one run (resume) without
 # changing what is being measured. Everything else must match the saved config.
@@ -207,15 +210,6 @@ class Config:
                    f"--target_top1 has {target!r}; accepted: numbers in (0, 1], e.g. 0.757")
         _check(self.pricing in PRICINGS,
                f"--pricing={self.pricing!r} is unknown; accepted: {', '.join(PRICINGS)}")
-        if self.machine != "auto":
-            catalog = prices.load_catalog()
-            _check(self.machine in catalog,
-                   f"--machine={self.machine!r} is not in the price catalog; accepted: auto, "
-                   + ", ".join(sorted(catalog)))
-            sold = [p for p in PRICINGS if catalog[self.machine].price_per_hour_usd(p) is not None]
-            _check(self.price_per_hour_usd is not None or self.pricing in sold,
-                   f"--pricing={self.pricing} has no price for --machine={self.machine} in "
-                   f"the catalog; accepted: {', '.join(sold)}, or --price_per_hour_usd")
         _check(self.price_per_hour_usd is None or self.price_per_hour_usd >= 0,
                f"--price_per_hour_usd={self.price_per_hour_usd} must be >= 0")
         _check(self.peak_tflops_per_device is None or self.peak_tflops_per_device > 0,
@@ -270,9 +264,6 @@ class Config:
     def to_dict(self) -> dict:
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
                 for f in dataclasses.fields(self)}
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     def differences(self, saved: dict) -> list[str]:
         """Fields (outside RESUMABLE_FIELDS) whose value differs from a saved config."""

@@ -3,7 +3,7 @@
 Flag names equal the field names of `flags.config.Config` and carry units where a
 unit applies. All flags are optional; the defaults train the small ResNet on the
 embedded digits dataset on CPU in a couple of minutes. Nothing outside
-`flags.config.config_from_flags` reads `FLAGS`.
+`flags.parse.config_from_flags` reads `FLAGS`.
 
 Note: our package is called `flags` too, so absl's module is always imported as
 `from absl import flags as absl_flags` here.
@@ -13,6 +13,7 @@ import dataclasses
 
 from absl import flags as absl_flags
 
+from flags import config as choices
 from flags.config import Config
 
 FLAGS = absl_flags.FLAGS
@@ -29,10 +30,10 @@ def define_flags():
         return
 
     # Platform: which hardware, which Keras backend, how many devices and hosts.
-    absl_flags.DEFINE_enum("accelerator", D["accelerator"], ["cpu", "gpu", "tpu"],
+    absl_flags.DEFINE_enum("accelerator", D["accelerator"], list(choices.ACCELERATORS),
                            "Hardware to train on. No silent fallback: asking for a "
                            "device that is not there is an error.")
-    absl_flags.DEFINE_enum("backend", D["backend"], ["tensorflow", "jax"],
+    absl_flags.DEFINE_enum("backend", D["backend"], list(choices.BACKENDS),
                            "Keras backend. Set before Keras is imported.")
     absl_flags.DEFINE_integer("num_devices", D["num_devices"],
                               "Devices (replicas) per process; 0 = all visible "
@@ -50,17 +51,17 @@ def define_flags():
                               "multi-host run before giving up.")
 
     # Model and optimization.
-    absl_flags.DEFINE_string("model", D["model"],
-                             "small_resnet, resnet18, resnet34 or resnet50 (v1.5).")
+    absl_flags.DEFINE_enum("model", D["model"], list(choices.MODELS),
+                           "The network; resnet18/34/50 are v1.5, small_resnet is for tiny images.")
     absl_flags.DEFINE_enum("precision", D["precision"],
-                           ["auto", "float32", "mixed_bfloat16", "mixed_float16"],
+                           list(choices.PRECISIONS),
                            "Keras dtype policy; auto = float32 on CPU, "
                            "mixed_bfloat16 on GPU and TPU.")
     absl_flags.DEFINE_float("base_learning_rate", D["base_learning_rate"],
                             "Peak learning rate for 256 images; scaled linearly "
                             "with the global batch. (ImageNet recipes use 0.1-0.256; "
                             "see configs/.)")
-    absl_flags.DEFINE_enum("lr_schedule", D["lr_schedule"], ["cosine", "step"],
+    absl_flags.DEFINE_enum("lr_schedule", D["lr_schedule"], list(choices.LR_SCHEDULES),
                            "After warm-up: cosine decay to 0, or /10 at 30, 60, 80 "
                            "percent of the run.")
     absl_flags.DEFINE_float("warmup_epochs", D["warmup_epochs"], "Linear warm-up length in epochs.")
@@ -84,7 +85,7 @@ def define_flags():
                               "Let TFDS download a tfds: dataset that is not prepared.")
     absl_flags.DEFINE_integer("image_size", D["image_size"],
                               "Square input size in pixels; 0 = the dataset's default.")
-    absl_flags.DEFINE_enum("preprocessing", D["preprocessing"], ["auto", "standard", "heavy", "small"],
+    absl_flags.DEFINE_enum("preprocessing", D["preprocessing"], list(choices.PREPROCESSINGS),
                            "Augmentation preset: standard = Inception crop + flip; "
                            "heavy = that plus color jitter (the study's TPU "
                            "reference spirit); small = pad-and-crop for tiny images; "
@@ -115,7 +116,7 @@ def define_flags():
                               "epoch; 0 = at epoch ends only.")
     absl_flags.DEFINE_integer("log_every_steps", D["log_every_steps"],
                               "Write step-level throughput and cost scalars every N steps.")
-    absl_flags.DEFINE_enum("verbose", D["verbose"], ["auto", "0", "1", "2"],
+    absl_flags.DEFINE_enum("verbose", D["verbose"], list(choices.VERBOSITIES),
                            "Keras progress output: 1 = bar, 2 = a line per epoch, "
                            "auto = bar on a terminal.")
 
@@ -123,10 +124,10 @@ def define_flags():
     absl_flags.DEFINE_list("target_top1", D["target_top1"],
                            "Comma list of top-1 targets in (0, 1], e.g. 0.757,0.764.")
     absl_flags.DEFINE_string("machine", D["machine"],
-                             "Price catalog row to bill (see app/prices.csv); auto = "
+                             "Price catalog row to bill (see app/engine/prices.csv); auto = "
                              "the row for the detected device.")
     absl_flags.DEFINE_enum("pricing", D["pricing"],
-                           ["on_demand", "spot", "one_year", "three_year"],
+                           list(choices.PRICINGS),
                            "Which price of the machine row to charge.")
     absl_flags.DEFINE_float("price_per_hour_usd", D["price_per_hour_usd"],
                             "Override: dollars per machine-hour.")
@@ -144,5 +145,5 @@ def define_flags():
     absl_flags.DEFINE_list("sweep_batch_sizes", D["sweep_batch_sizes"],
                            "Comma list of global batch sizes: measure throughput at "
                            "each on synthetic data instead of training.")
-    absl_flags.DEFINE_enum("benchmark", D["benchmark"], ["none", "input"],
+    absl_flags.DEFINE_enum("benchmark", D["benchmark"], list(choices.BENCHMARKS),
                            "input = time the input pipeline alone (no model).")

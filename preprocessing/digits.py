@@ -13,8 +13,8 @@ import os
 import shutil
 import tempfile
 
-from app.rundir import writable_ancestor
 from preprocessing import DataError, Datasets, InputSpec, folder
+from preprocessing.paths import writable_ancestor
 
 FOLDER_NAME = "digits"
 VALIDATION_IMAGES = 360

@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-PRESETS = ("standard", "heavy", "small")
-MEAN_RGB = (0.485 * 255, 0.456 * 255, 0.406 * 255)
-STDDEV_RGB = (0.229 * 255, 0.224 * 255, 0.225 * 255)
-CROP_FRACTION = 0.875  # evaluation: the center 87.5% (224 of 256)
-AREA_RANGE = (0.08, 1.0)
-ASPECT_RANGE = (3 / 4, 4 / 3)
+# The presets' constants live in augment.py, shared with the TensorFlow-free paths.
+from preprocessing.augment import (AREA_RANGE, ASPECT_RANGE, CROP_FRACTION,  # noqa: F401
+                                   MAX_ATTEMPTS, MEAN_RGB, MIN_OBJECT_COVERED, PRESETS,
+                                   STDDEV_RGB)
 
 
 def decode(encoded: tf.Tensor) -> tf.Tensor:
@@ -43,8 +41,8 @@ def random_crop_window(shape: tf.Tensor, seed: tf.Tensor, area_range=AREA_RANGE,
     """An Inception-style crop window [y, x, height, width] of an image of `shape`."""
     begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
         shape, tf.constant([0.0, 0.0, 1.0, 1.0], shape=[1, 1, 4]), seed=seed,
-        min_object_covered=0.1, aspect_ratio_range=aspect_range, area_range=area_range,
-        max_attempts=10, use_image_if_no_bounding_boxes=True)
+        min_object_covered=MIN_OBJECT_COVERED, aspect_ratio_range=aspect_range,
+        area_range=area_range, max_attempts=MAX_ATTEMPTS, use_image_if_no_bounding_boxes=True)
     return tf.stack([begin[0], begin[1], size[0], size[1]])
 
 

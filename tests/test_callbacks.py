@@ -11,11 +11,11 @@ import keras
 import numpy as np
 import pytest
 
-from callbacks import _events
+from callbacks import events
 from callbacks.accuracy import TopOneTargets
 from callbacks.checkpoint import Checkpoint, latest_checkpoint
 from callbacks.cost import CloudCost
-from app.rundir import read_metrics
+from callbacks.metrics_file import read_metrics
 from callbacks.metrics_logger import MetricsLogger, tag_for
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.nan_guard import NanGuard
@@ -109,7 +109,8 @@ def test_cost_charges_wall_clock_from_the_start_including_earlier_attempts():
     meter.on_epoch_end(0, logs)
     assert logs["billed_hours"] == pytest.approx(1.0, abs=1e-3)
     assert logs["cost_usd"] == pytest.approx(4.0, abs=0.01)
-    assert logs["usd_per_million_images"] == pytest.approx(4.0 / 1000 * 1e6, rel=1e-3)
+    assert logs["billed_usd_per_million_images"] == pytest.approx(4.0 / 1000 * 1e6, rel=1e-3)
+    assert "usd_per_million_images" not in logs  # that name is price / steady-state rate
     # Epoch 1 cost almost nothing (it just began), so the projection adds little.
     assert logs["projected_cost_usd"] == pytest.approx(4.0, abs=0.01)
     batch_logs = {}
@@ -177,27 +178,27 @@ def test_metrics_logger_writes_jsonl_and_grouped_tensorboard_scalars(tmp_path):
     assert [r["epoch"] for r in records] == [1, 2]
     assert records[1]["val_top1"] == pytest.approx(0.6)
     assert "loss" not in records[0] and "note" not in records[0]  # NaN and text are not numbers
-    tags = {(v.tag, e.step) for path in _events.event_files(str(tmp_path))
-            for e in _events.read_events(path) for v in e.summary.value}
+    tags = {(v.tag, e.step) for path in events.event_files(str(tmp_path))
+            for e in events.read_events(path) for v in e.summary.value}
     assert ("accuracy/val_top1", 2) in tags and ("cost/cost_usd", 1) in tags
     assert any(tag.startswith("_hparams_") for tag, _ in tags)
-    steps = {(v.tag, e.step) for path in _events.event_files(str(tmp_path / "steps"))
-             for e in _events.read_events(path) for v in e.summary.value}
+    steps = {(v.tag, e.step) for path in events.event_files(str(tmp_path / "steps"))
+             for e in events.read_events(path) for v in e.summary.value}
     assert {s for t, s in steps if t == "throughput/images_per_sec"} == {2, 4, 6, 8}
     assert tag_for("mfu") == "utilization/mfu"
 
 
 def test_rewind_drops_what_came_after_a_checkpoint(tmp_path):
-    writer = _events.EventWriter(str(tmp_path))
+    writer = events.EventWriter(str(tmp_path))
     for step in range(1, 6):
         writer.scalar("accuracy/val_top1", step / 10, step)
     writer.close()
-    duplicate = _events.EventWriter(str(tmp_path))
+    duplicate = events.EventWriter(str(tmp_path))
     duplicate.scalar("accuracy/val_top1", 0.2, 2)  # a redone epoch
     duplicate.close()
-    assert _events.rewind(str(tmp_path), 3) == 2
-    points = [(v.tag, e.step) for path in _events.event_files(str(tmp_path))
-              for e in _events.read_events(path) for v in e.summary.value]
+    assert events.rewind(str(tmp_path), 3) == 2
+    points = [(v.tag, e.step) for path in events.event_files(str(tmp_path))
+              for e in events.read_events(path) for v in e.summary.value]
     assert sorted(points) == [("accuracy/val_top1", s) for s in (1, 2, 3)]
 
 

@@ -85,7 +85,7 @@ def bad_cases(tmp):
     return [
         (["--global_batch_size=0"], "--global_batch_size=0 must be a positive integer"),
         (["--global_batch_size=63", "--num_devices=2"], "not divisible by the 2 replicas"),
-        (["--model=resnet9000"], "--model='resnet9000' is unknown"),
+        (["--model=resnet9000"], "flag --model=resnet9000: value should be one of <small_resnet|resnet18|resnet34|resnet50>"),
         (["--dataset=cifar10"], "--dataset='cifar10' is unknown"),
         (["--epochs=-1"], "--epochs=-1 must be at least 1"),
         (["--steps_per_execution=0"], "--steps_per_execution=0 must be at least 1"),

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from app import train
+from app import main as app
 from conftest import ROOT, error_lines, run_cli, tiny_flags
 from flags import Config
 
@@ -22,7 +22,7 @@ def free_port():
 
 
 def test_mirrored_strategy_over_four_logical_cpus(digits_dir, tmp_path):
-    summary = train.run(Config(data_dir=digits_dir, logdir=str(tmp_path / "m4"), image_size=8,
+    summary = app.run(Config(data_dir=digits_dir, logdir=str(tmp_path / "m4"), image_size=8,
                                epochs=1, steps_per_epoch=4, validation_steps=2, verbose="0",
                                num_devices=4, global_batch_size=32, seed=1))
     assert summary["strategy"] == "MirroredStrategy" and summary["num_replicas"] == 4
@@ -32,7 +32,7 @@ def test_mirrored_strategy_over_four_logical_cpus(digits_dir, tmp_path):
 def test_mirrored_strategy_with_steps_per_execution_trains_without_xla(digits_dir, tmp_path):
     """Keras 3.15's fit fails here when the step is XLA-compiled (stack notes); the
     app compiles it without XLA instead, and it trains and evaluates every image."""
-    summary = train.run(Config(data_dir=digits_dir, logdir=str(tmp_path / "m2"), image_size=8,
+    summary = app.run(Config(data_dir=digits_dir, logdir=str(tmp_path / "m2"), image_size=8,
                                epochs=2, steps_per_epoch=4, steps_per_execution=2, verbose="0",
                                num_devices=2, global_batch_size=32, seed=1))
     assert summary["num_replicas"] == 2 and summary["jit_compile"] is False

@@ -4,8 +4,8 @@ import keras
 import numpy as np
 import pytest
 
-from app import layers as fast
-from app import models
+from app.engine import layers as fast
+from app.engine import models
 
 
 def random(shape, seed=0):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from app import models
+from app.engine import models
 
 # torchvision's resnet18/34/50 (their trainable parameters; BatchNorm buffers excluded).
 TORCHVISION_PARAMS = {"resnet18": 11_689_512, "resnet34": 21_797_672, "resnet50": 25_557_032}

@@ -2,7 +2,8 @@
 
 import pytest
 
-from app import prices
+from app.engine import prices
+from callbacks import money
 
 IMAGENET_TRAIN = 1_281_167
 
@@ -13,12 +14,12 @@ def test_the_study_tpu_cost_to_accuracy_is_reproduced_from_its_inputs():
     tpu = prices.load_catalog()["gcp-tpu-v2-8-2018"]
     price = tpu.price_per_hour_usd("on_demand")
     assert price == pytest.approx(6.50 + 0.19)
-    hours_64 = prices.hours_for_images(64 * IMAGENET_TRAIN, 2796)
-    hours_86 = prices.hours_for_images(86 * IMAGENET_TRAIN, 2796)
+    hours_64 = money.hours_for_images(64 * IMAGENET_TRAIN, 2796)
+    hours_86 = money.hours_for_images(86 * IMAGENET_TRAIN, 2796)
     assert hours_64 == pytest.approx(8.15, abs=0.01)
     assert hours_86 == pytest.approx(10.95, abs=0.01)
-    assert prices.cost_usd(hours_64 * 3600, price) == pytest.approx(55, abs=1.0)
-    assert prices.cost_usd(hours_86 * 3600, price) == pytest.approx(73, abs=1.0)
+    assert money.cost_usd(hours_64 * 3600, price) == pytest.approx(55, abs=1.0)
+    assert money.cost_usd(hours_86 * 3600, price) == pytest.approx(73, abs=1.0)
 
 
 def test_v100_images_per_dollar_hour_on_demand():
@@ -61,4 +62,4 @@ def test_billing_charges_whole_machines_and_honours_overrides():
 
 
 def test_dollars_per_million_images():
-    assert prices.usd_per_million_images(1000.0, 3.6) == pytest.approx(1.0)
+    assert money.usd_per_million_images(1000.0, 3.6) == pytest.approx(1.0)

@@ -10,7 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from app import prices, report
+from app import report
+from app.engine import prices
 from conftest import ROOT
 
 IMAGENET_TRAIN = 1_281_167

@@ -11,9 +11,9 @@ import time
 import numpy as np
 import pytest
 
-from callbacks import _events
+from callbacks import events
 from callbacks.checkpoint import latest_checkpoint
-from app.rundir import read_metrics
+from callbacks.metrics_file import read_metrics
 from conftest import ROOT, error_lines, run_cli
 
 EPOCHS = 5
@@ -47,8 +47,8 @@ def wait_until_billed(logdir, pid, timeout=60):
 
 
 def epoch_points(logdir, tag):
-    return sorted(e.step for path in _events.event_files(str(logdir))
-                  for e in _events.read_events(path) for v in e.summary.value if v.tag == tag)
+    return sorted(e.step for path in events.event_files(str(logdir))
+                  for e in events.read_events(path) for v in e.summary.value if v.tag == tag)
 
 
 def test_sigterm_saves_exits_75_within_the_grace_period_and_the_rerun_resumes(

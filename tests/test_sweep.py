@@ -2,8 +2,8 @@
 
 import json
 
-from app import sweep
-from callbacks import _events
+from app.engine import timing
+from callbacks import events
 from conftest import run_cli
 
 
@@ -25,14 +25,14 @@ def test_sweep_measures_every_size_and_reports_the_rest(tmp_path):
     assert result["largest_batch_that_fits"] == 8
     assert json.loads((logdir / "summary.json").read_text()) == result
     assert (logdir / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    points = {(v.tag, e.step) for path in _events.event_files(str(logdir / "sweep"))
-              for e in _events.read_events(path) for v in e.summary.value}
+    points = {(v.tag, e.step) for path in events.event_files(str(logdir / "sweep"))
+              for e in events.read_events(path) for v in e.summary.value}
     assert ("sweep_throughput/images_per_sec_vs_batch", 8) in points
     assert "global batch per device  images/sec" in done.stdout  # the table
     assert "skipped: not divisible by 2 replicas" in done.stdout
 
 
 def test_out_of_memory_errors_are_recognised_and_others_are_not():
-    assert sweep._is_out_of_memory(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while "
+    assert timing.is_out_of_memory(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while "
                                                 "trying to allocate 81.5GiB"))
-    assert not sweep._is_out_of_memory(ValueError("shapes do not match"))
+    assert not timing.is_out_of_memory(ValueError("shapes do not match"))

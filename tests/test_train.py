@@ -5,9 +5,11 @@ import os
 
 import pytest
 
-from app import train
-from callbacks import _events
-from app.rundir import read_metrics
+from app import main as app
+from app.run.rundir import RunDirError
+from preprocessing import DataError
+from callbacks import events
+from callbacks.metrics_file import read_metrics
 from flags import Config
 
 SUMMARY_KEYS = {"backend", "accelerator", "num_replicas", "model", "dataset",
@@ -25,7 +27,7 @@ def tiny(digits_dir, logdir, **changes):
 
 def test_run_trains_evaluates_and_writes_every_output(digits_dir, tmp_path):
     config = tiny(digits_dir, tmp_path / "run", target_top1=(0.05, 0.999))
-    summary = train.run(config)
+    summary = app.run(config)
     assert SUMMARY_KEYS <= set(summary)
     assert summary["backend"] == "tensorflow" and summary["num_replicas"] == 1
     assert summary["status"] == "completed" and summary["epochs_completed"] == 2
@@ -46,15 +48,15 @@ def test_run_trains_evaluates_and_writes_every_output(digits_dir, tmp_path):
     assert [r["epoch"] for r in records] == [1, 2]
     assert {"loss", "top1", "val_top1", "learning_rate", "images_per_sec", "cost_usd"} <= set(
         records[-1])
-    tags = {v.tag for path in _events.event_files(str(run_dir))
-            for e in _events.read_events(path) for v in e.summary.value}
+    tags = {v.tag for path in events.event_files(str(run_dir))
+            for e in events.read_events(path) for v in e.summary.value}
     assert {"loss/loss", "accuracy/val_top1", "optimizer/learning_rate"} <= tags
     assert sorted(os.listdir(run_dir / "checkpoints")) == ["ckpt-0000000006",
                                                            "ckpt-0000000012"]
 
 
 def test_mirrored_strategy_over_two_logical_cpus(digits_dir, tmp_path):
-    summary = train.run(tiny(digits_dir, tmp_path / "mirrored", num_devices=2,
+    summary = app.run(tiny(digits_dir, tmp_path / "mirrored", num_devices=2,
                              global_batch_size=32, epochs=1))
     assert summary["num_replicas"] == 2 and summary["strategy"] == "MirroredStrategy"
     assert summary["per_replica_batch_size"] == 16
@@ -63,27 +65,27 @@ def test_mirrored_strategy_over_two_logical_cpus(digits_dir, tmp_path):
 def test_rerunning_the_same_command_resumes_and_another_config_is_refused(digits_dir,
                                                                            tmp_path):
     logdir = tmp_path / "again"
-    first = train.run(tiny(digits_dir, logdir, epochs=2))
-    again = train.run(tiny(digits_dir, logdir, epochs=2))  # nothing left to do
+    first = app.run(tiny(digits_dir, logdir, epochs=2))
+    again = app.run(tiny(digits_dir, logdir, epochs=2))  # nothing left to do
     assert again["epochs_completed"] == 2 and len(again["attempts"]) == 2
     assert again["billed_seconds"] >= first["billed_seconds"]
     before = sorted(os.listdir(logdir))
-    with pytest.raises(train.rundir.RunDirError, match="holds a run with another config"):
-        train.run(tiny(digits_dir, logdir, epochs=3))
+    with pytest.raises(RunDirError, match="holds a run with another config"):
+        app.run(tiny(digits_dir, logdir, epochs=3))
     assert sorted(os.listdir(logdir)) == before
 
 
 def test_a_batch_larger_than_the_dataset_is_refused(digits_dir, tmp_path):
-    with pytest.raises(train.DataError, match="more than the 1437 training images"):
-        train.run(tiny(digits_dir, tmp_path / "big", steps_per_epoch=0,
+    with pytest.raises(DataError, match="more than the 1437 training images"):
+        app.run(tiny(digits_dir, tmp_path / "big", steps_per_epoch=0,
                        global_batch_size=2048))
     assert not (tmp_path / "big").exists()
 
 
 def test_fresh_moves_the_old_run_aside_and_starts_over(digits_dir, tmp_path):
     logdir = tmp_path / "redo"
-    train.run(tiny(digits_dir, logdir, epochs=1))
-    summary = train.run(tiny(digits_dir, logdir, epochs=2, fresh=True))
+    app.run(tiny(digits_dir, logdir, epochs=1))
+    summary = app.run(tiny(digits_dir, logdir, epochs=2, fresh=True))
     assert summary["epochs_completed"] == 2 and len(summary["attempts"]) == 1
     aside = [p for p in os.listdir(tmp_path) if p.startswith("redo.old-")]
     assert len(aside) == 1

@@ -1,11 +1,12 @@
-"""The price catalog (app/prices.csv) and the arithmetic of cloud cost.
+"""The price catalog (app/engine/prices.csv) and how a run's price is chosen.
 
 Prices change, so they are data: one row per billable machine, with the price
 models a cloud sells (on-demand, spot, 1-year, 3-year), the dense bf16 peak of its
 device (for MFU), where the figure came from and when. A run is billed per
 machine-hour for as many machines as its devices need.
 
-Pure Python: no framework is imported here.
+Pure Python: no framework is imported here. The arithmetic of dollars is in
+callbacks/money.py.
 """
 
 from __future__ import annotations
@@ -136,16 +137,22 @@ def resolve_billing(machine: str, pricing: str, price_override: float | None,
     return Billing(row.machine, pricing, price, row.machines_for(total_devices), peak, source)
 
 
-def cost_usd(billed_seconds: float, price_per_hour_usd: float) -> float:
-    """Dollars for `billed_seconds` of wall-clock time at `price_per_hour_usd`."""
-    return billed_seconds / 3600.0 * price_per_hour_usd
+def check_config(config) -> None:
+    """Checks --machine and --pricing against the catalog (before anything starts).
 
+    Raises:
+        ConfigError: naming the catalog's machines, or the pricings sold for one.
+    """
+    from flags import PRICINGS, ConfigError
 
-def hours_for_images(images: float, images_per_sec: float) -> float:
-    """Wall-clock hours to process `images` at a steady `images_per_sec`."""
-    return images / images_per_sec / 3600.0
-
-
-def usd_per_million_images(images_per_sec: float, price_per_hour_usd: float) -> float:
-    """Dollars per million training images at a steady rate."""
-    return price_per_hour_usd / (images_per_sec * 3600.0) * 1e6
+    if config.machine == "auto":
+        return
+    catalog = load_catalog()
+    if config.machine not in catalog:
+        raise ConfigError(f"--machine={config.machine!r} is not in the price catalog; "
+                          "accepted: auto, " + ", ".join(sorted(catalog)))
+    sold = [p for p in PRICINGS if catalog[config.machine].price_per_hour_usd(p) is not None]
+    if config.price_per_hour_usd is None and config.pricing not in sold:
+        raise ConfigError(f"--pricing={config.pricing} has no price for --machine="
+                          f"{config.machine} in the catalog; accepted: {', '.join(sold)}, "
+                          "or --price_per_hour_usd")

@@ -15,6 +15,12 @@ import dataclasses
 import os
 import time
 
+from app.engine.recipe import make_compiled_model
+from app.engine.timing import timed_synthetic_fit
+from app.run import context as run_context
+from app.run import rundir
+from preprocessing import make_datasets
+
 WARMUP_BATCHES = 5
 DEFAULT_BATCHES = 50
 
@@ -40,29 +46,20 @@ def time_pipeline(stream, batches: int, batch_size: int) -> float:
 def model_appetite(config, topology, num_classes: int, image_size: int) -> float:
     """Steady-state training images/second of the model on synthetic data of the
     dataset's shape (the same measurement as one size of the sweep)."""
-    import keras
-
-    from app import models, recipe
-    from app.sweep import timed_synthetic_fit
-
-    keras.config.set_dtype_policy(config.policy)
     spe = config.steps_per_execution
     steps = (5 if config.accelerator == "cpu" else 30) * spe
     config = dataclasses.replace(config, image_size=image_size)
-    with topology.scope():
-        model = models.make_model(config.model, num_classes, image_size)
-        recipe.compile_model(model, config, num_classes, steps, topology.jit_compile)
+    model, _ = make_compiled_model(config, topology, num_classes, image_size, steps)
     meter, _ = timed_synthetic_fit(model, config, topology, config.global_batch_size, steps,
                                    2 * spe)
     return meter.images_per_sec
 
 
-def run_input_benchmark(config, topology, run_dir, spec) -> dict:
-    from app import rundir
-    from preprocessing import make_datasets
-
-    if topology.is_chief:
-        rundir.create(run_dir, config)
+def run(context) -> dict:
+    """Times the input pipeline and the model apart; returns the summary dict."""
+    context = run_context.start(context)
+    config, topology, run_dir, spec = (context.config, context.topology, context.run_dir,
+                                       context.spec)
     data = make_datasets(config.dataset, dataclasses.replace(spec, with_validation=False))
     batches = config.steps_per_epoch or DEFAULT_BATCHES
     print(f"[input] timing {batches} batches of {spec.batch_size} from {config.dataset} "

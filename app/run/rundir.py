@@ -14,9 +14,10 @@ import os
 import tempfile
 import time
 
+from preprocessing.paths import writable_ancestor
+
 CONFIG_FILE = "config.json"
 SUMMARY_FILE = "summary.json"
-METRICS_FILE = "metrics.jsonl"
 
 
 class RunDirError(ValueError):
@@ -28,19 +29,6 @@ class RunDir:
     path: str
     resuming: bool  # the folder holds an earlier attempt of this same run
     fresh_moves_aside: bool  # --fresh: the old folder is moved aside at create()
-
-
-def writable_ancestor(path: str) -> str | None:
-    """The nearest existing folder at or above `path`, if this process may write there."""
-    path = os.path.abspath(path)
-    while not os.path.exists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            return None
-        path = parent
-    if os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK):
-        return path
-    return None
 
 
 def preflight(config) -> RunDir:
@@ -108,18 +96,3 @@ def write_json_atomic(path: str, obj) -> None:
 def read_json(path: str):
     with open(path) as f:
         return json.load(f)
-
-
-def read_metrics(logdir: str) -> list[dict]:
-    """The records of metrics.jsonl (a torn last line, from a kill, is skipped)."""
-    path = os.path.join(logdir, METRICS_FILE)
-    if not os.path.exists(path):
-        return []
-    records = []
-    with open(path) as f:
-        for line in f:
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-    return records

@@ -14,37 +14,23 @@ scalars under <logdir>/sweep (step = global batch size), summary.json, and a tab
 
 from __future__ import annotations
 
-import dataclasses
-import gc
 import os
 import re
 import time
 
+from app.engine.recipe import make_compiled_model
+from app.engine.timing import (gpu_power_reader, is_out_of_memory, peak_memory_gib,
+                               timed_synthetic_fit)
+from app.run import context as run_context
+from app.run import rundir
+from callbacks.energy import EnergyMeter
+from callbacks.events import EventWriter
+from callbacks.mfu import ModelFlopsUtilization
+from callbacks.money import usd_per_million_images
+from callbacks.throughput import _spread_ms
+from preprocessing import synthetic
+
 DEFAULT_STEPS = 100
-OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory", "OOM", "Resource exhausted")
-
-
-def _is_out_of_memory(error: BaseException) -> bool:
-    return any(marker in f"{type(error).__name__} {error}" for marker in OOM_MARKERS)
-
-
-def _peak_memory_gib(backend: str) -> float | None:
-    """High-water mark of device memory over the local devices, or None (CPU)."""
-    try:
-        if backend == "jax":
-            import jax
-            stats = [d.memory_stats() for d in jax.local_devices()]
-            peaks = [s.get("peak_bytes_in_use") for s in stats if s]
-        else:
-            import tensorflow as tf
-            gpus = tf.config.list_logical_devices("GPU")
-            peaks = [tf.config.experimental.get_memory_info(g.name)["peak"] for g in gpus]
-    except Exception:  # not every platform reports memory
-        return None
-    peaks = [p for p in peaks if p]
-    return round(max(peaks) / 2**30, 3) if peaks else None
-
-
 def _format_table(rows: list[dict]) -> str:
     header = (f"{'global batch':>12} {'per device':>10} {'images/sec':>11} {'per device':>11} "
               f"{'MFU':>6} {'step ms':>8} {'+-':>5} {'peak GiB':>8} {'J/image':>8}  status")
@@ -61,60 +47,19 @@ def _format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def timed_synthetic_fit(model, config, topology, batch: int, steps: int, warmup_steps: int,
-                        callbacks=()):
-    """Trains `model` on synthetic batches of `batch`: a warm-up fit (compile), then a
-    timed fit of `steps` steps. Returns (its Throughput callback, warm-up seconds).
-
-    Raises whatever fit raises (an out-of-memory error among them).
-    """
-    from app.train import input_spec
-    from callbacks.throughput import Throughput
-    from preprocessing import make_datasets
-
-    spec = dataclasses.replace(input_spec(config, topology, batch), with_validation=False)
-    data = make_datasets("synthetic", spec)
-    try:
-        started = time.perf_counter()
-        model.fit(data.train, epochs=1, steps_per_epoch=warmup_steps, verbose=0, shuffle=False)
-        warmup_seconds = time.perf_counter() - started
-        meter = Throughput(batch, topology.num_replicas, warmup_steps=config.steps_per_execution)
-        model.fit(data.train, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False,
-                  callbacks=[meter, *callbacks])
-        return meter, warmup_seconds
-    finally:
-        del data
-        gc.collect()
-
-
-def run_sweep(config, topology, run_dir, started_at: float) -> dict:
+def run(context) -> dict:
     """Measures throughput at each --sweep_batch_sizes; returns the summary dict."""
-    import keras
-
-    from app import models, recipe, rundir
-    from app.prices import resolve_billing, usd_per_million_images
-    from callbacks.energy import EnergyMeter, nvml_power_reader, visible_gpu_indices
-    from callbacks.mfu import ModelFlopsUtilization
-    from callbacks.throughput import _spread_ms
-
+    context = run_context.start(context)
+    config, topology, billing = context.config, context.topology, context.billing
     chief = topology.is_chief
-    if chief:
-        rundir.create(run_dir, config)
-    keras.utils.set_random_seed(config.seed or 0)
-    keras.config.set_dtype_policy(config.policy)
+    run_dir = context.run_dir
     spe = config.steps_per_execution
     steps = config.steps_per_epoch or DEFAULT_STEPS - DEFAULT_STEPS % spe
     warmup_steps = max(2 * spe, config.throughput_warmup_steps)
-    billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
-                              config.peak_tflops_per_device, topology.device_kind,
-                              topology.num_replicas)
-    image_size = config.image_size or 224
-    with topology.scope():
-        model = models.make_model(config.model, 1000, image_size)
-        recipe.compile_model(model, config, 1000, steps, topology.jit_compile)
-    flops = models.train_flops_per_image(model)
-    read_power = nvml_power_reader(visible_gpu_indices(topology.devices_per_process)) \
-        if config.accelerator == "gpu" else None
+    image_size = config.image_size or synthetic.IMAGE_SIZE
+    model, flops = make_compiled_model(config, topology, synthetic.NUM_CLASSES, image_size,
+                                       steps)
+    read_power = gpu_power_reader(config.accelerator, topology.devices_per_process)
     print(f"[sweep] {config.model} {image_size}x{image_size} on {topology.num_replicas} x "
           f"{topology.device_kind} ({config.backend}, {config.policy}), {steps} timed steps "
           f"per size after {warmup_steps} warm-up steps", flush=True)
@@ -134,7 +79,7 @@ def run_sweep(config, topology, run_dir, started_at: float) -> dict:
             meter, warmup_seconds = timed_synthetic_fit(model, config, topology, batch, steps, warmup_steps,
                                         [c for c in (energy, utilization) if c is not None])
         except Exception as error:  # noqa: BLE001 - an OOM must not end the sweep
-            if not _is_out_of_memory(error):
+            if not is_out_of_memory(error):
                 raise
             row["status"] = "out of memory"
             print(f"[sweep] global batch {batch}: does not fit in device memory", flush=True)
@@ -145,7 +90,7 @@ def run_sweep(config, topology, run_dir, started_at: float) -> dict:
             "images_per_sec_per_device": round(rate / topology.num_replicas, 2),
             "mfu": round(utilization.mfu, 4) if utilization.mfu is not None else None,
             "model_tflops_per_sec": round(utilization.model_tflops_per_sec, 2),
-            "peak_memory_gib": _peak_memory_gib(config.backend),
+            "peak_memory_gib": peak_memory_gib(config.backend),
             "power_watts": round(energy.power_watts, 1) if energy and energy.power_watts else None,
             "joules_per_image": round(energy.joules_per_image, 4)
             if energy and energy.joules_per_image else None,
@@ -166,7 +111,7 @@ def run_sweep(config, topology, run_dir, started_at: float) -> dict:
         "machine": billing.machine, "price_per_hour_usd": billing.price_per_hour_usd,
         "sweep": rows, "best": best,
         "largest_batch_that_fits": max((r["global_batch_size"] for r in measured), default=None),
-        "wall_seconds": round(time.time() - started_at, 2), "logdir": run_dir.path,
+        "wall_seconds": round(time.time() - context.started_at, 2), "logdir": run_dir.path,
     }
     table = _format_table(rows)
     if chief:
@@ -178,8 +123,7 @@ def run_sweep(config, topology, run_dir, started_at: float) -> dict:
 
 
 def _write_outputs(logdir, summary, rows):
-    from app import plots, rundir
-    from callbacks._events import EventWriter
+    from app.engine import plots
 
     rundir.write_json_atomic(os.path.join(logdir, "sweep.json"), summary)
     rundir.write_json_atomic(os.path.join(logdir, rundir.SUMMARY_FILE), summary)

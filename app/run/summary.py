@@ -12,7 +12,7 @@ import platform
 import sys
 import time
 
-from app.prices import usd_per_million_images
+from callbacks.money import usd_per_million_images
 
 STATUS_BY_EXCEPTION = {"Preempted": "preempted", "Diverged": "diverged",
                        "KeyboardInterrupt": "interrupted"}
@@ -27,17 +27,27 @@ def _round(value, digits=6):
     return None if value is None else round(float(value), digits)
 
 
-def build(*, config, topology, parts, billing, data, steps_per_epoch, started_at, status,
-          seed, train_flops_per_image, logdir, attempts, billed_seconds_before) -> dict:
-    """Assembles the summary from the config, the topology and the callbacks' figures."""
+def build(context, plan, parts, status: str, attempts: list) -> dict:
+    """Assembles the summary from the run context, the training plan and the
+    callbacks' figures.
+
+    Args:
+        context: the app.run.context.RunContext.
+        plan: the app.modes.train.Plan.
+        parts: the app.modes.train_callbacks.RunCallbacks.
+        status: how training ended (status_of).
+        attempts: the billing ledger's attempts.
+    """
+    config, topology, billing, data = context.config, context.topology, context.billing, plan.data
+    train_flops_per_image, steps_per_epoch = plan.train_flops_per_image, plan.steps_per_epoch
     history = parts.targets.history
     measured = [h for h in history if h.get("top1") is not None]
     throughput = parts.throughput
     images_per_sec = throughput.images_per_sec
     price = billing.price_per_hour_usd
     cost = parts.cost
-    billed_seconds = cost.billed_seconds() if cost else billed_seconds_before + (
-        time.time() - started_at)
+    # Billed time comes from the ledger's earlier attempts whether or not there is a price.
+    billed_seconds = plan.billed_seconds_before + (time.time() - context.started_at)
     summary = {
         # What ran, and where.
         **topology.describe(),
@@ -48,8 +58,8 @@ def build(*, config, topology, parts, billing, data, steps_per_epoch, started_at
         "steps_per_execution": config.steps_per_execution,
         "steps_per_epoch": steps_per_epoch, "epochs": config.epochs,
         "train_examples": data.train_examples,
-        "validation_examples": data.validation_examples, "seed": seed,
-        "status": status, "logdir": logdir,
+        "validation_examples": data.validation_examples, "seed": context.seed,
+        "status": status, "logdir": context.logdir,
         # Accuracy.
         "epochs_completed": max([h["epoch"] for h in history], default=0),
         "val_top1": measured[-1]["top1"] if measured else None,
@@ -80,7 +90,7 @@ def build(*, config, topology, parts, billing, data, steps_per_epoch, started_at
         if price is not None and images_per_sec else None,
         "projected_cost_usd": _round(cost.projected_cost_usd) if cost else None,
         # Time and provenance.
-        "wall_seconds": _round(time.time() - started_at, 2),
+        "wall_seconds": _round(time.time() - context.started_at, 2),
         "attempts": attempts,
         "corrupt_images_skipped": data.skipped_images() if data.skipped_images else 0,
         "versions": _versions(config.backend),

@@ -1,4 +1,4 @@
-"""Builds the run's callbacks from the config, in the order their figures flow.
+"""Builds a training run's callbacks from its context, in the order their figures flow.
 
 Each callback is constructed from plain values (never the config): this module is
 the one place that turns flags and resume state into those values. Order matters
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from app.engine.timing import gpu_power_reader
 from callbacks.accuracy import TopOneTargets
 from callbacks.checkpoint import Checkpoint
 from callbacks.cost import CloudCost
-from callbacks.energy import EnergyMeter, nvml_power_reader, visible_gpu_indices
+from callbacks.energy import EnergyMeter
 from callbacks.learning_rate import LearningRateLogger
 from callbacks.metrics_logger import MetricsLogger
 from callbacks.mfu import ModelFlopsUtilization
@@ -53,26 +54,27 @@ def hparams_of(config, topology, billing) -> dict:
     }
 
 
-def make_callbacks(config, topology, logdir: str, *, billing, started_at: float,
-                   billed_seconds_before: float, steps_per_epoch: int,
-                   validation_images: int, train_flops_per_image: float, state) -> RunCallbacks:
+def make_callbacks(context, plan) -> RunCallbacks:
     """The callbacks for `fit`; process 0 alone gets those that write files.
 
     Args:
-        billed_seconds_before: seconds billed by earlier attempts (the ledger's).
-        state: checkpointing.State where this attempt starts (zeros for a new run).
+        context: the app.run.context.RunContext.
+        plan: the app.modes.train.Plan (data, epoch length, resume state, ...).
     """
+    config, topology, billing = context.config, context.topology, context.billing
+    logdir, state = context.logdir, plan.state
+    steps_per_epoch = plan.steps_per_epoch
     throughput = Throughput(config.global_batch_size, topology.num_replicas,
                             warmup_steps=config.throughput_warmup_steps,
-                            validation_images=validation_images)
+                            validation_images=plan.data.validation_examples)
     cost = None
     if billing.price_per_hour_usd is not None:
-        cost = CloudCost(billing.price_per_hour_usd, start_time=started_at,
-                         billed_seconds_before=billed_seconds_before,
+        cost = CloudCost(billing.price_per_hour_usd, start_time=context.started_at,
+                         billed_seconds_before=plan.billed_seconds_before,
                          images_before=state.images_seen,
                          global_batch_size=config.global_batch_size,
                          total_epochs=config.epochs)
-    mfu = ModelFlopsUtilization(train_flops_per_image, topology.num_replicas,
+    mfu = ModelFlopsUtilization(plan.train_flops_per_image, topology.num_replicas,
                                 billing.peak_tflops_per_device)
     targets = TopOneTargets(config.target_top1, history=state.top1_history)
     nan_guard = NanGuard(steps_per_epoch, resume_step=state.global_step)
@@ -80,21 +82,23 @@ def make_callbacks(config, topology, logdir: str, *, billing, started_at: float,
     # Every process checkpoints in step (SIGTERM stops them all); process 0 writes.
     parts.checkpoint = Checkpoint(
         logdir, steps_per_epoch=steps_per_epoch, every_steps=config.checkpoint_every_steps,
-        started_at=started_at, billed_seconds_before=billed_seconds_before,
+        started_at=context.started_at, billed_seconds_before=plan.billed_seconds_before,
         images_before=state.images_seen, global_batch_size=config.global_batch_size,
         extra_state=lambda: {"top1_history": targets.history},
         resume_step=state.global_step, write=topology.is_chief)
-    if config.accelerator == "gpu":
-        read_power = nvml_power_reader(visible_gpu_indices(topology.devices_per_process))
-        if read_power is not None:
-            parts.energy = EnergyMeter(read_power, warmup_steps=config.throughput_warmup_steps,
-                                       images_per_epoch=steps_per_epoch * config.global_batch_size)
+    read_power = gpu_power_reader(config.accelerator, topology.devices_per_process)
+    if read_power is not None:
+        parts.energy = EnergyMeter(read_power, warmup_steps=config.throughput_warmup_steps,
+                                   images_per_epoch=steps_per_epoch * config.global_batch_size)
     if topology.is_chief:
         parts.logger = MetricsLogger(
             logdir, config.log_every_steps,
-            hparams=None if state.global_step else hparams_of(config, topology, billing))
+            hparams=None if state.global_step else hparams_of(config, topology, billing),
+            steps_per_epoch=steps_per_epoch, resume_step=state.global_step)
         if config.profile_range:
-            parts.profiler = Profiler(logdir, *config.profile_range, backend=config.backend)
+            parts.profiler = Profiler(logdir, *config.profile_range, backend=config.backend,
+                                      steps_per_epoch=steps_per_epoch,
+                                      resume_step=state.global_step)
     # Producers of figures first, then their readers; the guard before the checkpoint
     # (a diverged step must stop training before anything is saved); the sink last.
     ordered = [LearningRateLogger(), throughput, parts.energy, cost, mfu, targets, nan_guard,

@@ -103,3 +103,18 @@ def compile_model(model, config, num_classes: int, steps_per_epoch: int,
         jit_compile=jit_compile,
     )
     return model
+
+
+def make_compiled_model(config, topology, num_classes: int, image_size: int,
+                        steps_per_epoch: int):
+    """The model of --model, built and compiled in the distribution scope.
+
+    Returns:
+        (model, training FLOPs per image).
+    """
+    from app.engine import models
+
+    with topology.scope():
+        model = models.make_model(config.model, num_classes, image_size)
+        compile_model(model, config, num_classes, steps_per_epoch, topology.jit_compile)
+    return model, models.train_flops_per_image(model)

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 
-from app.rundir import read_json, write_json_atomic
+from app.run.rundir import read_json, write_json_atomic
 
 LEDGER_FILE = "billing.json"
 HEARTBEAT_SECONDS = 2.0

@@ -1,0 +1,1 @@
+"""The app's modes, peers of one engine: train, sweep, input benchmark."""

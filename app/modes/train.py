@@ -1,0 +1,132 @@
+"""Training, top to bottom: `run(context) -> summary dict`.
+
+The story of a run, after app/run/context.py has checked everything:
+  1. start the run (folder, seed, precision) and build the datasets;
+  2. build and compile the model inside the distribution scope, and resume it
+     from the newest checkpoint if this is a later attempt of the same run;
+  3. open the billing ledger and assemble the callbacks (train_callbacks.py);
+  4. `model.fit` (in two parts after a mid-epoch resume);
+  5. write summary.json (atomically, app/run/summary.py) and return the same dict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from app.engine.data import steps_for
+from app.engine.recipe import make_compiled_model
+from app.modes.train_callbacks import make_callbacks
+from app.run import context as run_context
+from app.run import resume, rundir, summary
+from app.run.ledger import Ledger
+from preprocessing import make_datasets
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What training was set up with: the data, its epochs, the resume point."""
+
+    data: object  # preprocessing.Datasets
+    steps_per_epoch: int
+    validation_steps: int  # 0 = no validation
+    train_flops_per_image: float
+    state: resume.State
+    billed_seconds_before: float  # by earlier attempts, from the ledger
+
+
+def banner(context) -> str:
+    config, topology = context.config, context.topology
+    per_replica = config.global_batch_size // topology.num_replicas
+    return (f"[{config.model} on {config.dataset}] backend={config.backend} "
+            f"accelerator={config.accelerator} ({topology.device_kind}) "
+            f"replicas={topology.num_replicas} ({topology.num_processes} process(es)) "
+            f"global_batch={config.global_batch_size} per_replica_batch={per_replica} "
+            f"precision={config.policy} logdir={context.logdir}")
+
+
+def run(context) -> dict:
+    """Trains, evaluates and logs one run; returns its summary (as in summary.json).
+
+    Raises:
+        DataError: a dataset problem found while building the streams.
+        callbacks.stops.Preempted: SIGTERM; a checkpoint was saved first.
+        callbacks.stops.Diverged: the loss became NaN/Inf.
+    """
+    config = context.config
+    # --- 1. The run starts leaving traces; the data comes in.
+    context = run_context.start(context)
+    data = make_datasets(config.dataset, context.spec)
+    steps_per_epoch = steps_for(config, data.train_examples)
+    validation_steps = 0
+    if data.validation is not None:
+        validation_steps = data.validation_batches
+        if config.validation_steps > 0:
+            validation_steps = min(config.validation_steps, data.validation_batches)
+
+    print(banner(context), flush=True)
+
+    # --- 2. Model, built and compiled inside the distribution scope; resumed.
+    topology = context.topology
+    model, train_flops = make_compiled_model(config, topology, data.num_classes,
+                                             data.image_size, steps_per_epoch)
+    state = resume.NEW_RUN
+    if context.run_dir.resuming:
+        state = resume.restore(model, context.logdir, topology.scope(),
+                               rewind=topology.is_chief)
+    if state.path:
+        print(f"resuming from {state.path} (epoch {state.epoch}, step {state.global_step})")
+
+    # --- 3. Billing and the callbacks that answer the study's questions.
+    ledger = Ledger(context.logdir, context.started_at, {
+        "epoch": state.epoch, "step": state.global_step, "seed": context.seed}) \
+        if topology.is_chief else None
+    plan = Plan(data, steps_per_epoch, validation_steps, train_flops, state,
+                ledger.billed_seconds_before if ledger else 0.0)
+    parts = make_callbacks(context, plan)
+
+    # --- 4. Train. A mid-epoch checkpoint first finishes its epoch in a short fit.
+    status = "failed"
+    fit_args = dict(validation_data=data.validation if validation_steps else None,
+                    validation_steps=validation_steps or None, callbacks=parts.callbacks,
+                    verbose=config.verbosity if topology.is_chief else 0)
+    try:
+        epoch = state.epoch
+        if state.step_in_epoch and epoch < config.epochs:
+            model.fit(data.train, epochs=epoch + 1, initial_epoch=epoch, shuffle=False,
+                      steps_per_epoch=steps_per_epoch - state.step_in_epoch, **fit_args)
+            epoch += 1
+        if epoch < config.epochs:
+            model.fit(data.train, epochs=config.epochs, initial_epoch=epoch, shuffle=False,
+                      steps_per_epoch=steps_per_epoch, **fit_args)
+        status = "completed"
+    except BaseException as error:
+        status = summary.status_of(error)
+        raise
+    finally:
+        attempts = ledger.close(status) if ledger else []
+        result = _finish(context, plan, parts, status, attempts, model)
+    return result
+
+
+def _finish(context, plan, parts, status, attempts, model) -> dict | None:
+    """Step 5: the summary, written atomically by process 0 and returned by all.
+
+    Runs after training however it ended; when training failed, a failure here must
+    not hide the first error, so it is reported on stderr instead.
+    """
+    topology = context.topology
+    try:
+        result = summary.build(context, plan, parts, status, attempts)
+        if topology.is_chief:
+            rundir.write_json_atomic(f"{context.logdir}/{rundir.SUMMARY_FILE}", result)
+            print(summary.closing_lines(result), flush=True)
+        if topology.num_processes > 1:  # lets each host confirm it trained in lockstep
+            print(f"process {topology.process_index} of {topology.num_processes}: {status}, "
+                  f"weights checksum {summary.weights_checksum(model):.9e}", flush=True)
+        return result
+    except Exception as error:
+        if status == "completed":
+            raise
+        sys.stderr.write(f"warning: no summary for this {status} run: {error}\n")
+        return None

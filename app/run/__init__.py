@@ -1,0 +1,1 @@
+"""A run's bookkeeping: the context, run folder, ledger, resume and summary."""

@@ -1,0 +1,77 @@
+"""The run context: what every mode knows once its checks have passed.
+
+Every mode (train, sweep, input benchmark) starts the same way, here:
+  1. `prepare(config)`: check the run folder, choose backend and devices
+     (app/engine/distribute.py), check the dataset, resolve the price. Nothing is
+     written and no model exists yet; any failure is one line for the user.
+  2. `start(context)`: create the run folder (process 0), draw and share the seed,
+     set the Keras dtype policy. From here on the run leaves traces.
+The result is one frozen `RunContext`, passed whole instead of loose values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from app.engine import distribute
+from app.engine.data import input_spec
+from app.engine.prices import Billing, resolve_billing
+from app.run import rundir
+from preprocessing import InputSpec, check_dataset
+
+
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    """Where and how this run executes; built by `prepare`, completed by `start`."""
+
+    config: object  # flags.Config
+    topology: distribute.Topology
+    run_dir: rundir.RunDir
+    spec: InputSpec  # the data builders' inputs at --global_batch_size
+    billing: Billing
+    started_at: float  # time.time() when billing started (the process start)
+    seed: int | None = None  # set by start(): the seed every process uses
+
+    @property
+    def logdir(self) -> str:
+        return self.run_dir.path
+
+    @property
+    def is_chief(self) -> bool:
+        return self.topology.is_chief
+
+
+def prepare(config, started_at: float) -> RunContext:
+    """Checks everything that can be wrong before a file is written.
+
+    Raises:
+        TopologyError, RunDirError, DataError: one line each.
+    """
+    run_dir = rundir.preflight(config)
+    distribute.prepare_backend(config)
+    topology = distribute.make_topology(config)
+    spec = input_spec(config, topology)
+    check_dataset(config.dataset, spec)
+    billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
+                              config.peak_tflops_per_device, topology.device_kind,
+                              topology.num_replicas)
+    return RunContext(config, topology, run_dir, spec, billing, started_at)
+
+
+def start(context: RunContext) -> RunContext:
+    """Creates the run folder (process 0), seeds Keras, sets the dtype policy.
+
+    The seed is --seed, or a fresh one; process 0's on every process (model
+    initialization must agree across hosts).
+    """
+    import keras
+
+    config = context.config
+    if context.is_chief:
+        rundir.create(context.run_dir, config)
+    seed = config.seed if config.seed is not None else int.from_bytes(os.urandom(4), "little")
+    seed = context.topology.shared_seed(seed)
+    keras.utils.set_random_seed(seed)
+    keras.config.set_dtype_policy(config.policy)
+    return dataclasses.replace(context, seed=seed)

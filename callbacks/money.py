@@ -1,0 +1,33 @@
+"""The arithmetic of money: dollars from billed time, and the two per-image figures.
+
+Pure Python (no framework), shared by the cost callback, the summary, the sweep and
+the report. Two different "dollars per million images" exist and are named apart:
+
+- `usd_per_million_images`: price / steady-state images per second. What a million
+  images cost at full speed: the figure that compares accelerators (the study's
+  "dollars per image/second"), and the only one called by this name anywhere.
+- `billed_usd_per_million_images`: dollars billed so far / images trained so far.
+  What this run actually paid per image, compile, evaluation and stalls included.
+"""
+
+from __future__ import annotations
+
+
+def cost_usd(billed_seconds: float, price_per_hour_usd: float) -> float:
+    """Dollars for `billed_seconds` of wall-clock time at `price_per_hour_usd`."""
+    return billed_seconds / 3600.0 * price_per_hour_usd
+
+
+def hours_for_images(images: float, images_per_sec: float) -> float:
+    """Wall-clock hours to process `images` at a steady `images_per_sec`."""
+    return images / images_per_sec / 3600.0
+
+
+def usd_per_million_images(images_per_sec: float, price_per_hour_usd: float) -> float:
+    """Dollars per million training images at a steady rate (price / rate)."""
+    return price_per_hour_usd / (images_per_sec * 3600.0) * 1e6
+
+
+def billed_usd_per_million_images(billed_usd: float, images: int) -> float:
+    """Dollars billed per million training images processed (bill / images)."""
+    return billed_usd / images * 1e6

@@ -1,0 +1,72 @@
+"""One global-step rule for every callback, checked across a mid-epoch resume.
+
+A run resumed mid-epoch finishes the epoch in a short `fit` (fewer steps), then
+trains whole epochs. The step-level TensorBoard series, the NaN guard's step and the
+profiler's traced steps must all count from the resume step, as if the run had
+never stopped: these tests drive the real callbacks through real `fit` calls.
+"""
+
+import keras
+import numpy as np
+
+from callbacks import events
+from callbacks.metrics_logger import MetricsLogger
+from callbacks.profiler import Profiler
+from callbacks.steps import global_step, steps_before
+
+STEPS = 10  # steps per epoch
+
+
+def test_the_rule_counts_from_the_resume_step_inside_its_epoch():
+    assert global_step(0, 0, STEPS) == 1
+    assert global_step(2, 4, STEPS) == 25
+    # Resumed at step 25 (epoch 2, 5 steps done): the short fit's batch 0 is step 26.
+    assert steps_before(2, STEPS, resume_step=25) == 25
+    assert global_step(2, 0, STEPS, resume_step=25) == 26
+    # Whole epochs after it are unaffected; a resume on an epoch boundary too.
+    assert global_step(3, 0, STEPS, resume_step=25) == 31
+    assert global_step(3, 0, STEPS, resume_step=30) == 31
+
+
+def _tiny_model():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    return model
+
+
+def _data():
+    x = np.random.RandomState(0).rand(8, 4).astype("float32")
+    y = np.zeros(8, "int64")
+    import tensorflow as tf
+    return tf.data.Dataset.from_tensors((x, y)).repeat()
+
+
+def _step_series(folder):
+    return sorted(e.step for path in events.event_files(str(folder))
+                  for e in events.read_events(path) for v in e.summary.value
+                  if v.tag == "loss/loss")
+
+
+def test_step_series_and_profiled_steps_continue_across_a_mid_epoch_resume(tmp_path):
+    epochs, resume_step, every = 4, 25, 2
+    model, data = _tiny_model(), _data()
+    logger = MetricsLogger(str(tmp_path), log_every_steps=every, steps_per_epoch=STEPS,
+                           resume_step=resume_step)
+    profiler = Profiler(str(tmp_path / "trace"), 27, 29, backend="tensorflow",
+                        steps_per_epoch=STEPS, resume_step=resume_step)
+    callbacks = [logger, profiler]
+    # What app/modes/train.py does after a resume at step 25: finish epoch 3 (index 2)...
+    model.fit(data, epochs=3, initial_epoch=2, steps_per_epoch=STEPS - 5, verbose=0,
+              callbacks=callbacks)
+    # ...then the remaining whole epochs.
+    model.fit(data, epochs=epochs, initial_epoch=3, steps_per_epoch=STEPS, verbose=0,
+              callbacks=callbacks)
+    # Every even step after 25 exactly once: no repeats, no gaps (26, 28, ..., 40).
+    assert _step_series(tmp_path / "steps") == list(range(26, epochs * STEPS + 1, every))
+    assert profiler.traced_steps == [27, 28, 29]
+
+
+def test_a_fresh_run_logs_every_nth_step_from_one():
+    series = [global_step(e, b, STEPS) for e in range(2) for b in range(STEPS)]
+    assert series == list(range(1, 2 * STEPS + 1))
