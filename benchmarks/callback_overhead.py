@@ -49,6 +49,7 @@ def main():
                     global_batch_size=args.batch, steps_per_execution=args.steps_per_execution,
                     validation_steps=-1, logdir=logdir, verbose="2")
     context = run_context.start(run_context.prepare(config, time.time()))
+    run_context.create_folder(context)
     from app.engine.recipe import make_compiled_model
     from preprocessing import make_datasets
 

@@ -7,6 +7,12 @@ Timed with CUDA synchronization around the steady-state steps only.
 
     python benchmarks/torch_peer.py --batch_sizes=128,256,512 --steps=100 --out peer.json
 
+With `--data=FOLDER` (FOLDER/train/<class>/*.JPEG) it trains on those real JPEGs
+instead, fed the way PyTorch users feed ImageNet: torchvision's ImageFolder and a
+DataLoader with 16 worker processes, pinned memory and the app's crops
+(RandomResizedCrop(224, scale=(0.08, 1), ratio=(3/4, 4/3)), horizontal flip,
+ImageNet normalization), batches copied to the GPU without blocking.
+
 Prints one JSON document (and writes it to --out): per batch size, images/sec, the
 mean step time, peak GPU memory, or "out of memory".
 """
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -22,7 +29,27 @@ import time
 from results_io import emit
 
 
-def measure(batch: int, steps: int, warmup: int, compile_model: bool, image_size: int) -> dict:
+def _real_batches(folder: str, batch: int, image_size: int, workers: int):
+    """An endless iterator of (images, labels) on the GPU from FOLDER/train."""
+    import torch
+    import torchvision
+    from torchvision import transforms
+
+    dataset = torchvision.datasets.ImageFolder(os.path.join(folder, "train"), transforms.Compose([
+        transforms.RandomResizedCrop(image_size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)),
+        transforms.RandomHorizontalFlip(), transforms.ToTensor(),
+        transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))]))
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=batch, shuffle=True, num_workers=workers, pin_memory=True,
+        drop_last=True, persistent_workers=True, prefetch_factor=4)
+    while True:
+        for images, labels in loader:
+            yield (images.cuda(non_blocking=True).to(memory_format=torch.channels_last),
+                   labels.cuda(non_blocking=True))
+
+
+def measure(batch: int, steps: int, warmup: int, compile_model: bool, image_size: int,
+            data: str = "", workers: int = 16) -> dict:
     import torch
     import torchvision
 
@@ -36,8 +63,12 @@ def measure(batch: int, steps: int, warmup: int, compile_model: bool, image_size
         memory_format=torch.channels_last)
     labels = torch.randint(0, 1000, (batch,), device="cuda")
     forward = torch.compile(model) if compile_model else model
+    batches = _real_batches(data, batch, image_size, workers) if data else None
 
     def step():
+        nonlocal images, labels
+        if batches is not None:
+            images, labels = next(batches)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = loss_fn(forward(images), labels)
         loss.backward()
@@ -72,6 +103,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=15)
     parser.add_argument("--image_size", type=int, default=224)
     parser.add_argument("--no_compile", action="store_true")
+    parser.add_argument("--data", default="", help="FOLDER with train/<class>/*.JPEG")
+    parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--out", default="")
     args = parser.parse_args()
 
@@ -82,7 +115,7 @@ def main():
     for batch in [int(b) for b in args.batch_sizes.split(",")]:
         try:
             rows.append(measure(batch, args.steps, args.warmup, not args.no_compile,
-                                args.image_size))
+                                args.image_size, args.data, args.workers))
         except torch.cuda.OutOfMemoryError:
             rows.append({"global_batch_size": batch, "status": "out of memory"})
         print(json.dumps(rows[-1]), flush=True)
@@ -90,6 +123,8 @@ def main():
         "peer": "torchvision resnet50 (v1.5), channels_last, bf16 autocast, "
                 + ("eager" if args.no_compile else "torch.compile"),
         "device": torch.cuda.get_device_name(0), "image_size": args.image_size,
+        "data": f"real JPEGs in {args.data}, DataLoader with {args.workers} workers"
+        if args.data else "synthetic, on the GPU",
         "versions": {"torch": torch.__version__, "torchvision": torchvision.__version__,
                      "python": platform.python_version()},
         "rows": rows,

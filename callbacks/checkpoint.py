@@ -51,7 +51,8 @@ class Checkpoint(keras.callbacks.Callback):
         billed_seconds_before: seconds billed by earlier attempts.
         images_before: training images of earlier attempts.
         global_batch_size: images per step.
-        extra_state: fn() -> dict of JSON values saved with each checkpoint.
+        extra_state: fn(global step) -> dict of JSON values saved with each
+            checkpoint (the step is the one the checkpoint holds).
         resume_step: global step this attempt starts from (0 for a new run).
         keep: how many checkpoints to keep.
         save_on_sigterm: install a SIGTERM handler for the duration of training.
@@ -80,7 +81,7 @@ class Checkpoint(keras.callbacks.Callback):
         self.billed_seconds_before = billed_seconds_before
         self.images_before = images_before
         self.global_batch_size = global_batch_size
-        self.extra_state = extra_state or (lambda: {})
+        self.extra_state = extra_state or (lambda step: {})
         self.resume_step = resume_step
         self.keep = keep
         self.save_on_sigterm = save_on_sigterm
@@ -169,7 +170,7 @@ class Checkpoint(keras.callbacks.Callback):
             "epoch": epoch, "step_in_epoch": step - epoch * self.steps_per_epoch,
             "global_step": step, "images_seen": images,
             "billed_seconds": self.billed_seconds_before + time.time() - self.started_at,
-            "saved_at": time.time(), **self.extra_state(),
+            "saved_at": time.time(), **self.extra_state(step),
         }
         final = os.path.join(self.directory, f"ckpt-{step:010d}")
         staging = final + f".tmp-{os.getpid()}"

@@ -26,6 +26,7 @@ LR_SCHEDULES = ("cosine", "step")
 PREPROCESSINGS = ("auto",) + PRESETS
 VERBOSITIES = ("auto", "0", "1", "2")
 BENCHMARKS = ("none", "input")
+INPUT_PIPELINES = ("auto", "tf.data", "grain", "gpu")
 
 # Fields that may change between the attempts of one run (resume) without
 # changing what is being measured. Everything else must match the saved config.
@@ -71,6 +72,7 @@ class Config:
     download: bool = False
     image_size: int = 0
     preprocessing: str = "auto"
+    input_pipeline: str = "auto"
     global_batch_size: int = 64
     epochs: int = 15
     steps_per_epoch: int = 0
@@ -137,6 +139,13 @@ class Config:
             _check(re.fullmatch(r"[a-z0-9_]+(/[a-z0-9_.]+)?(:\d+\.\d+\.\d+)?", name[5:]),
                    f"--dataset={name!r}: expected tfds:NAME or tfds:NAME:X.Y.Z "
                    "(lower-case TFDS name, e.g. tfds:mnist:3.0.1)")
+        _check(self.input_pipeline in INPUT_PIPELINES,
+               f"--input_pipeline={self.input_pipeline!r} is unknown; accepted: "
+               f"{', '.join(INPUT_PIPELINES)}")
+        _check(self.input_pipeline != "gpu" or (self.backend == "jax"
+                                                and self.accelerator == "gpu"),
+               "--input_pipeline=gpu decodes JPEGs on the GPU through JAX; it needs "
+               "--backend=jax --accelerator=gpu (use grain or tf.data elsewhere)")
         _check(self.benchmark != "input" or name != "synthetic",
                "--benchmark=input measures an input pipeline; --dataset=synthetic has none")
         _check(not self.sweep_batch_sizes or name == "synthetic",

@@ -90,6 +90,11 @@ def define_flags():
                            "heavy = that plus color jitter (the study's TPU "
                            "reference spirit); small = pad-and-crop for tiny images; "
                            "auto = the dataset's default.")
+    absl_flags.DEFINE_enum("input_pipeline", D["input_pipeline"], list(choices.INPUT_PIPELINES),
+                           "How real images are decoded and augmented: tf.data (TensorFlow, "
+                           "CPU), grain (no TensorFlow, CPU worker processes), gpu (JPEGs "
+                           "decoded on the GPU by nvImageCodec, JAX); auto = grain on JAX, tf.data "
+                           "on TensorFlow.")
     absl_flags.DEFINE_integer("global_batch_size", D["global_batch_size"],
                               "Images per step over all replicas and processes.")
     absl_flags.DEFINE_integer("epochs", D["epochs"], "Epochs to train.")

@@ -3,8 +3,11 @@
 Builders (one module each): `synthetic` (random images made on the device; no
 TensorFlow on JAX), `digits` (scikit-learn's 1,797 real handwritten digits written
 once as PNG files), `folder` (PATH/train/<label>/*.jpg), `tfds_data` (a prepared TFDS
-dataset, and ImageNet 2012 from its manual download). The real-image builders share
-`pipeline.py` (tf.data) and the pure tensor functions of `image_ops.py`.
+dataset, and ImageNet 2012 from its manual download). The real-image builders hand
+their records to `streams.py`, which picks one of three pipelines with one meaning
+of every augmentation (`augment.py`): tf.data (`pipeline.py` + `image_ops.py`),
+grain (`grain_pipeline.py` + `host_ops.py`, no TensorFlow) or the GPU
+(`gpu_pipeline.py`, JPEGs decoded by nvImageCodec).
 
 This module imports no framework: `make_datasets` imports the builder it needs.
 """
@@ -34,6 +37,8 @@ class InputSpec:
     manual_dir: str = ""
     download: bool = False
     dtype: str = "float32"  # dtype of the images handed to the model
+    input_pipeline: str = "auto"  # auto, tf.data, grain or gpu (see streams.py)
+    accelerator: str = "cpu"
 
 
 @dataclasses.dataclass
@@ -47,7 +52,6 @@ class Datasets:
     every image and nothing else.
     """
 
-    name: str
     train: object
     validation: object | None
     num_classes: int
@@ -56,6 +60,11 @@ class Datasets:
     validation_examples: int  # over all processes
     validation_batches: int  # per process, padding included
     skipped_images: object = None  # callable -> count of corrupt images skipped
+    input_pipeline: str = "none"  # which pipeline feeds it: tf.data, grain, gpu or none
+    preset: str = "none"  # the augmentation preset chosen (image_ops.PRESETS)
+    input_state: object = None  # fn(batches served) -> JSON state, where resumable
+    restore_input: object = None  # fn(state) -> None: continue from a saved state
+    input_wait_seconds: object = None  # fn() -> seconds fit waited for training batches
 
 
 def _module_for(dataset: str):

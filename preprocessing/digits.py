@@ -28,6 +28,9 @@ def root(data_dir: str) -> str:
 
 def check(dataset: str, spec: InputSpec) -> None:
     """The files exist, or data_dir can hold them."""
+    from preprocessing import streams
+
+    streams.check(spec)
     if os.path.isdir(os.path.join(root(spec.data_dir), "train")):
         return
     if writable_ancestor(spec.data_dir) is None:
@@ -38,7 +41,7 @@ def check(dataset: str, spec: InputSpec) -> None:
 def write_pngs(target: str) -> None:
     """Writes the digits as PNG files under `target` (atomically: all or nothing)."""
     import numpy as np
-    import tensorflow as tf
+    from PIL import Image
     from sklearn.datasets import load_digits
 
     digits = load_digits()
@@ -54,8 +57,8 @@ def write_pngs(target: str) -> None:
             os.makedirs(folder_path, exist_ok=True)
             # Pixel values are 0..16; spread them over 0..255.
             image = np.clip(pixels * 16, 0, 255).astype(np.uint8)[:, :, None]
-            with open(os.path.join(folder_path, f"{index:04d}.png"), "wb") as f:
-                f.write(tf.io.encode_png(image).numpy())
+            Image.fromarray(image[:, :, 0], mode="L").save(
+                os.path.join(folder_path, f"{index:04d}.png"))
         os.replace(staging, target)  # another process may have won the race: fine
     except OSError:
         if not os.path.isdir(os.path.join(target, "train")):
@@ -71,4 +74,4 @@ def make(dataset: str, spec: InputSpec) -> Datasets:
             write_pngs(target)
         except OSError as error:
             raise DataError(f"cannot write the digits under {target}: {error.strerror}")
-    return folder.make_from_root(target, spec, "digits", DEFAULT_IMAGE_SIZE, "small")
+    return folder.make_from_root(target, spec, DEFAULT_IMAGE_SIZE, "small")

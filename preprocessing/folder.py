@@ -54,48 +54,24 @@ def check_root(root: str, with_validation: bool) -> None:
 
 
 def check(dataset: str, spec: InputSpec) -> None:
+    from preprocessing import streams
+
     check_root(dataset[len("folder:"):], spec.with_validation)
+    streams.check(spec)
 
 
 def make(dataset: str, spec: InputSpec) -> Datasets:
     root = dataset[len("folder:"):]
-    return make_from_root(root, spec, os.path.basename(os.path.normpath(root)),
-                          DEFAULT_IMAGE_SIZE, "standard")
+    return make_from_root(root, spec, DEFAULT_IMAGE_SIZE, "standard")
 
 
-def make_from_root(root: str, spec: InputSpec, name: str, default_size: int,
+def make_from_root(root: str, spec: InputSpec, default_size: int,
                    default_preset: str) -> Datasets:
     """Builds the streams of a folder dataset (also used by `digits`)."""
-    import tensorflow as tf
+    from preprocessing import streams
 
-    from preprocessing import image_ops, pipeline
-
-    size = spec.image_size or default_size
-    preset = default_preset if spec.preset == "auto" else spec.preset
     train, labels = list_split(root, "train")
-    counter = pipeline.DecodeCounter()
-
-    def records_of(pairs):
-        mine = pairs[spec.process_index::spec.num_processes]
-        paths = tf.constant([p for p, _ in mine])
-        ids = tf.constant([label for _, label in mine], tf.int64)
-        return pipeline.read_files(tf.data.Dataset.from_tensor_slices((paths, ids))), len(mine)
-
-    train_records, train_mine = records_of(train)
-    train_ds = pipeline.train_stream(
-        train_records, train_mine, image_ops.train_transform(preset, size, spec.dtype),
-        spec.batch_size, spec.seed, counter)
-    val_ds, val_batches, val_count = None, 0, 0
-    if spec.with_validation:
-        validation, _ = list_split(root, "validation", labels)
-        val_count = len(validation)
-        # Every process runs the same number of batches: size them for the largest shard.
-        largest = -(-val_count // spec.num_processes)
-        val_records, _ = records_of(validation)
-        val_ds, val_batches = pipeline.eval_stream(
-            val_records, largest, image_ops.eval_transform(preset, size, spec.dtype),
-            spec.batch_size, size, spec.dtype, counter)
-    return Datasets(name=name, train=train_ds, validation=val_ds, num_classes=len(labels),
-                    image_size=size, train_examples=len(train),
-                    validation_examples=val_count, validation_batches=val_batches,
-                    skipped_images=counter.skipped)
+    validation = list_split(root, "validation", labels)[0] if spec.with_validation else None
+    return streams.make(train, validation, spec,
+                        preset=default_preset if spec.preset == "auto" else spec.preset,
+                        image_size=spec.image_size or default_size, num_classes=len(labels))

@@ -12,9 +12,12 @@ active `keras.distribution`. On the TensorFlow backend it is a repeated
 
 from __future__ import annotations
 
-import keras  # imported after app.distribute.prepare_backend chose the backend
+import itertools
+
+import keras  # imported after app.engine.distribute.prepare_backend chose the backend
 
 from preprocessing import Datasets, InputSpec, num_batches
+from preprocessing.feed import Feed
 
 IMAGE_SIZE = 224
 NUM_CLASSES = 1000
@@ -35,7 +38,7 @@ def make(dataset: str, spec: InputSpec) -> Datasets:
     else:
         train, validation = _tf_streams(spec, size, val_batches)
     return Datasets(
-        name="synthetic", train=train,
+        train=train,
         validation=validation if spec.with_validation else None,
         num_classes=NUM_CLASSES, image_size=size, train_examples=TRAIN_EXAMPLES,
         validation_examples=VALIDATION_EXAMPLES, validation_batches=val_batches)
@@ -63,25 +66,18 @@ def _jax_streams(spec, size, val_batches):
             # Multi-host: Keras assembles the global batch from each process's
             # local part, which it expects on the host.
             images, labels, weights = (np.asarray(a) for a in (images, labels, weights))
-    return (_Repeat((images, labels), None), _Repeat((images, labels, weights), val_batches))
+    return (Feed(itertools.repeat((images, labels)), None),
+            Feed(_Batches((images, labels, weights), val_batches), val_batches))
 
 
-class _Repeat(keras.utils.PyDataset):
-    """Serves one prepared batch `count` times (forever when count is None)."""
+class _Batches:
+    """The same batch `count` times per pass (re-iterable)."""
 
     def __init__(self, batch, count):
-        super().__init__(workers=1, use_multiprocessing=False)
         self._batch, self._count = batch, count
 
-    @property
-    def num_batches(self):
-        return self._count
-
-    def __len__(self):
-        return self._count
-
-    def __getitem__(self, index):
-        return self._batch
+    def __iter__(self):
+        return itertools.repeat(self._batch, self._count)
 
 
 def _tf_streams(spec, size, val_batches):

@@ -207,7 +207,7 @@ def test_checkpoints_are_atomic_kept_two_deep_and_restore_the_optimizer(tmp_path
     x, y = tiny_data(64)
     model = tiny_model()
     saver = Checkpoint(str(tmp_path), steps_per_epoch=8, every_steps=3, global_batch_size=8,
-                       extra_state=lambda: {"note": "kept"})
+                       extra_state=lambda step: {"note": "kept"})
     model.fit(x, y, batch_size=8, epochs=2, callbacks=[saver], verbose=0)
     names = sorted(os.listdir(tmp_path / "checkpoints"))
     assert names == ["ckpt-0000000014", "ckpt-0000000016"]  # newest two of 3,6,8,11,14,16

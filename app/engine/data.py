@@ -14,7 +14,8 @@ def input_spec(config, topology, global_batch_size: int | None = None) -> InputS
         process_index=topology.process_index, seed=config.seed, preset=config.preprocessing,
         with_validation=config.validation_steps != -1, backend=config.backend,
         manual_dir=config.manual_dir, download=config.download,
-        dtype="bfloat16" if config.policy == "mixed_bfloat16" else "float32")
+        dtype="bfloat16" if config.policy == "mixed_bfloat16" else "float32",
+        input_pipeline=config.input_pipeline, accelerator=config.accelerator)
 
 
 def steps_for(config, train_examples: int) -> int:

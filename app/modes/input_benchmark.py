@@ -58,6 +58,7 @@ def model_appetite(config, topology, num_classes: int, image_size: int) -> float
 def run(context) -> dict:
     """Times the input pipeline and the model apart; returns the summary dict."""
     context = run_context.start(context)
+    run_context.create_folder(context)
     config, topology, run_dir, spec = (context.config, context.topology, context.run_dir,
                                        context.spec)
     data = make_datasets(config.dataset, dataclasses.replace(spec, with_validation=False))

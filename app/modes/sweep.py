@@ -50,6 +50,7 @@ def _format_table(rows: list[dict]) -> str:
 def run(context) -> dict:
     """Measures throughput at each --sweep_batch_sizes; returns the summary dict."""
     context = run_context.start(context)
+    run_context.create_folder(context)
     config, topology, billing = context.config, context.topology, context.billing
     chief = topology.is_chief
     run_dir = context.run_dir

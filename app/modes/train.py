@@ -1,7 +1,7 @@
 """Training, top to bottom: `run(context) -> summary dict`.
 
 The story of a run, after app/run/context.py has checked everything:
-  1. start the run (folder, seed, precision) and build the datasets;
+  1. seed and precision, the datasets, then the run folder;
   2. build and compile the model inside the distribution scope, and resume it
      from the newest checkpoint if this is a later attempt of the same run;
   3. open the billing ledger and assemble the callbacks (train_callbacks.py);
@@ -35,14 +35,15 @@ class Plan:
     billed_seconds_before: float  # by earlier attempts, from the ledger
 
 
-def banner(context) -> str:
+def banner(context, data) -> str:
     config, topology = context.config, context.topology
     per_replica = config.global_batch_size // topology.num_replicas
     return (f"[{config.model} on {config.dataset}] backend={config.backend} "
             f"accelerator={config.accelerator} ({topology.device_kind}) "
             f"replicas={topology.num_replicas} ({topology.num_processes} process(es)) "
             f"global_batch={config.global_batch_size} per_replica_batch={per_replica} "
-            f"precision={config.policy} logdir={context.logdir}")
+            f"image_size={data.image_size} input_pipeline={data.input_pipeline} "
+            f"preprocessing={data.preset} precision={config.policy} logdir={context.logdir}")
 
 
 def run(context) -> dict:
@@ -54,7 +55,7 @@ def run(context) -> dict:
         callbacks.stops.Diverged: the loss became NaN/Inf.
     """
     config = context.config
-    # --- 1. The run starts leaving traces; the data comes in.
+    # --- 1. Seed and precision; the data comes in; then the run folder.
     context = run_context.start(context)
     data = make_datasets(config.dataset, context.spec)
     steps_per_epoch = steps_for(config, data.train_examples)
@@ -63,8 +64,9 @@ def run(context) -> dict:
         validation_steps = data.validation_batches
         if config.validation_steps > 0:
             validation_steps = min(config.validation_steps, data.validation_batches)
+    run_context.create_folder(context)  # every check passed: the run leaves traces
 
-    print(banner(context), flush=True)
+    print(banner(context, data), flush=True)
 
     # --- 2. Model, built and compiled inside the distribution scope; resumed.
     topology = context.topology
@@ -76,6 +78,12 @@ def run(context) -> dict:
                                rewind=topology.is_chief)
     if state.path:
         print(f"resuming from {state.path} (epoch {state.epoch}, step {state.global_step})")
+    if state.input_state is not None and data.restore_input is not None:
+        try:
+            data.restore_input(state.input_state)  # the same images, in the same order
+        except ValueError as error:  # e.g. another number of decoding workers
+            print(f"warning: the input order restarts, its saved position does not fit "
+                  f"this pipeline: {error}", file=sys.stderr)
 
     # --- 3. Billing and the callbacks that answer the study's questions.
     ledger = Ledger(context.logdir, context.started_at, {

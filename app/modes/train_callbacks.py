@@ -54,6 +54,15 @@ def hparams_of(config, topology, billing) -> dict:
     }
 
 
+def _extra_state(targets, plan, step: int) -> dict:
+    """What a checkpoint keeps besides weights: the top-1 history, and the input
+    stream's position after `step` steps where the stream can resume exactly."""
+    extra = {"top1_history": targets.history}
+    if plan.data.input_state is not None:
+        extra["input_state"] = plan.data.input_state(step - plan.state.global_step)
+    return extra
+
+
 def make_callbacks(context, plan) -> RunCallbacks:
     """The callbacks for `fit`; process 0 alone gets those that write files.
 
@@ -84,7 +93,7 @@ def make_callbacks(context, plan) -> RunCallbacks:
         logdir, steps_per_epoch=steps_per_epoch, every_steps=config.checkpoint_every_steps,
         started_at=context.started_at, billed_seconds_before=plan.billed_seconds_before,
         images_before=state.images_seen, global_batch_size=config.global_batch_size,
-        extra_state=lambda: {"top1_history": targets.history},
+        extra_state=lambda step: _extra_state(targets, plan, step),
         resume_step=state.global_step, write=topology.is_chief)
     read_power = gpu_power_reader(config.accelerator, topology.devices_per_process)
     if read_power is not None:

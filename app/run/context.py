@@ -4,8 +4,9 @@ Every mode (train, sweep, input benchmark) starts the same way, here:
   1. `prepare(config)`: check the run folder, choose backend and devices
      (app/engine/distribute.py), check the dataset, resolve the price. Nothing is
      written and no model exists yet; any failure is one line for the user.
-  2. `start(context)`: create the run folder (process 0), draw and share the seed,
-     set the Keras dtype policy. From here on the run leaves traces.
+  2. `start(context)`: draw and share the seed, set the Keras dtype policy;
+  3. `create_folder(context)`: create the run folder (process 0), once the mode's
+     own checks (e.g. the data's size against the batch) have passed.
 The result is one frozen `RunContext`, passed whole instead of loose values.
 """
 
@@ -60,7 +61,7 @@ def prepare(config, started_at: float) -> RunContext:
 
 
 def start(context: RunContext) -> RunContext:
-    """Creates the run folder (process 0), seeds Keras, sets the dtype policy.
+    """Seeds Keras and sets the dtype policy; returns the context with its seed.
 
     The seed is --seed, or a fresh one; process 0's on every process (model
     initialization must agree across hosts).
@@ -68,10 +69,15 @@ def start(context: RunContext) -> RunContext:
     import keras
 
     config = context.config
-    if context.is_chief:
-        rundir.create(context.run_dir, config)
     seed = config.seed if config.seed is not None else int.from_bytes(os.urandom(4), "little")
     seed = context.topology.shared_seed(seed)
     keras.utils.set_random_seed(seed)
     keras.config.set_dtype_policy(config.policy)
     return dataclasses.replace(context, seed=seed)
+
+
+def create_folder(context: RunContext) -> None:
+    """Creates the run folder and saves the config (process 0): from here on the run
+    leaves traces. Call it once every check of the mode has passed."""
+    if context.is_chief:
+        rundir.create(context.run_dir, context.config)

@@ -28,6 +28,7 @@ class State:
     images_seen: int
     top1_history: list
     path: str | None
+    input_state: object = None  # the input stream's position, where it has one
 
 
 NEW_RUN = State(0, 0, 0, 0, [], None)
@@ -58,7 +59,8 @@ def restore(model, logdir: str, scope, rewind: bool = True) -> State:
         path, saved = found
         state = State(epoch=saved["epoch"], step_in_epoch=saved["step_in_epoch"],
                       global_step=saved["global_step"], images_seen=saved["images_seen"],
-                      top1_history=saved.get("top1_history", []), path=path)
+                      top1_history=saved.get("top1_history", []), path=path,
+                      input_state=saved.get("input_state"))
     if rewind:
         rewind_logs(logdir, state.epoch, state.global_step)
     return state

@@ -53,6 +53,7 @@ def build(context, plan, parts, status: str, attempts: list) -> dict:
         **topology.describe(),
         "model": config.model, "dataset": config.dataset, "num_classes": data.num_classes,
         "image_size": data.image_size, "precision": config.policy,
+        "input_pipeline": data.input_pipeline, "preprocessing": data.preset,
         "global_batch_size": config.global_batch_size,
         "per_replica_batch_size": config.global_batch_size // topology.num_replicas,
         "steps_per_execution": config.steps_per_execution,
@@ -93,6 +94,10 @@ def build(context, plan, parts, status: str, attempts: list) -> dict:
         "wall_seconds": _round(time.time() - context.started_at, 2),
         "attempts": attempts,
         "corrupt_images_skipped": data.skipped_images() if data.skipped_images else 0,
+        # Seconds fit waited for training batches (pipelines fed from Python only):
+        # near 0 when the accelerator, not the input, sets the pace.
+        "input_wait_seconds": _round(data.input_wait_seconds(), 2)
+        if data.input_wait_seconds else None,
         "versions": _versions(config.backend),
         "command": " ".join(sys.argv),
     }

@@ -1,0 +1,306 @@
+"""Decode JPEGs with nvImageCodec straight into a slot of a device canvas.
+
+A batch's canvas is one uint8 jax.Array [B, Hc, Wc, 3] on one GPU. Each slot i is
+wrapped as an external nvImageCodec Image (its pointer, Hc rows, a row pitch of
+Wc * 3 bytes) and handed to `Decoder.decode(..., images=slots)`: nvImageCodec 0.9
+reuses an external buffer when the decoded image fits inside it, keeping the
+buffer's row pitch (python/image.cpp, Image::reuse), so the image lands at (0, 0)
+of its slot with no copy and nothing compiled. If a decoder ever returns an image
+somewhere else, it is copied into the slot with cuMemcpy2DAsync (device to device);
+images decoded on the CPU are copied in the same way from host memory.
+
+Synchronization: a canvas is allocated by XLA once and waited for (block_until_ready)
+before anything writes to it, then reused batch after batch: it is written again only
+after the compiled step that read it last has finished (its `done` output is ready).
+Decodes and copies run on this decoder's own non-blocking CUDA stream, synchronized
+before the canvas is handed to the step, so the step sees every byte. JAX does not
+know the canvas was written behind its back; that is safe because only this module
+holds the buffer, and no computation that reads it is in flight while it is written.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+_HOST, _DEVICE = 1, 2  # CUmemorytype
+_NON_BLOCKING = 1  # CU_STREAM_NON_BLOCKING
+
+
+class _Memcpy2D(ctypes.Structure):
+    _fields_ = [
+        ("srcXInBytes", ctypes.c_size_t), ("srcY", ctypes.c_size_t),
+        ("srcMemoryType", ctypes.c_int), ("srcHost", ctypes.c_void_p),
+        ("srcDevice", ctypes.c_uint64), ("srcArray", ctypes.c_void_p),
+        ("srcPitch", ctypes.c_size_t),
+        ("dstXInBytes", ctypes.c_size_t), ("dstY", ctypes.c_size_t),
+        ("dstMemoryType", ctypes.c_int), ("dstHost", ctypes.c_void_p),
+        ("dstDevice", ctypes.c_uint64), ("dstArray", ctypes.c_void_p),
+        ("dstPitch", ctypes.c_size_t),
+        ("WidthInBytes", ctypes.c_size_t), ("Height", ctypes.c_size_t),
+    ]
+
+
+class CudaDriver:
+    """The few CUDA driver calls the canvas needs, through ctypes on libcuda.so.1.
+
+    Works in JAX's primary context of each device; every thread that calls in must
+    first call `use(ordinal)` (the driver's current context is per thread).
+    """
+
+    _lock = threading.Lock()
+    _instance = None
+
+    def __init__(self):
+        self.lib = ctypes.CDLL("libcuda.so.1")
+        self._check(self.lib.cuInit(0), "cuInit")
+        self._contexts = {}
+
+    @classmethod
+    def get(cls) -> "CudaDriver":
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+    def _check(self, status: int, what: str) -> None:
+        if status != 0:
+            name = ctypes.c_char_p()
+            self.lib.cuGetErrorName(status, ctypes.byref(name))
+            raise RuntimeError(f"{what} failed: CUDA error {status} "
+                               f"({(name.value or b'?').decode()})")
+
+    def use(self, ordinal: int) -> None:
+        """Makes the primary context of device `ordinal` current in this thread."""
+        with self._lock:
+            context = self._contexts.get(ordinal)
+            if context is None:
+                device, context = ctypes.c_int(), ctypes.c_void_p()
+                self._check(self.lib.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
+                self._check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device),
+                            "cuDevicePrimaryCtxRetain")
+                self._contexts[ordinal] = context
+        self._check(self.lib.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+
+    def new_stream(self, high_priority: bool = False) -> tuple[int, int | None]:
+        """A non-blocking stream of the current context, and its priority (None: default).
+
+        High priority: its kernels are scheduled ahead of those of default-priority
+        streams (XLA's), so decoding is not queued behind a training step's kernels.
+        """
+        stream = ctypes.c_void_p()
+        if high_priority:
+            least, greatest = ctypes.c_int(), ctypes.c_int()
+            self._check(self.lib.cuCtxGetStreamPriorityRange(ctypes.byref(least),
+                                                             ctypes.byref(greatest)),
+                        "cuCtxGetStreamPriorityRange")
+            self._check(self.lib.cuStreamCreateWithPriority(
+                ctypes.byref(stream), _NON_BLOCKING, greatest.value), "cuStreamCreateWithPriority")
+            return stream.value, greatest.value
+        self._check(self.lib.cuStreamCreate(ctypes.byref(stream), _NON_BLOCKING), "cuStreamCreate")
+        return stream.value, None
+
+    def synchronize(self, stream: int) -> None:
+        self._check(self.lib.cuStreamSynchronize(ctypes.c_void_p(stream)), "cuStreamSynchronize")
+
+    def copy_2d(self, dst: int, dst_pitch: int, src, src_pitch: int, width_bytes: int,
+                height: int, stream: int) -> None:
+        """Copies `height` rows of `width_bytes` into device memory at `dst`.
+
+        `src` is a device pointer (int) or a C-contiguous host numpy array (then the
+        copy is staged by the driver and has finished reading `src` on return).
+        """
+        spec = _Memcpy2D(dstMemoryType=_DEVICE, dstDevice=dst, dstPitch=dst_pitch,
+                         WidthInBytes=width_bytes, Height=height, srcPitch=src_pitch)
+        if isinstance(src, np.ndarray):
+            spec.srcMemoryType, spec.srcHost = _HOST, src.ctypes.data
+        else:
+            spec.srcMemoryType, spec.srcDevice = _DEVICE, int(src)
+        self._check(self.lib.cuMemcpy2DAsync_v2(ctypes.byref(spec), ctypes.c_void_p(stream)),
+                    "cuMemcpy2DAsync")
+
+
+class _Slot:
+    """A slot of the canvas as a __cuda_array_interface__ (no stream: we sync ourselves)."""
+
+    def __init__(self, pointer: int, height: int, width: int):
+        self.__cuda_array_interface__ = {
+            "shape": (height, width, 3), "typestr": "|u1", "data": (pointer, False),
+            "strides": None, "version": 2}
+
+
+def nvimgcodec_available() -> bool:
+    try:
+        import nvidia.nvimgcodec  # noqa: F401
+    except Exception:  # ImportError, or its shared libraries failing to load
+        return False
+    return True
+
+
+BACKENDS = ("default", "hw", "hybrid")
+# Fancy (smooth) chroma upsampling, as libjpeg-turbo and so TensorFlow do it.
+DECODER_OPTIONS = ":fancy_upsampling=1"
+
+
+def decoder_options(batch_size: int, max_side: int) -> str:
+    """DECODER_OPTIONS plus buffers allocated once for the largest batch and image.
+
+    Without them nvJPEG sizes its buffers per batch (its hardware decoder defaults
+    to a batch of 1); a cudaFree synchronizes the whole device, so decoding would
+    wait for the training steps queued on the GPU instead of overlapping them.
+    (DALI passes the same options to nvImageCodec for this reason.)
+    """
+    return (f"{DECODER_OPTIONS} nvjpeg_cuda_decoder:preallocate_buffers=1 "
+            f"nvjpeg_hw_decoder:preallocate_batch_size={batch_size} "
+            f"nvjpeg_hw_decoder:preallocate_width_hint={max_side} "
+            f"nvjpeg_hw_decoder:preallocate_height_hint={max_side}")
+
+
+class NvImageCodecCanvases:
+    """The canvases of one GPU, filled by nvImageCodec (and by copies of CPU decodes).
+
+    Canvases are reused: one goes back to the pool with the `done` marker of the
+    step that reads it, and is written again only once that step has run. (A fresh
+    canvas per batch would wait for its zero fill, which XLA queues behind every
+    training step already dispatched.) Each canvas keeps its slots wrapped as
+    nvImageCodec Images, made once.
+
+    Args:
+        device: the jax Device.
+        backend: "default" (nvImageCodec picks: the hardware JPEG engines, then
+            CUDA), "hw" (the hardware engines only, no SMs; what they refuse is
+            decoded on the CPU), "hybrid" (HYBRID_CPU_GPU). (GPU_ONLY alone could
+            not create a decoder on the H200, "Code: 7".)
+        write: "direct" (decode into the slot) or "copy" (decode into nvImageCodec's
+            own buffers, then a device-to-device copy into the slot).
+        options: nvImageCodec decoder options (space-separated, see its docs: e.g.
+            "nvjpeg_hw_decoder:preallocate_width_hint=768 ...").
+        keep: canvases kept for reuse (the batches in flight).
+        high_priority: decode on a stream of the highest priority.
+    """
+
+    def __init__(self, device, backend: str = "default", write: str = "direct",
+                 options: str = DECODER_OPTIONS, keep: int = 4, high_priority: bool = True):
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if write not in ("direct", "copy"):
+            raise ValueError(f"write must be 'direct' or 'copy', got {write!r}")
+        from nvidia import nvimgcodec
+
+        self.nv = nvimgcodec
+        self.device, self.write, self.keep = device, write, keep
+        hardware_id = getattr(device, "local_hardware_id", None)  # the CUDA ordinal
+        self.ordinal = int(device.id if hardware_id is None else hardware_id)
+        self.cuda = CudaDriver.get()
+        self.cuda.use(self.ordinal)
+        self.stream, self.stream_priority = self.cuda.new_stream(high_priority)
+        kinds = {"hw": [nvimgcodec.BackendKind.HW_GPU_ONLY],
+                 "hybrid": [nvimgcodec.BackendKind.HYBRID_CPU_GPU]}.get(backend)
+        backends = None if kinds is None else [nvimgcodec.Backend(k) for k in kinds]
+        self.decoder = nvimgcodec.Decoder(device_id=self.ordinal, backends=backends,
+                                          options=options)
+        self.params = nvimgcodec.DecodeParams(
+            apply_exif_orientation=False,  # TensorFlow's decoders ignore EXIF too
+            color_spec=nvimgcodec.ColorSpec.SRGB, allow_any_depth=False,
+            sample_format=nvimgcodec.SampleFormat.I_RGB)
+        self.free = []  # (canvas, done, slot images), oldest first
+        self.copies = 0  # images that needed a device-to-device copy
+        self.direct_error = None  # why decoding straight into the canvas was given up
+
+    def code_stream(self, path: str, region=None):
+        """A CodeStream of the file (read by nvImageCodec), limited to region (y, x, h, w)."""
+        stream = self.nv.CodeStream(path)
+        if region is not None:
+            y, x, h, w = region
+            stream = stream.get_sub_code_stream(region=self.nv.Region(y, x, y + h, x + w))
+        return stream
+
+    def code_stream_or_none(self, path: str, region=None):
+        """code_stream(), or None where nvImageCodec refuses the file (CPU decodes it)."""
+        try:
+            return self.code_stream(path, region)
+        except Exception:  # noqa: BLE001 - any refusal sends the image to the CPU
+            return None
+
+    def _acquire(self, shape):
+        import jax.numpy as jnp
+
+        for n, (canvas, done, targets) in enumerate(self.free):
+            if canvas.shape == shape:
+                del self.free[n]
+                if done is not None:
+                    done.block_until_ready()
+                return canvas, targets
+        canvas = jnp.zeros(shape, jnp.uint8, device=self.device)
+        canvas.block_until_ready()  # XLA's zero fill must land before our writes
+        _, height, width, _ = shape
+        base, slot_bytes = canvas.unsafe_buffer_pointer(), height * width * 3
+        targets = [self.nv.as_image(_Slot(base + i * slot_bytes, height, width),
+                                    cuda_stream=self.stream) for i in range(shape[0])]
+        return canvas, targets
+
+    def release(self, canvas, done, targets) -> None:
+        """Gives a canvas back once the step reading it is dispatched (done: its marker)."""
+        self.free.append((canvas, done, targets))
+        del self.free[:-self.keep]  # dropping a canvas is safe: JAX frees it once unused
+
+    def fill(self, shape, slots):
+        """A canvas of `shape` with every gpu- and host-route slot written into it.
+
+        Returns:
+            (canvas, slot images, the gpu slots that did not decode: the caller
+            decodes them on the CPU and hands them to `fill_host`).
+        """
+        self.cuda.use(self.ordinal)
+        canvas, targets = self._acquire(shape)
+        _, height, width, _ = shape
+        base, pitch = canvas.unsafe_buffer_pointer(), width * 3
+        gpu = [s for s in slots if s.route == "gpu" and s.code_stream is not None]
+        failed = [s for s in slots if s.route == "gpu" and s.code_stream is None]
+        if gpu:
+            streams = [s.code_stream for s in gpu]
+            images = None
+            if self.write == "direct":
+                try:
+                    images = self.decoder.decode(streams, images=[targets[s.index] for s in gpu],
+                                                 params=self.params, cuda_stream=self.stream)
+                except (ValueError, RuntimeError) as e:  # refuses external buffers
+                    self.write, self.direct_error = "copy", str(e)
+            if images is None:
+                images = self.decoder.decode(streams, params=self.params, cuda_stream=self.stream)
+            for slot, image in zip(gpu, images):
+                h, w = slot.content
+                if image is None or tuple(image.shape) != (h, w, 3):
+                    failed.append(slot)
+                elif image is not targets[slot.index]:
+                    interface = image.__cuda_array_interface__
+                    row = (interface.get("strides") or (w * 3,))[0]
+                    target = base + slot.index * height * pitch
+                    if interface["data"][0] != target or (h > 1 and row != pitch):
+                        # Decoded elsewhere (copy mode): copy it into its slot.
+                        self.cuda.copy_2d(target, pitch, interface["data"][0], row, w * 3, h,
+                                          self.stream)
+                        self.copies += 1
+            # The decoded images (and nvImageCodec's buffers behind them) must live
+            # until the copies that read them have run.
+            self.cuda.synchronize(self.stream)
+            del images
+        self._copy_host(canvas, [s for s in slots if s.route == "host"])
+        return canvas, targets, failed
+
+    def fill_host(self, canvas, slots) -> None:
+        self.cuda.use(self.ordinal)
+        self._copy_host(canvas, slots)
+
+    def _copy_host(self, canvas, slots) -> None:
+        if not slots:
+            return
+        _, height, width, _ = canvas.shape
+        base, pitch = canvas.unsafe_buffer_pointer(), width * 3
+        for slot in slots:
+            h, w = slot.pixels.shape[:2]
+            self.cuda.copy_2d(base + slot.index * height * pitch, pitch, slot.pixels, w * 3,
+                              w * 3, h, self.stream)
+        self.cuda.synchronize(self.stream)

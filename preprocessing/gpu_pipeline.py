@@ -1,0 +1,393 @@
+"""Real JPEGs into the model at accelerator speed: decoded on the GPU, augmented there.
+
+The host only reads each file, reads the JPEG's size from its header, draws the crop
+window and the flip from the seed, and shards (jpeg_plan.py, in worker processes, so
+the training process's GIL stays free). nvImageCodec decodes the batch on the GPU
+(only each image's crop window), straight into one fixed-shape uint8 canvas per
+batch and device (gpu_decode.py); one compiled step per batch then crops, resizes
+(bilinear, TF's arithmetic), flips and normalizes every image (canvas_ops.py).
+Canvas shapes come from a few buckets, so XLA compiles a handful of programs in all:
+no per-batch shape ever reaches it. A background thread collects the plans while
+another decodes them, `prefetch` batches ahead of training.
+
+The augmentation is the `standard` preset of image_ops.py (Inception crop from
+augment.random_crop_window, bilinear resize, random flip; eval: center 87.5% crop)
+with the same distribution, not the same draws (numpy, not Philox).
+
+Images the GPU path does not take (PNG named .JPEG, CMYK, arithmetic-coded, 12-bit,
+truncated, a window larger than the biggest canvas) are decoded on the CPU
+(host_ops.decode) and copied into their slot; a window too large for any canvas is
+resized on the host first (then rounded to uint8: at most half a gray level off).
+Images no decoder can read are skipped and counted (`skipped_images()`, distinct
+files): in training another image of the same batch and device stands in for them
+(image and label together), in evaluation they get weight 0.
+
+`decoder="cpu"` runs the same pipeline with every image decoded on the host: that is
+the fallback without nvImageCodec, and what the CPU tests exercise.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import os
+
+import numpy as np
+
+from preprocessing.background import END, Running, process_pool
+from preprocessing.canvas_ops import canvas_step
+from preprocessing.jpeg_plan import PlanSpec, host_decode, host_window, plan_batch, read_file
+
+CANVAS_SIDES = (256, 384, 512, 768, 1024)  # canvas sides (square), in buckets
+DECODERS = ("auto", "nvimgcodec", "cpu")
+_DTYPES = ("float32", "bfloat16", "float16")
+
+
+class GpuJpegStream:
+    """Batches of decoded, augmented, normalized images as device arrays.
+
+    Args:
+        records: this process's (path, label) pairs.
+        batch_size: images per batch of this process (all its devices together).
+        image_size: output side in pixels.
+        seed: decides the shuffles, crops and flips (None: a fresh random seed).
+        train: True: endless, reshuffled every epoch, random crops and flips, the
+            last partial batch of an epoch dropped, yields (images, labels).
+            False: every image once in order, center crops, the last batch padded
+            with weight-0 zeros, yields (images, labels, weights); iterate it again
+            for each evaluation.
+        dtype: of the images: "float32", "bfloat16" or "float16".
+        sharding: a NamedSharding of the global batch (batch_size x processes) over
+            devices, this process's among them (keras.distribution.DataParallel's
+            data layout); each local device decodes its own slice. None: one device.
+        decoder: "nvimgcodec" (GPU), "cpu" (host_ops.decode), or "auto" (nvimgcodec
+            when it imports and the devices are GPUs, else cpu; see `decoder`).
+        prefetch: batches made ahead of the consumer.
+        roi: decode only each crop window on the GPU (False: the whole image).
+        backend: nvImageCodec backend, see gpu_decode.BACKENDS. "hw" (the default, the
+            fastest measured under load): the hardware JPEG engines, and JPEGs they do
+            not take (progressive, unusual chroma subsampling) go to the CPU.
+        canvas_sides: allowed canvas sides; the largest caps the canvas.
+        workers: processes that plan batches (read, headers, windows, CPU decodes);
+            0 plans in this process (slower: its Python competes with training for
+            the GIL). None: 4 for the GPU decoder, all cores but two for the CPU one.
+            The processes are spawned, so the program's main module must be safe to
+            import (its work under `if __name__ == "__main__":`).
+        write: "direct" (nvImageCodec decodes into the canvas) or "copy".
+        decoder_options: nvImageCodec decoder options (None: gpu_decode.decoder_options,
+            buffers preallocated for the batch and the largest canvas).
+        high_priority: nvImageCodec decodes on a CUDA stream of the highest priority.
+    """
+
+    def __init__(self, records, batch_size: int, image_size: int, seed: int | None,
+                 train: bool, dtype: str = "float32", sharding=None, decoder: str = "auto",
+                 prefetch: int = 2, roi: bool = True, backend: str = "hw",
+                 canvas_sides=CANVAS_SIDES, workers: int | None = None,
+                 write: str = "direct", decoder_options: str | None = None,
+                 high_priority: bool = True):
+        import jax
+
+        self.records = [(str(path), int(label)) for path, label in records]
+        if not self.records:
+            raise ValueError("records is empty: there is nothing to read")
+        if batch_size < 1 or image_size < 1 or prefetch < 1:
+            raise ValueError(f"batch_size, image_size and prefetch must be >= 1, got "
+                             f"{batch_size}, {image_size}, {prefetch}")
+        if train and len(self.records) < batch_size:
+            raise ValueError(f"{len(self.records)} training records cannot fill one batch of "
+                             f"{batch_size} (the last partial batch is dropped)")
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
+        if decoder not in DECODERS:
+            raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
+        self.canvas_sides = tuple(sorted(int(s) for s in canvas_sides))
+        if image_size > self.canvas_sides[-1]:
+            raise ValueError(f"image_size {image_size} exceeds the largest canvas side "
+                             f"{self.canvas_sides[-1]}")
+        self.batch_size, self.image_size, self.train = batch_size, image_size, train
+        self.dtype, self.prefetch = dtype, prefetch
+        self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
+        self.sharding = sharding
+        self.devices, self._global_batch = self._local_devices(jax, sharding)
+        self.per_device = batch_size // len(self.devices)
+        if self.per_device * self.canvas_sides[-1] ** 2 >= 2**31:
+            raise ValueError(f"{self.per_device} images per device of canvases up to "
+                             f"{self.canvas_sides[-1]}^2 overflow int32 indices; lower "
+                             "canvas_sides or the batch")
+        self.decoder = self._pick_decoder(decoder)
+        self.steps_per_epoch = len(self.records) // batch_size if train else 0
+        self.num_batches = -(-len(self.records) // batch_size) if not train else 0
+        self._spec = PlanSpec(seed=self.seed, train=train, roi=roi,
+                              max_side=self.canvas_sides[-1], image_size=image_size,
+                              gpu=self.decoder == "nvimgcodec", hw_only=backend == "hw")
+        cores = os.cpu_count() or 1
+        if workers is None:
+            workers = 4 if self.decoder == "nvimgcodec" else max(1, cores - 2)
+        self.workers = workers
+        self._step = canvas_step(image_size, dtype)
+        self._fillers = self._make_fillers(backend, write, decoder_options, high_priority)
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            max(len(self.devices), 4), thread_name_prefix="jpeg")
+        self._skipped: set[str] = set()  # paths
+        self._permutation = (None, None)  # (epoch, order)
+        self._position = (0, 0)  # the next batch the consumer gets
+        self._running = None
+
+    # ---- public API -------------------------------------------------------------
+
+    def skipped_images(self) -> int:
+        """Distinct files that no decoder could read, so far."""
+        return len(self._skipped)
+
+    def get_state(self) -> dict:
+        """Where the stream is: the next batch to come (JSON-serializable)."""
+        epoch, batch = self._position
+        return {"epoch": epoch, "batch": batch, "seed": self.seed}
+
+    def set_state(self, state: dict) -> None:
+        """Continues from a `get_state()`: the same batches, in the same order.
+
+        The state's seed is adopted: a run started without --seed draws one, and
+        its later attempts must go on with that one.
+        """
+        self.seed = int(state.get("seed", self.seed))
+        self._spec = dataclasses.replace(self._spec, seed=self.seed)
+        self._permutation = (None, None)
+        epoch, batch = int(state["epoch"]), int(state["batch"])
+        limit = self.steps_per_epoch if self.train else self.num_batches
+        if epoch < 0 or not 0 <= batch < max(limit, 1):
+            raise ValueError(f"state {state} is outside this stream ({limit} batches per epoch)")
+        self._stop()
+        self._position = (epoch, batch)
+
+    def __iter__(self):
+        if not self.train:  # each evaluation reads everything again, from the start
+            self._stop()
+            self._position = (0, 0)
+        return self
+
+    def __next__(self):
+        if not self.train and self._position[1] >= self.num_batches:
+            self._stop()
+            raise StopIteration
+        if self._running is None:
+            self._running = Running(self, self._position)
+        item = self._running.take()
+        if item is END:
+            self._stop()
+            raise StopIteration
+        position, batch = item
+        self._position = self._after(position)
+        return batch
+
+    def close(self) -> None:
+        """Stops the background threads (a new iteration starts them again)."""
+        self._stop()
+
+    def _stop(self):
+        if self._running is not None:
+            self._running.stop()
+            self._running = None
+
+    # ---- set-up -----------------------------------------------------------------
+
+    def _local_devices(self, jax, sharding):
+        """This process's devices in the order of their slices of the batch."""
+        if sharding is None:
+            return [jax.local_devices()[0]], self.batch_size
+        global_batch = self.batch_size * jax.process_count()
+        shape = (global_batch, self.image_size, self.image_size, 3)
+        starts = {}
+        for device, index in sharding.addressable_devices_indices_map(shape).items():
+            rows = index[0]
+            start, stop = rows.start or 0, global_batch if rows.stop is None else rows.stop
+            if stop - start == global_batch and len(sharding.device_set) > 1:
+                raise ValueError(f"sharding {sharding} does not split the batch axis")
+            starts[device] = start
+        devices = sorted(starts, key=starts.get)
+        if self.batch_size % len(devices):
+            raise ValueError(f"batch_size {self.batch_size} is not divisible by this "
+                             f"process's {len(devices)} devices")
+        return devices, global_batch
+
+    def _pick_decoder(self, decoder: str) -> str:
+        from preprocessing import gpu_decode
+
+        on_gpu = all(d.platform == "gpu" for d in self.devices)
+        if decoder == "auto":
+            return "nvimgcodec" if on_gpu and gpu_decode.nvimgcodec_available() else "cpu"
+        if decoder == "nvimgcodec":
+            if not on_gpu:
+                raise ValueError(f"decoder='nvimgcodec' needs GPU devices, got "
+                                 f"{self.devices[0].platform}")
+            if not gpu_decode.nvimgcodec_available():
+                raise ValueError("decoder='nvimgcodec' but nvidia.nvimgcodec does not import "
+                                 "(pip install nvidia-nvimgcodec-cu13 nvidia-nvjpeg)")
+        return decoder
+
+    def _make_fillers(self, backend: str, write: str, options, high_priority: bool):
+        if self.decoder == "cpu":
+            return [_HostCanvases(d) for d in self.devices]
+        from preprocessing.gpu_decode import NvImageCodecCanvases, decoder_options
+
+        keep = self.prefetch + 2  # canvases in flight: queued batches, one being made
+        if options is None:
+            options = decoder_options(self.per_device, self.canvas_sides[-1])
+        return [NvImageCodecCanvases(d, backend=backend, write=write, keep=keep,
+                                     options=options, high_priority=high_priority)
+                for d in self.devices]
+
+    # ---- the order and the plans ----------------------------------------------------
+
+    def _after(self, position):
+        epoch, batch = position
+        if self.train and batch + 1 >= self.steps_per_epoch:
+            return epoch + 1, 0
+        return epoch, batch + 1
+
+    def _positions(self, start):
+        position = start
+        while self.train or position[1] < self.num_batches:
+            yield position
+            position = self._after(position)
+
+    def _records_of(self, position) -> list[int]:
+        epoch, batch = position
+        start = batch * self.batch_size
+        if self.train:
+            if self._permutation[0] != epoch:
+                rng = np.random.default_rng([self.seed, 1, epoch])
+                self._permutation = (epoch, rng.permutation(len(self.records)))
+            return self._permutation[1][start:start + self.batch_size].tolist()
+        stop = min(start + self.batch_size, len(self.records))
+        return list(range(start, stop)) + [-1] * (self.batch_size - (stop - start))
+
+    def _submit(self, position):
+        """Starts planning a batch; returns (records, a future of its Slots)."""
+        records = self._records_of(position)
+        paths = [self.records[r][0] if r >= 0 else None for r in records]
+        if self.workers:
+            return records, process_pool(self.workers).submit(
+                plan_batch, paths, position, self._spec)
+        done = concurrent.futures.Future()
+        done.set_result(plan_batch(paths, position, self._spec))
+        return records, done
+
+    def _finish(self, position, records, slots):
+        """Labels, skips counted, slots split per device, code streams made."""
+        for slot, record in zip(slots, records):
+            slot.record = record
+            if record >= 0:
+                slot.label = self.records[record][1]
+                if slot.route == "bad":
+                    self._skipped.add(self.records[record][0])
+        per = self.per_device
+        parts = [slots[i * per:(i + 1) * per] for i in range(len(self.devices))]
+        for filler, part in zip(self._fillers, parts):
+            for index, slot in enumerate(part):
+                slot.index = index
+                if slot.route == "gpu":
+                    slot.code_stream = filler.code_stream_or_none(
+                        self.records[slot.record][0], slot.region)
+        return position, parts
+
+    # ---- the device side -------------------------------------------------------------
+
+    def _bucket(self, extent: int) -> int:
+        for side in self.canvas_sides:
+            if extent <= side:
+                return side
+        raise AssertionError(f"content of {extent} px beyond the canvas cap")  # planned away
+
+    def _materialize(self, parts):
+        """A planned batch as device arrays; None if a device got no image at all."""
+        import jax
+
+        if len(parts) == 1:
+            results = [self._device_batch(self._fillers[0], parts[0])]
+        else:  # each GPU decodes its slice at the same time (the decodes release the GIL)
+            results = list(self._threads.map(self._device_batch, self._fillers, parts))
+        if any(result is None for result in results):
+            return None
+        outputs = [r[0] for r in results]
+        labels = np.concatenate([r[1] for r in results])
+        weights = np.concatenate([r[2] for r in results])
+        if self.sharding is None:
+            images = outputs[0]
+            labels = jax.device_put(labels, self.devices[0])
+            weights = jax.device_put(weights, self.devices[0])
+        else:
+            shape = (self._global_batch, self.image_size, self.image_size, 3)
+            images = jax.make_array_from_single_device_arrays(shape, self.sharding, outputs)
+            rows = jax.sharding.NamedSharding(self.sharding.mesh,
+                                              jax.sharding.PartitionSpec(self.sharding.spec[0]))
+            labels = jax.make_array_from_process_local_data(rows, labels)
+            weights = jax.make_array_from_process_local_data(rows, weights)
+        return (images, labels) if self.train else (images, labels, weights)
+
+    def _cpu_fallback(self, slot):
+        pixels = host_window(host_decode(read_file(self.records[slot.record][0])),
+                             slot.window, self._spec)
+        return slot, pixels
+
+    def _device_batch(self, filler, slots):
+        """One device's slice: fill its canvas, then the compiled crop/resize step."""
+        # Square canvases: fewer shapes, so fewer compiles and more canvases reused.
+        side = self._bucket(max(max(s.content) for s in slots))
+        canvas, targets, failed = filler.fill((len(slots), side, side, 3), slots)
+        if failed:  # what the GPU could not decode, the CPU decodes into the same slot
+            for slot, pixels in self._threads.map(self._cpu_fallback, failed):
+                if pixels is None or max(pixels.shape[:2]) > side:
+                    slot.route = "bad"
+                    self._skipped.add(self.records[slot.record][0])
+                else:
+                    slot.route, slot.pixels = "host", pixels
+                    slot.box = (0, 0, pixels.shape[0], pixels.shape[1])
+            filler.fill_host(canvas, [s for s in failed if s.route == "host"])
+        good = [s.index for s in slots if s.route != "bad"]
+        if self.train and not good:
+            filler.release(canvas, None, targets)
+            return None
+        sources = np.arange(len(slots), dtype=np.int32)
+        labels = np.array([s.label for s in slots], np.int32)
+        boxes = np.array([s.box for s in slots], np.int32)
+        flips = np.array([s.flip for s in slots], bool)
+        valid = np.array([s.route != "bad" for s in slots], bool)
+        for i, slot in enumerate(slots):
+            if slot.route == "bad" and self.train:
+                # The next good image of this device stands in: its pixels and label.
+                j = min(good, key=lambda g: (g - i) % len(slots))
+                sources[i], labels[i], boxes[i], flips[i], valid[i] = (
+                    j, labels[j], boxes[j], flips[j], True)
+            elif slot.route == "bad":
+                labels[i] = 0
+        weights = valid.astype(np.float32)
+        images, done = self._step(canvas, sources, boxes, flips, valid)
+        filler.release(canvas, done, targets)
+        return images, labels, weights
+
+
+class _HostCanvases:
+    """Canvases built in host memory from CPU-decoded images, then sent to the device."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def code_stream_or_none(self, path, region):
+        return None
+
+    def fill(self, shape, slots):
+        import jax
+
+        canvas = np.zeros(shape, np.uint8)
+        for slot in slots:
+            if slot.route == "host":
+                h, w = slot.pixels.shape[:2]
+                canvas[slot.index, :h, :w] = slot.pixels
+        return jax.device_put(canvas, self.device), None, []
+
+    def fill_host(self, canvas, slots):
+        raise AssertionError("the host canvases never leave an image undecoded")
+
+    def release(self, canvas, done, targets):
+        pass

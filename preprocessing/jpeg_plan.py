@@ -1,0 +1,135 @@
+"""The host's share of the GPU JPEG pipeline: plan one batch, without any GPU.
+
+`plan_batch` reads a batch's files, reads each JPEG's size from its header, draws
+the crop windows and flips (one numpy Generator per batch, from the seed and the
+batch's position, so any process can plan any batch and get the same answer),
+and routes every image: "gpu" (nvImageCodec decodes its window), "host" (decoded
+here on the CPU: not a JPEG nvJPEG decodes like libjpeg, or too large for any
+canvas) or "bad" (no decoder can read it). It is a plain function of plain values,
+so the pipeline runs it in worker processes, away from the training process's GIL.
+Only numpy, the augmentation's definition and the CPU decoders are imported here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from preprocessing import augment, host_ops
+from preprocessing.jpeg_header import read_jpeg_header
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanSpec:
+    """What planning needs to know about the stream."""
+
+    seed: int
+    train: bool
+    roi: bool  # the GPU decodes only the window (else the whole image)
+    max_side: int  # the largest canvas side
+    image_size: int
+    gpu: bool  # False: every image is decoded on the host
+    hw_only: bool = False  # the GPU decoder is the hardware engines alone
+
+
+@dataclasses.dataclass
+class Slot:
+    """One image of a batch: what to decode, where, and how to cut it."""
+
+    route: str = "bad"  # "gpu", "host" or "bad"
+    window: tuple | None = None  # (y, x, h, w) in the image
+    flip: bool = False
+    region: tuple | None = None  # what the GPU decodes: the window (ROI) or None (all)
+    box: tuple = (0, 0, 1, 1)  # the window inside what the canvas slot holds
+    content: tuple = (1, 1)  # height and width of what the canvas slot holds
+    pixels: np.ndarray | None = None  # host route: the uint8 content of the slot
+    # Filled in by the pipeline, not by planning:
+    record: int = -1  # index into the records; -1 for eval padding
+    label: int = 0
+    index: int = 0  # the slot in its device's canvas
+    code_stream: object = None  # gpu route: the nvImageCodec CodeStream to decode
+
+
+def read_file(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def host_decode(data: bytes | None) -> np.ndarray | None:
+    """host_ops.decode, or None for bytes no decoder can read."""
+    if not data:
+        return None
+    try:
+        return host_ops.decode(data)
+    except host_ops.UndecodableImage:
+        return None
+
+
+def host_window(pixels: np.ndarray | None, window, spec: PlanSpec) -> np.ndarray | None:
+    """The window of decoded `pixels` as the canvas slot's uint8 content.
+
+    A window larger than the biggest canvas is resized to image_size here (TF's
+    bilinear, host_ops.resize), so the device step's resize of it is the identity;
+    rounding it to uint8 costs at most half a gray level.
+    """
+    if pixels is None:
+        return None
+    y, x, h, w = window
+    crop = pixels[y:y + h, x:x + w]  # clipped if the decode disagreed with the header
+    if crop.size == 0:
+        return None
+    if max(crop.shape[:2]) > spec.max_side:
+        crop = host_ops.resize(crop, spec.image_size)
+        crop = np.clip(np.rint(crop), 0, 255).astype(np.uint8)
+    return np.ascontiguousarray(crop)
+
+
+def plan_batch(paths: list, position: tuple, spec: PlanSpec) -> list[Slot]:
+    """Plans the images of one batch (a path of None is eval padding: "bad").
+
+    Args:
+        paths: the batch's files, in order.
+        position: (epoch, batch); with spec.seed, decides the windows and flips.
+        spec: the stream's settings.
+
+    Returns:
+        One Slot per path; host-route slots carry their pixels.
+    """
+    slots = [Slot() for _ in paths]
+    datas = [read_file(p) if p is not None else None for p in paths]
+    rng = np.random.default_rng([spec.seed, 2, *position]) if spec.train else None
+    for slot, data in zip(slots, datas):
+        header = read_jpeg_header(data) if data else None
+        pixels = None
+        if header is not None:
+            height, width = header.height, header.width
+        else:  # not a JPEG (or a broken one): decode first, its size comes from that
+            pixels = host_decode(data)
+            if pixels is None:
+                continue  # no window drawn; the slot stays "bad"
+            height, width = pixels.shape[:2]
+        if spec.train:
+            slot.window = augment.random_crop_window(height, width, rng)
+            slot.flip = augment.flip_draw(rng)
+        else:
+            slot.window = augment.center_crop_window(height, width)
+        y, x, h, w = slot.window
+        content = (h, w) if spec.roi else (height, width)
+        on_gpu = header is not None and (header.hw_decodable if spec.hw_only
+                                         else header.gpu_decodable)
+        if spec.gpu and on_gpu and max(content) <= spec.max_side:
+            slot.route, slot.content = "gpu", content
+            slot.region = slot.window if spec.roi else None
+            slot.box = (0, 0, h, w) if spec.roi else slot.window
+            continue
+        if pixels is None:
+            pixels = host_decode(data)
+        slot.pixels = host_window(pixels, slot.window, spec)
+        if slot.pixels is not None:
+            slot.route, slot.content = "host", slot.pixels.shape[:2]
+            slot.box = (0, 0, *slot.content)
+    return slots

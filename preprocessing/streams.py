@@ -1,0 +1,200 @@
+"""From a dataset's records to the streams `fit` reads: one of three pipelines.
+
+Every real-image builder (folder, digits, TFDS) hands its training and validation
+records here, as (path or bytes, label) pairs, with the preset and image size it
+chose. This module picks the pipeline and builds both streams with it:
+
+- `tf.data`: TensorFlow ops on CPU threads (pipeline.py, image_ops.py);
+- `grain`: no TensorFlow; decoding in CPU worker processes (grain_pipeline.py,
+  host_ops.py), with a checkpointable iterator (exact mid-epoch resume);
+- `gpu`: no TensorFlow; the host reads bytes and draws crops, nvImageCodec decodes
+  JPEGs on the GPU and one compiled step crops, resizes, flips and normalizes the
+  batch there (gpu_pipeline.py), also checkpointable.
+
+`auto` means grain on JAX and tf.data on TensorFlow (the gpu pipeline is asked for
+by name; see `choose` for the measurement behind that). Every pipeline implements the same
+augmentation (augment.py holds its definition), so a run's figures do not depend
+on which one fed it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from preprocessing import DataError, Datasets, InputSpec
+
+PIPELINES = ("tf.data", "grain", "gpu")
+
+
+def nvimgcodec_installed() -> bool:
+    try:
+        return importlib.util.find_spec("nvidia.nvimgcodec") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def choose(spec: InputSpec, preset: str) -> str:
+    """The pipeline that `spec.input_pipeline` means for a dataset of `preset`.
+
+    `auto` is grain on JAX and tf.data on TensorFlow. Not gpu, as measured on one
+    H200 with 16 and 32 host cores (benchmarks/results/2026-11-30-h200-real-data.json):
+    grain fed ResNet-50 at 95-100% of its synthetic rate, the gpu pipeline at 63-65%.
+    """
+    del preset  # every pipeline implements every preset it accepts
+    if spec.input_pipeline != "auto":
+        return spec.input_pipeline
+    return "grain" if spec.backend == "jax" else "tf.data"
+
+
+def check(spec: InputSpec) -> None:
+    """Fails fast if the pipeline asked for cannot be imported here.
+
+    Raises:
+        DataError: naming what to install.
+    """
+    wanted = spec.input_pipeline
+    if wanted == "grain" or (wanted == "auto" and spec.backend == "jax"):
+        if importlib.util.find_spec("grain") is None:
+            raise DataError("the grain input pipeline needs the `grain` package: "
+                            "pip install grain (see BUILD.md)")
+    if wanted == "gpu" and not nvimgcodec_installed():
+        raise DataError("--input_pipeline=gpu needs nvImageCodec: pip install "
+                        "nvidia-nvimgcodec-cu13 nvidia-nvjpeg (or the -cu12 wheels); see BUILD.md")
+    if wanted == "tf.data" and spec.backend == "jax":  # (the TF backend has imported it)
+        try:
+            import tensorflow  # noqa: F401  (it will be needed in a moment anyway)
+        except ImportError:
+            raise DataError("--input_pipeline=tf.data needs TensorFlow, which is not "
+                            "installed here; use --input_pipeline=grain (or gpu) with "
+                            "--backend=jax") from None
+
+
+def make(train_records: list, validation_records: list | None, spec: InputSpec, *,
+         preset: str, image_size: int, num_classes: int) -> Datasets:
+    """The training and validation streams of this process from all records.
+
+    Args:
+        train_records: every (path or bytes, label) of the training split.
+        validation_records: the same for validation, or None (no validation).
+        spec: the builders' plain inputs (batch, shard, seed, dtype, pipeline).
+        preset: standard, heavy or small (augment.PRESETS).
+        image_size: side of the images handed to the model.
+        num_classes: labels are 0..num_classes-1.
+    """
+    pipeline = choose(spec, preset)
+    build = {"tf.data": _tf_data, "grain": _grain, "gpu": _gpu}[pipeline]
+    validation_records = validation_records if spec.with_validation else None
+    # Every process runs the same number of evaluation batches: size them for the
+    # largest shard (the others pad with weight-0 images).
+    largest = -(-len(validation_records) // spec.num_processes) if validation_records else 0
+    data = build(_shard(train_records, spec), validation_records and _shard(
+        validation_records, spec), spec, preset, image_size, largest)
+    data.num_classes, data.image_size = num_classes, image_size
+    data.train_examples = len(train_records)
+    data.validation_examples = len(validation_records or [])
+    data.input_pipeline, data.preset = pipeline, preset
+    return data
+
+
+def _shard(records, spec):
+    return records[spec.process_index::spec.num_processes]
+
+
+def _batches(examples: int, batch_size: int) -> int:
+    return max(1, -(-examples // batch_size))
+
+
+def _empty() -> Datasets:
+    return Datasets(train=None, validation=None, num_classes=0, image_size=0,
+                    train_examples=0, validation_examples=0, validation_batches=0)
+
+
+def _tf_data(train, validation, spec, preset, size, largest) -> Datasets:
+    import tensorflow as tf
+
+    from preprocessing import image_ops, pipeline
+
+    counter = pipeline.DecodeCounter()
+
+    def records_of(pairs):
+        paths = tf.constant([p for p, _ in pairs])
+        ids = tf.constant([label for _, label in pairs], tf.int64)
+        return pipeline.read_files(tf.data.Dataset.from_tensor_slices((paths, ids)))
+
+    data = _empty()
+    data.train = pipeline.train_stream(
+        records_of(train), len(train), image_ops.train_transform(preset, size, spec.dtype),
+        spec.batch_size, spec.seed, counter)
+    if validation:
+        data.validation, data.validation_batches = pipeline.eval_stream(
+            records_of(validation), largest, image_ops.eval_transform(preset, size, spec.dtype),
+            spec.batch_size, size, spec.dtype, counter)
+    data.skipped_images = counter.skipped
+    return data
+
+
+def _grain(train, validation, spec, preset, size, largest) -> Datasets:
+    from preprocessing import grain_pipeline, host_ops
+    from preprocessing.feed import Feed
+
+    # Worker processes pay off for real photos; tiny images (the small preset) decode
+    # faster in this process than they could be shipped between processes.
+    workers = 0 if preset == "small" else None
+    train_source = grain_pipeline.FileSource(train)
+    stream = grain_pipeline.train_stream(
+        train_source, spec.batch_size, host_ops.train_transform(preset, size, spec.dtype),
+        spec.seed, workers=workers)
+    data = _empty()
+    data.train = Feed(stream, None)
+    sources = [train_source]
+    if validation:
+        val_source = grain_pipeline.FileSource(validation)
+        sources.append(val_source)
+        evaluation, _ = grain_pipeline.eval_stream(
+            val_source, spec.batch_size, host_ops.eval_transform(preset, size, spec.dtype),
+            size, spec.dtype, examples=largest, workers=workers)
+        data.validation_batches = _batches(largest, spec.batch_size)
+        data.validation = Feed(evaluation, data.validation_batches)
+    data.skipped_images = lambda: sum(s.skipped_images() for s in sources)
+    _feed_facts(data)
+    return data
+
+
+def _feed_facts(data) -> None:
+    data.input_state, data.restore_input = data.train.state_at, data.train.restore
+    data.input_wait_seconds = lambda: data.train.wait_seconds
+
+
+def _gpu(train, validation, spec, preset, size, largest) -> Datasets:
+    from preprocessing.feed import Feed
+    from preprocessing.gpu_pipeline import GpuJpegStream
+
+    if preset not in ("standard",):
+        raise DataError(f"--input_pipeline=gpu implements the standard preset (Inception "
+                        f"crop, flip); --preprocessing={preset} needs grain or tf.data")
+    sharding = _data_sharding(spec, size)
+    stream = GpuJpegStream(train, spec.batch_size, size, spec.seed, train=True,
+                           dtype=spec.dtype, sharding=sharding)
+    streams = [stream]
+    data = _empty()
+    data.train = Feed(stream, None)
+    if validation:
+        evaluation = GpuJpegStream(validation, spec.batch_size, size, spec.seed, train=False,
+                                   dtype=spec.dtype, sharding=sharding)
+        streams.append(evaluation)
+        data.validation_batches = evaluation.num_batches
+        data.validation = Feed(evaluation, data.validation_batches)
+    data.skipped_images = lambda: sum(s.skipped_images() for s in streams)
+    _feed_facts(data)
+    return data
+
+
+def _data_sharding(spec, size):
+    """The layout keras.distribution gives a batch of this process, or None."""
+    import keras
+
+    distribution = keras.distribution.distribution()
+    if distribution is None:
+        return None
+    shape = (spec.batch_size * spec.num_processes, size, size, 3)
+    return distribution.get_data_layout(shape).backend_layout

@@ -1,0 +1,419 @@
+"""The GPU JPEG pipeline, run on the CPU with decoder="cpu": the same planning, canvas
+and compiled crop/resize step as on the GPU, with host_ops.decode instead of nvJPEG.
+
+Compared with the tf.data path (image_ops) on the same files: evaluation images
+within JPEG tolerance, training crops with the same distribution.
+"""
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import ROOT
+from image_files import encode
+from preprocessing import augment
+from preprocessing.canvas_ops import make_canvas_step, normalize_host, resize_bilinear_host
+from preprocessing.gpu_pipeline import GpuJpegStream
+from preprocessing.jpeg_header import read_jpeg_header
+from preprocessing.jpeg_plan import PlanSpec, plan_batch
+
+NO_TF = os.path.join(os.path.dirname(__file__), "no_tensorflow")
+STD = np.asarray(augment.STDDEV_RGB, np.float32)
+# JPEG tolerance, in gray levels (0-255): TensorFlow decodes and crops in one step
+# (decode_and_crop_jpeg) while the pipeline decodes, then crops; both use
+# libjpeg-turbo's fast integer DCT, so only chroma upsampling at the crop's edge
+# and float rounding can differ.
+MEAN_TOLERANCE, MAX_TOLERANCE = 0.5, 8.0
+
+
+def photo(height: int, width: int, seed: int) -> np.ndarray:
+    """Smooth content with some noise, like a photo (JPEG keeps it well)."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:height, 0:width]
+    a, b, phase = rng.uniform(0.01, 0.08, 2).tolist() + [rng.uniform(0, 6)]
+    base = (np.sin(xx * a + phase) + np.cos(yy * b)) * 60 + 128
+    image = np.stack([base, np.roll(base, 7, 1), 255 - base], -1) + rng.normal(0, 4, (height, width, 3))
+    return np.clip(image, 0, 255).astype(np.uint8)
+
+
+def write(path, data: bytes) -> str:
+    with open(path, "wb") as f:
+        f.write(data)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def jpegs(tmp_path_factory):
+    """24 JPEGs of assorted sizes (gray and progressive among them) with labels."""
+    folder = tmp_path_factory.mktemp("jpegs")
+    rng = np.random.default_rng(0)
+    records = []
+    for i in range(24):
+        height, width = (int(v) for v in rng.integers(40, 160, 2))
+        image = Image.fromarray(photo(height, width, i))
+        buffer = io.BytesIO()
+        if i == 3:
+            image = image.convert("L")
+        image.save(buffer, format="JPEG", quality=90, progressive=(i == 5))
+        records.append((write(folder / f"{i:02d}.JPEG", buffer.getvalue()), i % 6))
+    return records
+
+
+@pytest.fixture(scope="module")
+def odd_files(tmp_path_factory):
+    """(path, label, kind): a PNG named .JPEG, a CMYK JPEG, a truncated and a corrupt
+    file; each label's color is a solid color, so a wrong label would show."""
+    folder = tmp_path_factory.mktemp("odd")
+    files = []
+    for label in range(4):
+        color = np.array(COLORS[label], np.uint8)
+        pixels = np.tile(color, (48 + 8 * label, 64, 1))
+        kind, data = "jpeg", encode(pixels)
+        if label == 1:
+            kind, data = "png", encode(pixels, fmt="PNG")
+        elif label == 2:
+            kind, data = "cmyk", encode(pixels, mode="CMYK")
+        files.append((write(folder / f"good_{label}.JPEG", data), label, kind))
+    whole = encode(photo(96, 128, 1))  # long enough that the cut falls inside the scan
+    files.append((write(folder / "truncated.JPEG", whole[: len(whole) * 3 // 4]), 3, "truncated"))
+    files.append((write(folder / "corrupt.JPEG", b"\xff\xd8\xff\xe0 not a JPEG"), 3, "corrupt"))
+    return files
+
+
+COLORS = [(200, 40, 40), (40, 200, 40), (40, 40, 200), (200, 200, 40)]
+
+
+def pixels_of(images) -> np.ndarray:
+    """Normalized model input back to [0, 255] float32."""
+    return np.asarray(images, np.float32) * STD + np.asarray(augment.MEAN_RGB, np.float32)
+
+
+def planned(stream, position):
+    """The slots the stream plans for one batch (of its one device)."""
+    records, future = stream._submit(position)
+    return stream._finish(position, records, future.result())[1][0]
+
+
+def batches(stream, count):
+    return [tuple(np.asarray(a) for a in next(stream)) for _ in range(count)]
+
+
+# ---- the pieces --------------------------------------------------------------------
+
+
+def test_jpeg_header_reads_size_and_routes_odd_files(jpegs, odd_files):
+    for path, _ in jpegs:
+        data = open(path, "rb").read()
+        header = read_jpeg_header(data)
+        width, height = Image.open(path).size
+        assert (header.height, header.width) == (height, width) and header.gpu_decodable
+    kinds = {kind: open(path, "rb").read() for path, _, kind in odd_files}
+    assert read_jpeg_header(kinds["png"]) is None and read_jpeg_header(kinds["corrupt"]) is None
+    cmyk = read_jpeg_header(kinds["cmyk"])
+    assert cmyk.components == 4 and not cmyk.gpu_decodable
+    truncated = read_jpeg_header(kinds["truncated"])
+    assert truncated is not None and not truncated.complete and not truncated.gpu_decodable
+
+
+def test_jpeg_header_knows_what_the_hardware_decoder_takes(tmp_path):
+    image = Image.fromarray(photo(64, 80, 3))
+    kinds = {}
+    for name, kwargs in {"420": {}, "444": {"subsampling": 0}, "progressive":
+                         {"progressive": True}}.items():
+        buffer = io.BytesIO()
+        image.save(buffer, format="JPEG", quality=90, **kwargs)
+        kinds[name] = read_jpeg_header(buffer.getvalue())
+    buffer = io.BytesIO()
+    image.convert("L").save(buffer, format="JPEG", quality=90)
+    kinds["gray"] = read_jpeg_header(buffer.getvalue())
+    assert kinds["420"].sampling == ((2, 2), (1, 1), (1, 1)) and kinds["420"].hw_decodable
+    assert kinds["444"].sampling == ((1, 1), (1, 1), (1, 1)) and kinds["444"].hw_decodable
+    assert kinds["gray"].hw_decodable
+    assert kinds["progressive"].gpu_decodable and not kinds["progressive"].hw_decodable
+
+
+def test_gpu_planning_routes_each_kind_of_file(tmp_path, odd_files):
+    """What goes to nvImageCodec, what to the CPU, what is skipped (no GPU needed)."""
+    image = Image.fromarray(photo(300, 200, 5))
+    files = {}
+    for name, kwargs in {"baseline": {}, "progressive": {"progressive": True}}.items():
+        buffer = io.BytesIO()
+        image.save(buffer, format="JPEG", quality=90, **kwargs)
+        files[name] = write(tmp_path / f"{name}.JPEG", buffer.getvalue())
+    files.update({kind: path for path, _, kind in odd_files if kind != "jpeg"})
+    names = list(files)
+    paths = [files[n] for n in names] + [None]  # None: eval padding
+
+    def routes(**spec):
+        spec = PlanSpec(**{"seed": 0, "train": False, "roi": True, "max_side": 1024,
+                           "image_size": 32, "gpu": True, **spec})
+        return {n: s for n, s in zip(names + ["padding"], plan_batch(paths, (0, 0), spec))}
+
+    default = routes()
+    assert {n: s.route for n, s in default.items()} == {
+        "baseline": "gpu", "progressive": "gpu", "png": "host", "cmyk": "host",
+        "truncated": "bad", "corrupt": "bad", "padding": "bad"}
+    y, x, h, w = default["baseline"].window  # eval: the center 87.5%, decoded alone (ROI)
+    assert (h, w) == (175, 175) and default["baseline"].region == (y, x, h, w)
+    assert default["baseline"].box == (0, 0, 175, 175) and default["png"].pixels.dtype == np.uint8
+    assert routes(hw_only=True)["progressive"].route == "host"
+    whole = routes(roi=False)["baseline"]
+    assert whole.region is None and whole.content == (300, 200) and whole.box == (y, x, h, w)
+    small = routes(max_side=128)["baseline"]  # window beyond every canvas: resized on the host
+    assert small.route == "host" and small.pixels.shape == (32, 32, 3)
+
+
+def test_the_device_step_resizes_like_tensorflow():
+    import tensorflow as tf
+
+    rng = np.random.default_rng(1)
+    step = make_canvas_step(24, "float32")
+    canvas = rng.integers(0, 256, (3, 64, 96, 3), dtype=np.uint8)
+    boxes = np.array([[0, 0, 64, 96], [5, 9, 30, 17], [10, 3, 1, 50]], np.int32)
+    flips = np.array([False, True, False])
+    sources = np.array([0, 1, 1], np.int32)  # the third image stands in from slot 1
+    images, _ = step(canvas, sources, boxes, flips, np.array([True, True, False]))
+    images = np.asarray(images)
+    for i in range(2):
+        y, x, h, w = boxes[i]
+        expected = tf.image.resize(canvas[sources[i], y:y + h, x:x + w], [24, 24],
+                                   method="bilinear", antialias=False).numpy()
+        expected = expected[:, ::-1] if flips[i] else expected
+        np.testing.assert_allclose(images[i], normalize_host(expected), atol=1e-4)
+        np.testing.assert_allclose(resize_bilinear_host(canvas[sources[i], y:y + h, x:x + w], 24,
+                                                        flip=bool(flips[i])), expected, atol=1e-3)
+    assert not images[2].any()  # not valid: zeros
+
+
+# ---- against the tf.data path ----------------------------------------------------------
+
+
+def test_eval_images_equal_the_tf_data_eval_transform(jpegs):
+    import tensorflow as tf
+
+    from preprocessing import image_ops
+
+    transform = image_ops.eval_transform("standard", 48)
+    stream = GpuJpegStream(jpegs, 16, 48, seed=0, train=False, decoder="cpu")
+    got = [b for b in stream]
+    images = np.concatenate([np.asarray(b[0]) for b in got])[:len(jpegs)]
+    labels = np.concatenate([np.asarray(b[1]) for b in got])[:len(jpegs)]
+    assert labels.tolist() == [label for _, label in jpegs]
+    for image, (path, _) in zip(images, jpegs):
+        expected = transform(tf.constant(open(path, "rb").read())).numpy()
+        diff = np.abs((image - expected) * STD)  # in gray levels
+        assert diff.mean() < MEAN_TOLERANCE and diff.max() < MAX_TOLERANCE, (path, diff.max())
+
+
+def test_train_crops_follow_the_tf_crop_distribution_and_flip_half(tmp_path):
+    import tensorflow as tf
+
+    from preprocessing import image_ops
+
+    shape = (120, 200)
+    path = write(tmp_path / "one.JPEG", encode(photo(*shape, 0)))
+    stream = GpuJpegStream([(path, 0)] * 64, 64, 32, seed=3, train=True, decoder="cpu")
+    rng = np.random.default_rng(0)
+    ours, flips = [], []
+    for batch in range(40):  # the windows and flips the planner draws
+        for slot in planned(stream, (batch, 0)):
+            ours.append(slot.window)
+            flips.append(slot.flip)
+    tf_windows = [image_ops.random_crop_window(tf.constant([*shape, 3]),
+                                               tf.constant([int(s), 9], tf.int64)).numpy()
+                  for s in rng.integers(0, 2**31, 800)]
+
+    def stats(windows):
+        windows = np.asarray(windows, np.float64)
+        area = windows[:, 2] * windows[:, 3] / (shape[0] * shape[1])
+        aspect = windows[:, 3] / windows[:, 2]
+        return area.mean(), aspect.mean(), (area == 1).mean()
+
+    (a_ours, r_ours, full_ours), (a_tf, r_tf, full_tf) = stats(ours), stats(tf_windows)
+    assert abs(a_ours - a_tf) < 0.03 and abs(r_ours - r_tf) < 0.03
+    assert abs(full_ours - full_tf) < 0.04
+    assert 0.45 < np.mean(flips) < 0.55
+
+
+def test_train_batches_use_the_planned_windows_and_flips(jpegs):
+    """The images are the planned crops, resized and flipped (host reference)."""
+    stream = GpuJpegStream(jpegs, 8, 32, seed=5, train=True, decoder="cpu", prefetch=1)
+    plan = planned(stream, (0, 0))
+    images, labels = (np.asarray(a) for a in next(stream))
+    from preprocessing import host_ops
+
+    flipped = 0
+    for image, label, slot in zip(images, labels, plan):
+        assert label == stream.records[slot.record][1]
+        y, x, h, w = slot.window
+        pixels = host_ops.decode(open(stream.records[slot.record][0], "rb").read())
+        expected = resize_bilinear_host(pixels[y:y + h, x:x + w], 32, flip=slot.flip)
+        np.testing.assert_allclose(pixels_of(image), expected, atol=0.05)
+        flipped += slot.flip
+    stream.close()
+
+
+# ---- the stream's contract ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_shapes_dtypes_and_eval_padding(jpegs, dtype):
+    train = GpuJpegStream(jpegs, 10, 32, seed=1, train=True, dtype=dtype, decoder="cpu")
+    images, labels = next(train)
+    assert images.shape == (10, 32, 32, 3) and str(images.dtype) == dtype
+    assert labels.shape == (10,) and str(labels.dtype) == "int32"
+    assert train.steps_per_epoch == 2
+    train.close()
+    evaluation = GpuJpegStream(jpegs, 10, 32, seed=1, train=False, dtype=dtype, decoder="cpu")
+    assert evaluation.num_batches == 3
+    for _ in range(2):  # every evaluation reads everything again
+        got = list(evaluation)
+        assert len(got) == 3
+        weights = np.concatenate([np.asarray(w) for _, _, w in got])
+        assert weights.tolist() == [1.0] * 24 + [0.0] * 6
+        assert not np.asarray(got[-1][0], np.float32)[4:].any()  # padding is zeros
+        assert np.asarray(got[-1][1])[4:].tolist() == [0] * 6
+
+
+def test_odd_files_are_decoded_on_the_cpu_or_skipped_and_counted(odd_files):
+    records = [(path, label) for path, label, _ in odd_files]
+    evaluation = GpuJpegStream(records, 4, 16, seed=0, train=False, decoder="cpu")
+    images, labels, weights = (np.concatenate([np.asarray(b[i]) for b in evaluation])
+                               for i in range(3))
+    kinds = [kind for _, _, kind in odd_files]
+    assert weights[:6].tolist() == [0.0 if k in ("truncated", "corrupt") else 1.0 for k in kinds]
+    for image, label, weight in zip(images, labels, weights):
+        if weight:  # the right color for the label: no image got another's label
+            assert np.abs(pixels_of(image).mean((0, 1)) - COLORS[label]).max() < 12
+    assert evaluation.skipped_images() == 2
+
+    train = GpuJpegStream(records * 3, 6, 16, seed=0, train=True, decoder="cpu")
+    for _ in range(9):  # 3 epochs: each bad file met 9 times, counted once
+        images, labels = (np.asarray(a) for a in next(train))
+        assert images.shape[0] == 6
+        for image, label in zip(images, labels):
+            assert np.abs(pixels_of(image).mean((0, 1)) - COLORS[label]).max() < 12
+    assert train.skipped_images() == 2
+    train.close()
+
+
+def test_a_seed_decides_everything_and_state_resumes_the_same_sequence(jpegs):
+    def stream(seed):
+        return GpuJpegStream(jpegs, 7, 24, seed=seed, train=True, decoder="cpu")
+
+    first, again, other = stream(11), stream(11), stream(12)
+    a, b, c = batches(first, 5), batches(again, 5), batches(other, 5)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x[0], y[0])
+        np.testing.assert_array_equal(x[1], y[1])
+    assert any(not np.array_equal(x[0], z[0]) for x, z in zip(a, c))
+    state = first.get_state()  # 5 batches of 3 per epoch: epoch 1, batch 2
+    assert (state["epoch"], state["batch"]) == (1, 2)
+    json.dumps(state)
+    following = batches(first, 4)
+    resumed = stream(11)
+    resumed.set_state(state)
+    for x, y in zip(following, batches(resumed, 4)):
+        np.testing.assert_array_equal(x[0], y[0])
+        np.testing.assert_array_equal(x[1], y[1])
+    # A stream made with another seed (a resumed run without --seed draws a new
+    # one) adopts the state's: the same sequence again.
+    adopted = stream(12)
+    adopted.set_state(state)
+    for x, y in zip(following, batches(adopted, 4)):
+        np.testing.assert_array_equal(x[0], y[0])
+    for s in (first, again, other, resumed, adopted):
+        s.close()
+
+
+def test_planning_in_worker_processes_or_in_process_gives_the_same_batches(jpegs):
+    here = GpuJpegStream(jpegs, 6, 24, seed=2, train=True, decoder="cpu", workers=0)
+    there = GpuJpegStream(jpegs, 6, 24, seed=2, train=True, decoder="cpu", workers=2)
+    for x, y in zip(batches(here, 5), batches(there, 5)):
+        np.testing.assert_array_equal(x[0], y[0])
+        np.testing.assert_array_equal(x[1], y[1])
+    here.close()
+    there.close()
+
+
+def test_windows_too_large_for_any_canvas_are_resized_on_the_host(jpegs):
+    import tensorflow as tf
+
+    from preprocessing import image_ops
+
+    transform = image_ops.eval_transform("standard", 32)
+    big = [(p, l) for p, l in jpegs if min(Image.open(p).size) * 0.875 > 64][:6]
+    stream = GpuJpegStream(big, 6, 32, seed=0, train=False, decoder="cpu", canvas_sides=(32, 64))
+    images = np.asarray(next(iter(stream))[0])
+    for image, (path, _) in zip(images, big):
+        expected = transform(tf.constant(open(path, "rb").read())).numpy()
+        diff = np.abs((image - expected) * STD)
+        assert diff.mean() < MEAN_TOLERANCE + 0.5 and diff.max() < MAX_TOLERANCE  # + rounding
+
+
+def test_arguments_are_checked(jpegs):
+    with pytest.raises(ValueError, match="cannot fill one batch"):
+        GpuJpegStream(jpegs[:3], 4, 32, seed=0, train=True, decoder="cpu")
+    with pytest.raises(ValueError, match="decoder must be one of"):
+        GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="pil")
+    with pytest.raises(ValueError, match="needs GPU devices"):
+        GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="nvimgcodec")
+
+
+# ---- in fresh processes: no TensorFlow, and two devices --------------------------------
+
+
+def run_python(code: str, env: dict) -> dict:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=240, cwd=ROOT, env={**os.environ, **env})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_pipeline_imports_no_tensorflow(jpegs):
+    code = (
+        "import json, sys\n"
+        f"sys.path.insert(0, {ROOT!r})\n"
+        "from preprocessing.gpu_pipeline import GpuJpegStream\n"
+        f"s = GpuJpegStream({jpegs!r}, 8, 32, seed=0, train=True)\n"
+        "x, y = next(s)\n"
+        "print(json.dumps({'tf': 'tensorflow' in sys.modules, 'decoder': s.decoder,"
+        " 'shape': list(x.shape)}))\n")
+    result = run_python(code, {"PYTHONPATH": NO_TF, "JAX_PLATFORMS": "cpu"})
+    assert result == {"tf": False, "decoder": "cpu", "shape": [8, 32, 32, 3]}
+
+
+def test_two_devices_get_their_slices_of_a_sharded_batch(jpegs):
+    code = (
+        "import json, sys, numpy as np, jax\n"
+        f"sys.path.insert(0, {ROOT!r})\n"
+        "from jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
+        "from preprocessing.gpu_pipeline import GpuJpegStream\n"
+        "sharding = NamedSharding(Mesh(np.array(jax.devices()), ('batch',)), P('batch'))\n"
+        f"records = {jpegs!r}\n"
+        "two = GpuJpegStream(records, 8, 16, seed=4, train=True, decoder='cpu',"
+        " sharding=sharding)\n"
+        "one = GpuJpegStream(records, 8, 16, seed=4, train=True, decoder='cpu')\n"
+        "result = {'devices': len(jax.devices())}\n"
+        "for _ in range(3):\n"
+        "    (x, y), (x1, y1) = next(two), next(one)\n"
+        "    result['sharding'] = x.sharding == sharding\n"
+        "    result['labels_sharded'] = y.sharding.spec == P('batch')\n"
+        "    result['shards'] = sorted(s.data.shape[0] for s in x.addressable_shards)\n"
+        "    result['same'] = bool(np.array_equal(np.asarray(x), np.asarray(x1))"
+        " and np.array_equal(np.asarray(y), np.asarray(y1)))\n"
+        "    assert result['same']\n"
+        "ev = GpuJpegStream(records, 10, 16, seed=4, train=False, decoder='cpu',"
+        " sharding=sharding)\n"
+        "result['eval_weights'] = float(sum(np.asarray(w).sum() for _, _, w in ev))\n"
+        "print(json.dumps(result))\n")
+    result = run_python(code, {"XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+                               "JAX_PLATFORMS": "cpu", "PYTHONPATH": NO_TF})
+    assert result == {"devices": 2, "sharding": True, "labels_sharded": True,
+                      "shards": [4, 4], "same": True, "eval_weights": 24.0}
