@@ -118,3 +118,15 @@ def test_a_mid_epoch_resume_on_grain_continues_the_same_input_order(digits_dir, 
     want = read_metrics(str(tmp_path / "straight"))[-1]["val_loss"]
     got = read_metrics(str(logdir))[-1]["val_loss"]
     assert got == pytest.approx(want, rel=1e-5, abs=1e-6)
+
+
+def test_input_benchmark_times_the_grain_pipeline_alone(digits_dir, tmp_path):
+    logdir = tmp_path / "bench"
+    done = run_cli("--benchmark=input", "--backend=jax", "--input_pipeline=grain",
+                   f"--data_dir={digits_dir}", "--image_size=8", "--steps_per_epoch=10",
+                   f"--logdir={logdir}", env=NO_TF)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = summary_of(logdir)
+    assert summary["mode"] == "input_benchmark" and summary["input_pipeline"] == "grain"
+    assert summary["input_images_per_sec"] > 0 and summary["model_images_per_sec"] > 0
+    assert "input_pipeline=grain" in done.stdout

@@ -64,7 +64,8 @@ def run(context) -> dict:
     data = make_datasets(config.dataset, dataclasses.replace(spec, with_validation=False))
     batches = config.steps_per_epoch or DEFAULT_BATCHES
     print(f"[input] timing {batches} batches of {spec.batch_size} from {config.dataset} "
-          f"({data.image_size}x{data.image_size}, preprocessing={config.preprocessing})",
+          f"({data.image_size}x{data.image_size}, input_pipeline={data.input_pipeline}, "
+          f"preprocessing={data.preset})",
           flush=True)
     # Every process reads its own shard: the job's rate is the sum.
     rate = time_pipeline(data.train, batches, spec.batch_size) * topology.num_processes
@@ -73,7 +74,8 @@ def run(context) -> dict:
     ratio = rate / appetite if appetite else None
     summary = {
         "mode": "input_benchmark", **topology.describe(), "dataset": config.dataset,
-        "model": config.model, "preprocessing": config.preprocessing,
+        "model": config.model, "preprocessing": data.preset,
+        "input_pipeline": data.input_pipeline,
         "image_size": data.image_size, "global_batch_size": config.global_batch_size,
         "batches_timed": batches, "cpu_cores": cores,
         "input_images_per_sec": round(rate, 1),
