@@ -162,13 +162,13 @@ def test_an_array_record_only_dataset_on_tf_data_is_one_line(array_record_only, 
 def test_records_are_lazy_picklable_getters_of_encoded_bytes(array_record_only):
     """What streams.make gets: (callable -> bytes, int) pairs made only when asked for;
     a getter pickles small (grain's spawned workers receive it) and reads the record."""
-    from preprocessing import InputSpec, tfds_data
+    from preprocessing import InputSpec, tfds_data, tfds_records
 
     spec = InputSpec(data_dir=str(array_record_only), image_size=0, batch_size=4,
                      backend="jax", input_pipeline="grain")
     builder = tfds_data.prepare_array_record(TINY, spec)
-    reader = tfds_data.SplitReader(builder, "train", "image", "label")
-    records = tfds_data.Records(reader, tfds_data._labels(TINY, reader))
+    reader = tfds_records.SplitReader(builder, "train", "image", "label")
+    records = tfds_records.Records(reader, tfds_records.labels_of(TINY, reader))
     assert len(records) == 60 and len(records[1::2]) == 30
     getter, label = records[1::2][3]  # record 7
     assert isinstance(label, int) and label == records[7][1]
@@ -205,3 +205,22 @@ def test_a_partial_copy_is_one_line_before_anything_is_read(array_record_only, t
     with pytest.raises(DataError, match="holds 0 of the 1 ArrayRecord shards of split 'test'"):
         tfds_data.check(TINY, spec)
     tfds_data.check(TINY, dataclasses.replace(spec, with_validation=False))
+
+
+def test_grain_source_keeps_a_tfds_split_whole_not_a_getter_per_record(array_record_only):
+    """grain's FileSource takes a Records view as one reader plus a label array, so what
+    its spawned workers unpickle does not grow with an object per record."""
+    from preprocessing import InputSpec, tfds_data, tfds_records
+    from preprocessing.grain_pipeline import FileSource
+
+    spec = InputSpec(data_dir=str(array_record_only), image_size=0, batch_size=4,
+                     backend="jax", input_pipeline="grain")
+    builder = tfds_data.prepare_array_record(TINY, spec)
+    reader = tfds_records.SplitReader(builder, "train", "image", "label")
+    records = tfds_records.Records(reader, tfds_records.labels_of(TINY, reader))[1::2]
+    source = FileSource(records)
+    again = pickle.loads(pickle.dumps(source))
+    assert len(again) == 30
+    index, data, label = again[3]  # record 7 of the split
+    assert data == records.read(3) and label == records[3][1]
+    assert source._getters is None  # no per-record objects were built
