@@ -174,3 +174,12 @@ def test_helpfull_and_flagfile_work_as_absl_users_expect(tmp_path, digits_dir):
     done = run_cli(f"--flagfile={flagfile}")
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((tmp_path / "ff" / "config.json").read_text())["epochs"] == 1
+
+
+def test_a_run_folder_that_cannot_be_made_is_one_line_and_exit_2(digits_dir):
+    """As root /proc looks writable, so the preflight passes; making the folder fails."""
+    done = run_cli(*tiny_flags(digits_dir, "/proc/forbidden/run", "--epochs=1"), timeout=180)
+    errors = error_lines(done.stderr)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert len(errors) == 1 and "--logdir=/proc/forbidden/run cannot be created" in errors[0]
+    assert "Traceback" not in done.stderr

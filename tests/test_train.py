@@ -91,3 +91,16 @@ def test_fresh_moves_the_old_run_aside_and_starts_over(digits_dir, tmp_path):
     assert len(aside) == 1
     with open(tmp_path / aside[0] / "config.json") as f:
         assert json.load(f)["epochs"] == 1  # the old run is kept, not deleted
+
+
+def test_any_failure_to_make_the_run_folder_is_a_run_dir_error(digits_dir, tmp_path,
+                                                                monkeypatch):
+    """A full disk (or anything else the preflight could not foresee) is one line."""
+    import errno
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "makedirs", full)
+    with pytest.raises(RunDirError, match="cannot be created or written .No space left"):
+        app.run(tiny(digits_dir, tmp_path / "full"))

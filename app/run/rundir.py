@@ -67,13 +67,22 @@ def preflight(config) -> RunDir:
 
 
 def create(run_dir: RunDir, config) -> None:
-    """Makes the folder (moving an old one aside for --fresh) and saves config.json."""
-    if run_dir.fresh_moves_aside:
-        aside = f"{os.path.normpath(run_dir.path)}.old-{time.strftime('%Y%m%d-%H%M%S')}"
-        os.replace(run_dir.path, aside)
-        print(f"--fresh: moved the previous contents of {run_dir.path} to {aside}")
-    os.makedirs(run_dir.path, exist_ok=True)
-    write_json_atomic(os.path.join(run_dir.path, CONFIG_FILE), config.to_dict())
+    """Makes the folder (moving an old one aside for --fresh) and saves config.json.
+
+    Raises:
+        RunDirError: whatever stops it (the preflight cannot foresee everything:
+            as root, /proc looks writable but no folder can be made in it).
+    """
+    try:
+        if run_dir.fresh_moves_aside:
+            aside = f"{os.path.normpath(run_dir.path)}.old-{time.strftime('%Y%m%d-%H%M%S')}"
+            os.replace(run_dir.path, aside)
+            print(f"--fresh: moved the previous contents of {run_dir.path} to {aside}")
+        os.makedirs(run_dir.path, exist_ok=True)
+        write_json_atomic(os.path.join(run_dir.path, CONFIG_FILE), config.to_dict())
+    except OSError as error:
+        raise RunDirError(f"--logdir={run_dir.path} cannot be created or written "
+                          f"({error.strerror or error})") from None
 
 
 def write_json_atomic(path: str, obj) -> None:
