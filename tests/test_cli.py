@@ -60,6 +60,8 @@ def test_two_replicas_on_cpu(digits_dir, tmp_path, backend, strategy):
     assert summary["num_replicas"] == 2 and summary["per_replica_batch_size"] == 16
     assert summary["epochs_completed"] == 2 and summary["val_top1"] is not None
     assert "replicas=2" in done.stdout
+    # Two logical devices of one CPU host are one machine on the bill.
+    assert summary["machines"] == 1 and summary["price_per_hour_usd"] == 0.194236
 
 
 def test_jax_synthetic_run_never_imports_tensorflow(tmp_path):

@@ -63,3 +63,18 @@ def test_billing_charges_whole_machines_and_honours_overrides():
 
 def test_dollars_per_million_images():
     assert money.usd_per_million_images(1000.0, 3.6) == pytest.approx(1.0)
+
+
+def test_logical_cpu_devices_are_one_machine_and_accelerators_count_one_by_one():
+    from app.engine.distribute import Topology
+
+    cpu = Topology("jax", "cpu", num_processes=1, process_index=0, devices_per_process=4,
+                   device_kind="cpu")
+    assert cpu.num_replicas == 4 and cpu.billed_devices == 1
+    two_hosts = Topology("jax", "cpu", 2, 0, 2, "cpu")
+    assert two_hosts.billed_devices == 2
+    gpus = Topology("jax", "gpu", 1, 0, 8, "NVIDIA H200")
+    assert gpus.billed_devices == 8
+    billing = prices.resolve_billing("auto", "on_demand", None, None, "cpu",
+                                     cpu.billed_devices)
+    assert billing.machines == 1 and billing.price_per_hour_usd == pytest.approx(0.194236)

@@ -46,6 +46,12 @@ class Topology:
         return self.num_processes * self.devices_per_process
 
     @property
+    def billed_devices(self) -> int:
+        """Devices a cloud charges for: the logical CPU devices of one host are one
+        machine (its host), accelerators are counted one by one."""
+        return self.num_processes if self.accelerator == "cpu" else self.num_replicas
+
+    @property
     def is_chief(self) -> bool:
         """Process 0 alone writes logs, summaries, checkpoints and traces."""
         return self.process_index == 0

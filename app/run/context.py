@@ -56,7 +56,7 @@ def prepare(config, started_at: float) -> RunContext:
     check_dataset(config.dataset, spec)
     billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
                               config.peak_tflops_per_device, topology.device_kind,
-                              topology.num_replicas)
+                              topology.billed_devices)
     return RunContext(config, topology, run_dir, spec, billing, started_at)
 
 
