@@ -12,7 +12,7 @@ import time
 
 import keras
 
-from callbacks.money import billed_usd_per_million_images, cost_usd
+from callbacks.money import billed_seconds, billed_usd_per_million_images, cost_usd
 
 
 class CloudCost(keras.callbacks.Callback):
@@ -57,7 +57,7 @@ class CloudCost(keras.callbacks.Callback):
 
     def billed_seconds(self) -> float:
         """Seconds billed so far, earlier attempts included."""
-        return self.billed_seconds_before + (time.time() - self.start_time)
+        return billed_seconds(self.start_time, self.billed_seconds_before)
 
     def current_cost_usd(self) -> float:
         return cost_usd(self.billed_seconds(), self.price_per_hour_usd)

@@ -1,4 +1,4 @@
-"""The arithmetic of money: dollars from billed time, and the two per-image figures.
+"""The arithmetic of money: billed time, dollars from it, and the two per-image figures.
 
 Pure Python (no framework), shared by the cost callback, the summary, the sweep and
 the report. Two different "dollars per million images" exist and are named apart:
@@ -11,6 +11,14 @@ the report. Two different "dollars per million images" exist and are named apart
 """
 
 from __future__ import annotations
+
+import time
+
+
+def billed_seconds(start_time: float, billed_seconds_before: float = 0.0) -> float:
+    """Wall-clock seconds billed so far: since `start_time` (a `time.time()`), plus
+    those of earlier attempts. Known with or without a price."""
+    return billed_seconds_before + (time.time() - start_time)
 
 
 def cost_usd(billed_seconds: float, price_per_hour_usd: float) -> float:

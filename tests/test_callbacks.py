@@ -149,6 +149,21 @@ def test_a_target_met_at_the_first_epoch_is_not_interpolated_and_history_resumes
     assert [h["epoch"] for h in resumed.history] == [1, 2] and resumed.best_top1 == 0.4
 
 
+def test_hours_to_a_target_need_no_price():
+    """Without a price there is no cost callback: the hours come from the targets'
+    own billing clock (earlier attempts included), the dollars stay unknown."""
+    tracker = TopOneTargets([0.5], start_time=time.time() - 1800, billed_seconds_before=1800)
+    logs = {"val_top1": 0.6}
+    tracker.on_epoch_end(0, logs)
+    target = tracker.targets()[0]
+    assert target["reached"] and target["hours"] == pytest.approx(1.0, abs=1e-3)
+    assert target["cost_usd"] is None
+    assert logs["billed_hours"] == target["hours"]  # for metrics.jsonl and the report
+    priced = {"val_top1": 0.6, "billed_hours": 2.0, "cost_usd": 8.0}
+    TopOneTargets([0.5]).on_epoch_end(0, priced)
+    assert priced["billed_hours"] == 2.0  # the cost callback's figure is kept as it is
+
+
 # ----------------------------------------------------------------------------- MFU
 def test_mfu_is_achieved_flops_over_peak():
     meter = ModelFlopsUtilization(24.5e9, num_devices=4, peak_tflops_per_device=125.0)

@@ -185,3 +185,17 @@ def test_a_run_folder_that_cannot_be_made_is_one_line_and_exit_2(digits_dir):
     assert done.returncode == 2, done.stderr[-2000:]
     assert len(errors) == 1 and "--logdir=/proc/forbidden/run cannot be created" in errors[0]
     assert "Traceback" not in done.stderr
+
+
+def test_hours_to_a_target_are_known_without_a_price(digits_dir, tmp_path):
+    """There is no spot price for the CPU row: the cost is unknown, the hours are not."""
+    logdir = tmp_path / "spot"
+    done = run_cli(*tiny_flags(digits_dir, logdir, "--pricing=spot", "--target_top1=0.01"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["price_per_hour_usd"] is None and summary["cost_usd"] is None
+    target = summary["targets"][0]
+    assert target["reached"] and target["cost_usd"] is None
+    assert 0 < target["hours"] <= summary["billed_seconds"] / 3600
+    with open(logdir / "metrics.jsonl") as f:
+        assert all(json.loads(line)["billed_hours"] > 0 for line in f)

@@ -85,7 +85,9 @@ def make_callbacks(context, plan) -> RunCallbacks:
                          total_epochs=config.epochs)
     mfu = ModelFlopsUtilization(plan.train_flops_per_image, topology.num_replicas,
                                 billing.peak_tflops_per_device)
-    targets = TopOneTargets(config.target_top1, history=state.top1_history)
+    targets = TopOneTargets(config.target_top1, history=state.top1_history,
+                            start_time=context.started_at,
+                            billed_seconds_before=plan.billed_seconds_before)
     nan_guard = NanGuard(steps_per_epoch, resume_step=state.global_step)
     parts = RunCallbacks([], throughput, cost, mfu, targets, nan_guard)
     # Every process checkpoints in step (SIGTERM stops them all); process 0 writes.

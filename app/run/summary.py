@@ -12,7 +12,7 @@ import platform
 import sys
 import time
 
-from callbacks.money import usd_per_million_images
+from callbacks.money import billed_seconds, cost_usd, usd_per_million_images
 
 STATUS_BY_EXCEPTION = {"Preempted": "preempted", "Diverged": "diverged",
                        "KeyboardInterrupt": "interrupted"}
@@ -47,7 +47,7 @@ def build(context, plan, parts, status: str, attempts: list) -> dict:
     price = billing.price_per_hour_usd
     cost = parts.cost
     # Billed time comes from the ledger's earlier attempts whether or not there is a price.
-    billed_seconds = plan.billed_seconds_before + (time.time() - context.started_at)
+    billed = billed_seconds(context.started_at, plan.billed_seconds_before)
     summary = {
         # What ran, and where.
         **topology.describe(),
@@ -85,8 +85,8 @@ def build(context, plan, parts, status: str, attempts: list) -> dict:
         # Money.
         "machine": billing.machine, "pricing": billing.pricing, "machines": billing.machines,
         "price_per_hour_usd": price, "price_source": billing.source,
-        "billed_seconds": _round(billed_seconds, 2),
-        "cost_usd": _round(billed_seconds / 3600 * price) if price is not None else None,
+        "billed_seconds": _round(billed, 2),
+        "cost_usd": _round(cost_usd(billed, price)) if price is not None else None,
         "usd_per_million_images": _round(usd_per_million_images(images_per_sec, price))
         if price is not None and images_per_sec else None,
         "projected_cost_usd": _round(cost.projected_cost_usd) if cost else None,
