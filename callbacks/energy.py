@@ -1,21 +1,29 @@
-"""Energy: board power during the steady state, as joules per image and kWh per epoch.
+"""Energy: joules per image, board power and kWh per epoch, over the steady state.
 
-The 2018 study left energy for later. Where NVIDIA's NVML is available
-(nvidia-ml-py), a background thread samples the board power of the devices in use
-a few times a second during each epoch's steady state: from the end of the warm-up
-steps (the same window as the throughput callback: compile and the first
-execution of an epoch are left out, since the devices idle then) to the epoch's
-last step. So the figures sit next to the dollars. Elsewhere (CPUs, TPUs) the
-figures are simply absent, never zero.
+The 2018 study left energy for later. The window is the throughput's
+(callbacks/window.py): from the end of the warm-up to each epoch's last training
+step, so compile, idle time and evaluation are left out. Through NVIDIA's NVML
+(nvidia-ml-py), two ways, the first preferred:
+- `energy_counter`: each GPU's total-energy counter
+  (nvmlDeviceGetTotalEnergyConsumption, millijoules since the driver loaded,
+  Volta and newer), read at every step mark and differenced between the window's
+  first and last mark: the joules of exactly those steps, no sampling.
+- `power_samples`, only where the counter is unsupported: board power
+  (nvmlDeviceGetPowerUsage, which the driver averages over a trailing period, so
+  it lags a change of load) sampled a few times a second; the samples taken
+  inside the window, times its length.
+`method` says which was used. Elsewhere (CPUs, TPUs) the figures are absent,
+never zero.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 
 import keras
 
-from callbacks.throughput import steady_state_begins
+from callbacks.window import steady_window
 
 
 def visible_gpu_indices(count: int) -> list[int]:
@@ -31,19 +39,42 @@ def visible_gpu_indices(count: int) -> list[int]:
     return list(range(count))
 
 
-def nvml_power_reader(device_indices=None):
-    """fn() -> total board power in watts of the given GPUs, or None without NVML."""
+def _nvml_handles(device_indices):
     try:
         import pynvml
 
         pynvml.nvmlInit()
         count = pynvml.nvmlDeviceGetCount()
-        handles = [pynvml.nvmlDeviceGetHandleByIndex(i)
-                   for i in (device_indices if device_indices is not None else range(count))]
+        return [pynvml.nvmlDeviceGetHandleByIndex(i)
+                for i in (device_indices if device_indices is not None else range(count))]
     except Exception:  # no library, no driver, no GPU: no energy figures
-        return None
+        return []
+
+
+def nvml_energy_reader(device_indices=None):
+    """fn() -> joules the given GPUs used since their driver loaded, or None without
+    NVML or without the energy counter (GPUs older than Volta)."""
+    handles = _nvml_handles(device_indices)
     if not handles:
         return None
+    import pynvml
+
+    def read():
+        return sum(pynvml.nvmlDeviceGetTotalEnergyConsumption(h) for h in handles) / 1000.0
+
+    try:
+        read()
+    except Exception:  # NVMLError_NotSupported
+        return None
+    return read
+
+
+def nvml_power_reader(device_indices=None):
+    """fn() -> total board power in watts of the given GPUs, or None without NVML."""
+    handles = _nvml_handles(device_indices)
+    if not handles:
+        return None
+    import pynvml
 
     def read():
         return sum(pynvml.nvmlDeviceGetPowerUsage(h) for h in handles) / 1000.0
@@ -52,14 +83,22 @@ def nvml_power_reader(device_indices=None):
 
 
 class EnergyMeter(keras.callbacks.Callback):
-    """Publishes into epoch `logs`: `power_watts` (mean over the steady state),
-    `joules_per_image` (needs `images_per_sec` from the throughput callback) and
-    `kwh_per_epoch` (a full epoch's images at that energy per image). Public
-    attributes hold the last values.
+    """Energy of the steady-state steps, by epoch and for the run.
+
+    Publishes into epoch `logs`: `power_watts`, `joules_per_image` and
+    `kwh_per_epoch` (a full epoch's images at that energy per image), this epoch's
+    window. Public attributes, over every window of the run: `power_watts`,
+    `joules_per_image`, `kwh_per_epoch`; `method`; `windows` (one dict per epoch:
+    epoch, start_unix, end_unix, joules, images), for checking against another meter.
 
     Args:
-        read_power: fn() -> watts of all devices in use (e.g. `nvml_power_reader()`).
-        interval_seconds: time between samples.
+        read_energy: fn() -> joules used so far by the devices metered (a counter),
+            e.g. `nvml_energy_reader()`; preferred.
+        read_power: fn() -> watts of those devices, e.g. `nvml_power_reader()`;
+            used only without `read_energy`.
+        images_per_step: training images per step on the devices metered (the
+            global batch over the processes, each metering its own).
+        interval_seconds: time between power samples.
         warmup_steps: steps of the first epoch left out; 0 = automatic (as the
             throughput callback).
         images_per_epoch: training images of a full epoch, for kWh per epoch.
@@ -67,32 +106,38 @@ class EnergyMeter(keras.callbacks.Callback):
 
     async_safe = True
 
-    def __init__(self, read_power, interval_seconds: float = 0.2, warmup_steps: int = 0,
+    def __init__(self, read_energy=None, read_power=None, images_per_step: int = 1,
+                 interval_seconds: float = 0.2, warmup_steps: int = 0,
                  images_per_epoch: int = 0):
         super().__init__()
-        if read_power is None:
-            raise ValueError("read_power must be a callable returning watts, received None")
+        if read_energy is None and read_power is None:
+            raise ValueError("read_energy or read_power must be a callable, received None")
+        if images_per_step < 1:
+            raise ValueError(f"images_per_step must be >= 1, received {images_per_step}")
         if interval_seconds <= 0:
             raise ValueError(f"interval_seconds must be > 0, received {interval_seconds}")
-        self.read_power = read_power
+        self.read_energy, self.read_power = read_energy, read_power
+        self.method = "energy_counter" if read_energy is not None else "power_samples"
+        self.images_per_step = images_per_step
         self.interval_seconds = interval_seconds
         self.warmup_steps = warmup_steps
         self.images_per_epoch = images_per_epoch
         self.power_watts = self.joules_per_image = self.kwh_per_epoch = None
-        self._samples = []
+        self.windows = []
+        self._totals = [0.0, 0.0, 0]  # joules, seconds, images
+        self._marks, self._samples = [], []
         self._stop = threading.Event()
         self._thread = None
-        self._sampling = False
-        self._calls = 0
         self._first_epoch = True
         self._steps_per_call = 1
+        self._unix_offset = time.time() - time.perf_counter()
         self._lock = threading.Lock()
 
     def _sample(self):
         while not self._stop.is_set():
             try:
-                self._samples.append(self.read_power())
-            except Exception:
+                self._samples.append((time.perf_counter(), self.read_power()))
+            except Exception:  # a failing meter ends sampling, never training
                 return
             self._stop.wait(self.interval_seconds)
 
@@ -101,20 +146,23 @@ class EnergyMeter(keras.callbacks.Callback):
         self._steps_per_call = getattr(self.model, "steps_per_execution", 1) or 1
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._samples, self._sampling, self._calls = [], False, 0
-        self._stop.clear()
+        self._halt()
+        self._marks, self._samples = [], []
+        if self.read_energy is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._sample, daemon=True, name="power")
+            self._thread.start()
 
     def on_train_batch_end(self, batch, logs=None):
+        now = time.perf_counter()
+        joules = None
+        if self.read_energy is not None:
+            try:
+                joules = self.read_energy()
+            except Exception:  # a failing meter leaves this epoch without figures
+                pass
         with self._lock:  # batch hooks may run in Keras's worker threads
-            self._calls += 1
-            if self._sampling:
-                return
-            if steady_state_begins(batch, self._calls, (self.params or {}).get("steps"),
-                                   self._steps_per_call, self._first_epoch, self.warmup_steps):
-                self._sampling = True
-                self._thread = threading.Thread(target=self._sample, daemon=True,
-                                                name="power")
-                self._thread.start()
+            self._marks.append((batch, now, joules))
 
     def _halt(self):
         self._stop.set()
@@ -124,19 +172,42 @@ class EnergyMeter(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self._halt()
+        with self._lock:
+            window = steady_window(self._marks, (self.params or {}).get("steps"),
+                                   self._steps_per_call, self._first_epoch, self.warmup_steps)
         self._first_epoch = False
-        if not self._samples:
+        if len(window) < 2:
             return
-        self.power_watts = sum(self._samples) / len(self._samples)
-        if logs is None:
+        (first_step, start, start_joules), (last_step, end, end_joules) = window[0], window[-1]
+        seconds, images = end - start, (last_step - first_step) * self.images_per_step
+        if self.read_energy is not None:
+            if start_joules is None or end_joules is None:
+                return
+            joules = end_joules - start_joules
+        else:
+            inside = [watts for t, watts in self._samples if start <= t <= end]
+            if not inside:
+                return
+            joules = sum(inside) / len(inside) * seconds
+        if seconds <= 0 or images <= 0:
             return
-        logs["power_watts"] = self.power_watts
-        if logs.get("images_per_sec"):
-            self.joules_per_image = self.power_watts / logs["images_per_sec"]
-            logs["joules_per_image"] = self.joules_per_image
-            if self.images_per_epoch:
-                self.kwh_per_epoch = self.joules_per_image * self.images_per_epoch / 3.6e6
-                logs["kwh_per_epoch"] = self.kwh_per_epoch
+        self.windows.append({"epoch": epoch + 1, "start_unix": self._unix_offset + start,
+                             "end_unix": self._unix_offset + end, "joules": joules,
+                             "images": images})
+        self._totals = [self._totals[0] + joules, self._totals[1] + seconds,
+                        self._totals[2] + images]
+        self.power_watts, self.joules_per_image, self.kwh_per_epoch = self._figures(
+            *self._totals)
+        if logs is not None:
+            for key, value in zip(("power_watts", "joules_per_image", "kwh_per_epoch"),
+                                  self._figures(joules, seconds, images)):
+                if value is not None:
+                    logs[key] = value
+
+    def _figures(self, joules, seconds, images):
+        per_image = joules / images
+        kwh = per_image * self.images_per_epoch / 3.6e6 if self.images_per_epoch else None
+        return joules / seconds, per_image, kwh
 
     def on_train_end(self, logs=None):
         self._halt()

@@ -31,6 +31,7 @@ from callbacks.steps import global_step, steps_before
 # Key -> dashboard group. Keys not listed go under "other/".
 GROUPS = {
     "images_per_sec": "throughput", "images_per_sec_per_device": "throughput",
+    "images_per_sec_wall": "throughput",
     "eval_images_per_sec": "throughput", "step_time_ms": "throughput",
     "step_time_stderr_ms": "throughput", "step_time_jitter": "throughput",
     "top1": "accuracy", "val_top1": "accuracy", "top5": "accuracy", "val_top5": "accuracy",

@@ -67,10 +67,8 @@ def test_throughput_counts_images_from_step_indices_with_steps_per_execution():
     assert logs["images_per_sec_per_device"][-1] == pytest.approx(
         logs["images_per_sec"][-1] / 2)
     # Step times are per step, not per execution: 4 steps per gap.
-    per_step = np.mean(meter.step_times_s)
-    epoch_seconds = 32 * 8 / meter.epoch_images_per_sec[-1]
-    assert per_step == pytest.approx(epoch_seconds / 32, rel=0.5)
-    assert logs["step_time_ms"][-1] == pytest.approx(per_step * 1e3)
+    assert logs["step_time_ms"][-1] == pytest.approx(8 * 1e3 / logs["images_per_sec"][-1])
+    assert meter.step_time()["step_time_ms"] == pytest.approx(8 * 1e3 / meter.images_per_sec)
     assert logs["step_time_jitter"][-1] >= 0
 
 
@@ -271,40 +269,3 @@ def test_non_finite_weights_are_never_checkpointed_and_nan_stops_training(tmp_pa
         guard.on_train_batch_end(2, {"loss": math.nan})
     assert stop.value.step == 11 and guard.diverged_at == 11
     guard.on_train_batch_end(3, {"loss": 1.0})  # finite: nothing happens
-
-
-# --------------------------------------------------------------------------- energy
-def test_energy_samples_power_in_the_steady_state_only():
-    from callbacks.energy import EnergyMeter
-
-    readings = iter([100.0, 300.0] + [300.0] * 1000)
-    meter = EnergyMeter(lambda: next(readings), interval_seconds=0.01, warmup_steps=2,
-                        images_per_epoch=1000)
-    meter.set_params({"steps": 10})
-    meter.on_train_begin()
-    meter.on_epoch_begin(0)
-    meter.on_train_batch_end(0)
-    time.sleep(0.05)
-    assert meter._samples == []  # warm-up: no sampling yet
-    for batch in range(1, 10):
-        meter.on_train_batch_end(batch)
-        time.sleep(0.01)
-    logs = {"images_per_sec": 500.0}
-    meter.on_epoch_end(0, logs)
-    assert 100 < logs["power_watts"] <= 300
-    assert logs["joules_per_image"] == pytest.approx(logs["power_watts"] / 500.0)
-    assert logs["kwh_per_epoch"] == pytest.approx(logs["joules_per_image"] * 1000 / 3.6e6)
-
-
-def test_energy_needs_a_power_reader_and_nvml_absence_means_no_figures():
-    from callbacks.energy import EnergyMeter, nvml_power_reader, visible_gpu_indices
-
-    with pytest.raises(ValueError, match="read_power must be a callable"):
-        EnergyMeter(None)
-    assert nvml_power_reader([0]) is None or callable(nvml_power_reader([0]))
-    os.environ["CUDA_VISIBLE_DEVICES"] = "3,1"
-    try:
-        assert visible_gpu_indices(2) == [3, 1]
-    finally:
-        del os.environ["CUDA_VISIBLE_DEVICES"]
-    assert visible_gpu_indices(2) == [0, 1]

@@ -76,6 +76,11 @@ def test_jax_synthetic_run_never_imports_tensorflow(tmp_path):
     assert summary["backend"] == "jax" and summary["dataset"] == "synthetic"
     assert "tensorflow" not in summary["versions"] and summary["versions"]["jax"]
     assert summary["images_per_sec"] > 0
+    # One window for the rate and the step time; the wall clock counts evaluation too.
+    assert summary["step_time_ms"] == pytest.approx(8e3 / summary["images_per_sec"], rel=1e-3)
+    assert 0 < summary["images_per_sec_wall"] < summary["images_per_sec"]
+    with open(logdir / "metrics.jsonl") as f:
+        assert json.loads(f.readline())["images_per_sec_wall"] > 0
 
 
 def bad_cases(tmp):

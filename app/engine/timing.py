@@ -38,13 +38,19 @@ def peak_memory_gib(backend: str) -> float | None:
     return round(max(peaks) / 2**30, 3) if peaks else None
 
 
-def gpu_power_reader(accelerator: str, devices_per_process: int):
-    """NVML reader of this process's GPUs, or None (not a GPU, or no NVML)."""
+def gpu_energy_readers(accelerator: str, devices_per_process: int) -> dict | None:
+    """EnergyMeter's readers of this process's GPUs: the energy counter where the
+    GPUs have one, else their power; None where there is neither (not a GPU, no NVML)."""
     if accelerator != "gpu":
         return None
-    from callbacks.energy import nvml_power_reader, visible_gpu_indices
+    from callbacks.energy import nvml_energy_reader, nvml_power_reader, visible_gpu_indices
 
-    return nvml_power_reader(visible_gpu_indices(devices_per_process))
+    indices = visible_gpu_indices(devices_per_process)
+    read_energy = nvml_energy_reader(indices)
+    if read_energy is not None:
+        return {"read_energy": read_energy}
+    read_power = nvml_power_reader(indices)
+    return {"read_power": read_power} if read_power is not None else None
 
 
 def timed_synthetic_fit(model, config, topology, batch: int, steps: int, warmup_steps: int,

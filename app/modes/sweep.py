@@ -19,7 +19,7 @@ import re
 import time
 
 from app.engine.recipe import make_compiled_model
-from app.engine.timing import (gpu_power_reader, is_out_of_memory, peak_memory_gib,
+from app.engine.timing import (gpu_energy_readers, is_out_of_memory, peak_memory_gib,
                                timed_synthetic_fit)
 from app.run import context as run_context
 from app.run import rundir
@@ -27,7 +27,6 @@ from callbacks.energy import EnergyMeter
 from callbacks.events import EventWriter
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.money import usd_per_million_images
-from callbacks.throughput import _spread_ms
 from preprocessing import synthetic
 
 DEFAULT_STEPS = 100
@@ -60,7 +59,7 @@ def run(context) -> dict:
     image_size = config.image_size or synthetic.IMAGE_SIZE
     model, flops = make_compiled_model(config, topology, synthetic.NUM_CLASSES, image_size,
                                        steps)
-    read_power = gpu_power_reader(config.accelerator, topology.devices_per_process)
+    readers = gpu_energy_readers(config.accelerator, topology.devices_per_process)
     print(f"[sweep] {config.model} {image_size}x{image_size} on {topology.num_replicas} x "
           f"{topology.device_kind} ({config.backend}, {config.policy}), {steps} timed steps "
           f"per size after {warmup_steps} warm-up steps", flush=True)
@@ -75,7 +74,8 @@ def run(context) -> dict:
         row["per_device_batch_size"] = batch // topology.num_replicas
         utilization = ModelFlopsUtilization(flops, topology.num_replicas,
                                             billing.peak_tflops_per_device)
-        energy = EnergyMeter(read_power, warmup_steps=spe) if read_power else None
+        energy = EnergyMeter(**readers, images_per_step=batch // topology.num_processes,
+                             warmup_steps=spe) if readers else None
         try:
             meter, warmup_seconds = timed_synthetic_fit(model, config, topology, batch, steps, warmup_steps,
                                         [c for c in (energy, utilization) if c is not None])
@@ -95,11 +95,12 @@ def run(context) -> dict:
             "power_watts": round(energy.power_watts, 1) if energy and energy.power_watts else None,
             "joules_per_image": round(energy.joules_per_image, 4)
             if energy and energy.joules_per_image else None,
+            "energy_method": energy.method if energy else None,
             "usd_per_million_images": round(usd_per_million_images(
                 rate, billing.price_per_hour_usd), 4) if billing.price_per_hour_usd else None,
             "compile_and_warmup_seconds": round(warmup_seconds, 2),
         })
-        row.update({k: round(v, 3) for k, v in _spread_ms(meter.step_times_s).items()})
+        row.update({k: round(v, 3) for k, v in meter.step_time().items()})
         print(f"[sweep] global batch {batch}: {rate:,.1f} images/sec", flush=True)
 
     measured = [r for r in rows if r.get("images_per_sec")]

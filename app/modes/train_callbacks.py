@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from app.engine.timing import gpu_power_reader
+from app.engine.timing import gpu_energy_readers
 from callbacks.accuracy import TopOneTargets
 from callbacks.checkpoint import Checkpoint
 from callbacks.cost import CloudCost
@@ -97,10 +97,12 @@ def make_callbacks(context, plan) -> RunCallbacks:
         images_before=state.images_seen, global_batch_size=config.global_batch_size,
         extra_state=lambda step: _extra_state(targets, plan, step),
         resume_step=state.global_step, write=topology.is_chief)
-    read_power = gpu_power_reader(config.accelerator, topology.devices_per_process)
-    if read_power is not None:
-        parts.energy = EnergyMeter(read_power, warmup_steps=config.throughput_warmup_steps,
-                                   images_per_epoch=steps_per_epoch * config.global_batch_size)
+    readers = gpu_energy_readers(config.accelerator, topology.devices_per_process)
+    if readers is not None:  # each process meters its own GPUs, which see its images
+        parts.energy = EnergyMeter(
+            **readers, images_per_step=config.global_batch_size // topology.num_processes,
+            warmup_steps=config.throughput_warmup_steps,
+            images_per_epoch=steps_per_epoch * config.global_batch_size // topology.num_processes)
     if topology.is_chief:
         parts.logger = MetricsLogger(
             logdir, config.log_every_steps,

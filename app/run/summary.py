@@ -72,16 +72,18 @@ def build(context, plan, parts, status: str, attempts: list) -> dict:
         "images_per_sec": _round(images_per_sec, 2),
         "images_per_sec_per_device": _round(images_per_sec / topology.num_replicas, 2)
         if images_per_sec else None,
+        # The same window as images_per_sec (steady state, every epoch of the run).
+        **{k: _round(v, 4) for k, v in throughput.step_time().items()},
+        # Every image since the first window started, over the wall clock: what
+        # evaluation, checkpoints and summaries cost in time.
+        "images_per_sec_wall": _round(throughput.images_per_sec_wall, 2),
         "eval_images_per_sec": _round(throughput.eval_images_per_sec, 2),
-        **{k: _round(v, 4) for k, v in _spread(throughput).items()},
         "train_flops_per_image": train_flops_per_image,
         "model_tflops_per_sec": _round(parts.mfu.model_tflops_per_sec, 3),
         "mfu": _round(parts.mfu.utilization(images_per_sec) if images_per_sec else None),
         "peak_tflops_per_device": billing.peak_tflops_per_device,
-        # Energy (GPUs with NVML only).
-        "power_watts": _round(parts.energy.power_watts, 1) if parts.energy else None,
-        "joules_per_image": _round(parts.energy.joules_per_image, 4) if parts.energy else None,
-        "kwh_per_epoch": _round(parts.energy.kwh_per_epoch, 6) if parts.energy else None,
+        # Energy (GPUs with NVML only), over the same windows as images_per_sec.
+        **_energy(parts.energy),
         # Money.
         "machine": billing.machine, "pricing": billing.pricing, "machines": billing.machines,
         "price_per_hour_usd": price, "price_source": billing.source,
@@ -104,6 +106,19 @@ def build(context, plan, parts, status: str, attempts: list) -> dict:
     return summary
 
 
+def _energy(meter) -> dict:
+    """The energy figures of process 0's GPUs, how they were measured, and each
+    epoch's window (to check against another meter, benchmarks/energy_check.py)."""
+    return {
+        "power_watts": _round(meter.power_watts, 1) if meter else None,
+        "joules_per_image": _round(meter.joules_per_image, 4) if meter else None,
+        "kwh_per_epoch": _round(meter.kwh_per_epoch, 6) if meter else None,
+        "energy_method": meter.method if meter else None,
+        "energy_windows": [{k: _round(v, 3) for k, v in w.items()} for w in meter.windows]
+        if meter else None,
+    }
+
+
 def weights_checksum(model) -> float:
     """Sum of |w| over the trainable weights (this process's copy, on the host)."""
     import keras
@@ -111,11 +126,6 @@ def weights_checksum(model) -> float:
 
     return float(sum(np.abs(keras.ops.convert_to_numpy(v.value).astype("float64")).sum()
                      for v in model.trainable_variables))
-
-
-def _spread(throughput) -> dict:
-    from callbacks.throughput import _spread_ms
-    return _spread_ms(throughput.step_times_s)
 
 
 def _versions(backend: str) -> dict:
@@ -138,6 +148,9 @@ def closing_lines(summary: dict) -> str:
              "throughput: not measured (too few steps after warm-up)")
     if summary["mfu"] is not None:
         speed += f", MFU {summary['mfu']:.1%}"
+    if rate and summary["images_per_sec_wall"]:
+        speed += (f"; {summary['images_per_sec_wall']:,.1f} over the wall clock "
+                  "(evaluation and checkpoints included)")
     best = summary["best_val_top1"]
     accuracy = "top-1: no validation" if best is None else (
         f"top-1: {summary['val_top1']:.4f} last, {best:.4f} best after "

@@ -1,0 +1,68 @@
+"""The steady-state window: which training steps are timed, for throughput and energy.
+
+Pure Python, the one rule both callbacks/throughput.py and callbacks/energy.py use.
+Keras calls `on_train_batch_end` once per execution (every `steps_per_execution`
+steps) with the 0-based index of the execution's last step; each call is a mark
+(step index, completion time, ...). The window runs from the mark that ends the
+warm-up to the epoch's last mark, so it times every step after the warm-up and
+nothing else (no evaluation, no epoch-end work):
+
+- first epoch of a fit: the warm-up is `requested` steps, or automatically
+  max(2 executions, 5% of the epoch) (compile and the first executions), rounded
+  up to whole executions; it is capped to leave two executions to time where the
+  epoch has at least three (a two-execution epoch times its second one);
+- later epochs: the first execution is the warm-up (the input pipeline restarts
+  after evaluation), so the window starts at its end, the epoch's first mark.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def warmup_steps(epoch_steps: int | None, steps_per_call: int, requested: int = 0) -> int:
+    """Steps of a fit's first epoch left out before the window starts (see above)."""
+    warmup = requested or max(2 * steps_per_call, math.ceil(0.05 * (epoch_steps or 0)))
+    if epoch_steps:
+        warmup = min(warmup, epoch_steps - 2 * steps_per_call)
+    return max(warmup, steps_per_call)  # the window starts at a mark: one execution at least
+
+
+def steady_state_begins(batch: int, epoch_steps: int | None, steps_per_call: int,
+                        first_epoch: bool, requested: int = 0) -> bool:
+    """Whether the mark of the execution ending at step `batch` (0-based) may start
+    the window: its end is past the warm-up."""
+    if not first_epoch:
+        return True
+    return batch + 1 >= warmup_steps(epoch_steps, steps_per_call, requested)
+
+
+def steady_window(marks: list, epoch_steps: int | None, steps_per_call: int,
+                  first_epoch: bool, requested: int = 0) -> list:
+    """The marks of the window, in step order: from the first that may start it to the
+    epoch's last. Marks are tuples whose first item is the step index."""
+    marks = sorted(marks, key=lambda mark: mark[0])
+    for index, mark in enumerate(marks):
+        if steady_state_begins(mark[0], epoch_steps, steps_per_call, first_epoch, requested):
+            return marks[index:]
+    return []
+
+
+def step_time_spread(gaps: list) -> dict:
+    """Step time over a window, from its (steps, seconds) gaps between marks.
+
+    `step_time_ms` is the window's seconds over its steps, so that it equals
+    global batch / images_per_sec of the same window exactly; the standard error
+    and the jitter (standard deviation / mean) come from the per-step time of each
+    gap.
+    """
+    steps = sum(n for n, _ in gaps)
+    if steps <= 0:
+        return {}
+    mean = sum(s for _, s in gaps) / steps
+    per_step = [s / n for n, s in gaps]
+    count = len(per_step)
+    var = sum((t - mean) ** 2 for t in per_step) / (count - 1) if count > 1 else 0.0
+    std = math.sqrt(var)
+    return {"step_time_ms": mean * 1e3, "step_time_stderr_ms": std / math.sqrt(count) * 1e3,
+            "step_time_jitter": std / mean if mean > 0 else 0.0}

@@ -1,0 +1,118 @@
+"""Throughput against a second clock: which steps are timed, one window for the rate
+and the step time, and the wall-clock rate with the epoch-end work included.
+
+Each fit here stalls chosen steps or epoch ends on purpose, so that a figure timed
+over the wrong steps differs from the independent clock by far more than noise.
+"""
+
+import time
+
+import keras
+import numpy as np
+import pytest
+
+from callbacks.throughput import Throughput
+from callbacks.window import steady_window, warmup_steps
+
+BATCH = 8
+STALL = 0.25  # seconds
+
+
+def fit(callbacks, epochs=1, steps=4, steps_per_execution=1):
+    inputs = keras.Input((8, 8, 3))
+    x = keras.layers.GlobalAveragePooling2D()(keras.layers.Conv2D(4, 3)(inputs))
+    model = keras.Model(inputs, keras.layers.Dense(10)(x))
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  steps_per_execution=steps_per_execution)
+    rng = np.random.default_rng(0)
+    images = rng.normal(size=(BATCH * steps, 8, 8, 3)).astype("float32")
+    labels = rng.integers(0, 10, BATCH * steps)
+    return model.fit(images, labels, batch_size=BATCH, epochs=epochs, verbose=0,
+                     shuffle=False, callbacks=callbacks).history
+
+
+class SecondClock(keras.callbacks.Callback):
+    """Stalls the steps named in `stall_steps` (of the first epoch) and times, on its
+    own, the first epoch from the beginning of step `from_step` to its end, and the
+    whole fit from there to the fit's end."""
+
+    def __init__(self, from_step, stall_steps=(), stall_epoch_end=False):
+        super().__init__()
+        self.from_step, self.stall_steps = from_step, set(stall_steps)
+        self.stall_epoch_end = stall_epoch_end
+        self.epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.epoch == 0 and batch == self.from_step:
+            self.start = time.perf_counter()
+        if self.epoch == 0 and batch in self.stall_steps:
+            time.sleep(STALL)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.epoch == 0:
+            self.first_epoch_end = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.stall_epoch_end:  # what a checkpoint or a summary writer costs
+            time.sleep(STALL)
+
+    def on_train_end(self, logs=None):
+        self.end = time.perf_counter()
+
+
+def test_the_window_starts_right_after_the_warmup_and_times_two_executions():
+    # 4 steps, automatic warm-up: steps 0-1 are left out, steps 2 and 3 are timed.
+    assert warmup_steps(4, 1) == 2
+    marks = [(b, float(b)) for b in range(4)]
+    assert [b for b, _ in steady_window(marks, 4, 1, first_epoch=True)] == [1, 2, 3]
+    # steps_per_execution=4, 16 steps: marks at 3, 7, 11, 15; two executions timed.
+    marks = [(b, float(b)) for b in (3, 7, 11, 15)]
+    assert [b for b, _ in steady_window(marks, 16, 4, first_epoch=True)] == [7, 11, 15]
+    # Three executions: the first is the warm-up, two are timed; two: one is timed.
+    assert [b for b, _ in steady_window(marks[:3], 12, 4, first_epoch=True)] == [3, 7, 11]
+    assert [b for b, _ in steady_window(marks[:2], 8, 4, first_epoch=True)] == [3, 7]
+    # A requested warm-up of 16 steps starts at the end of step 15 (index).
+    marks = [(b, float(b)) for b in range(3, 64, 4)]
+    assert steady_window(marks, 64, 4, first_epoch=True, requested=16)[0][0] == 15
+    # Later epochs: the first execution is the warm-up; the window starts at its end.
+    assert steady_window(marks, 64, 4, first_epoch=False)[0][0] == 3
+
+
+def test_a_four_step_epoch_times_exactly_its_last_two_steps():
+    """Step 2 (the first one timed) is stalled: a window starting one execution late
+    would miss the stall and report several times the second clock's rate."""
+    meter, clock = Throughput(BATCH), SecondClock(from_step=2, stall_steps=[2])
+    history = fit([meter, clock], steps=4)
+    expected = 2 * BATCH / (clock.first_epoch_end - clock.start)
+    assert history["images_per_sec"][0] == pytest.approx(expected, rel=0.05)
+    assert history["step_time_ms"][0] == pytest.approx(BATCH * 1e3 / expected, rel=0.05)
+
+
+def test_rate_and_step_time_of_the_run_share_one_window():
+    """The first epoch is slow (a stalled step), the second fast: the run's step time
+    must be the run's, not the last epoch's."""
+    meter = Throughput(BATCH, warmup_steps=2)
+    clock = SecondClock(from_step=2, stall_steps=[3])
+    history = fit([meter, clock], epochs=2, steps=8)
+    step_time = meter.step_time()["step_time_ms"]
+    assert step_time == pytest.approx(BATCH * 1e3 / meter.images_per_sec, rel=1e-9)
+    assert step_time > 1.2 * history["step_time_ms"][-1]  # the slow epoch counts
+    first = 6 * BATCH / (clock.first_epoch_end - clock.start)
+    assert history["images_per_sec"][0] == pytest.approx(first, rel=0.05)
+
+
+def test_the_wall_clock_rate_includes_the_epoch_end_work():
+    """Each epoch ends with a stall (a checkpoint's worth): the steady rate leaves it
+    out, the wall-clock rate counts it, as a second clock does."""
+    meter, clock = Throughput(BATCH, warmup_steps=2), SecondClock(2, stall_epoch_end=True)
+    history = fit([meter, clock], epochs=3, steps=8)
+    images = (6 + 8 + 8) * BATCH  # every step after the warm-up
+    expected = images / (clock.end - clock.start)
+    assert meter.images_per_sec_wall == pytest.approx(expected, rel=0.05)
+    assert meter.images_per_sec > 2 * meter.images_per_sec_wall
+    assert len(history["images_per_sec_wall"]) == 3
+    # Epoch by epoch, the stalls of the epochs before are in; the latest is not yet.
+    assert history["images_per_sec_wall"][0] > history["images_per_sec_wall"][-1]
