@@ -24,11 +24,11 @@ from callbacks.targets import targets_reached
 class TopOneTargets(keras.callbacks.Callback):
     """Tracks top-1 per epoch and the first time each target was reached.
 
-    Publishes into epoch `logs`: `best_val_top1`, `targets_reached` (a count), and
-    `billed_hours` where no cost callback put it there. Public attributes:
-    `history` (one dict per epoch: epoch, top1, top5, hours, cost_usd),
-    `best_top1`, and `targets()` (a list of dicts: top1, reached, epoch, hours,
-    cost_usd, interpolated).
+    Publishes into epoch `logs`: `best_val_top1`, `billed_hours` where no cost
+    callback put it there, and, when targets were given, `targets_reached` (a count;
+    without targets it would be a flat 0 everywhere). Public attributes: `history`
+    (one dict per epoch: epoch, top1, top5, hours, cost_usd), `best_top1`, and
+    `targets()` (a list of dicts: top1, reached, epoch, hours, cost_usd, interpolated).
 
     Args:
         targets: top-1 values in (0, 1] to watch for.
@@ -71,7 +71,8 @@ class TopOneTargets(keras.callbacks.Callback):
         })
         if self.best_top1 is not None:
             logs["best_" + self.monitor] = self.best_top1
-        logs["targets_reached"] = sum(t["reached"] for t in self.targets())
+        if self.target_values:
+            logs["targets_reached"] = sum(t["reached"] for t in self.targets())
 
     def targets(self) -> list[dict]:
         """One entry per target: where it was first reached, or reached=False."""

@@ -47,12 +47,15 @@ class EventWriter:
         self._records.write(event.SerializeToString())
         self._records.flush()
 
-    def scalar(self, tag: str, value: float, step: int, wall_time: float | None = None):
-        """Writes one point of the scalar time series `tag`."""
+    def scalar(self, tag: str, value: float, step: int, wall_time: float | None = None,
+               description: str = ""):
+        """Writes one point of the scalar time series `tag`; its first point also
+        carries the `description` TensorBoard shows on the tag's card."""
         if tag not in self._metadata:
             self._metadata[tag] = summary_pb2.SummaryMetadata(
                 plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
-                data_class=summary_pb2.DataClass.DATA_CLASS_SCALAR)
+                data_class=summary_pb2.DataClass.DATA_CLASS_SCALAR,
+                summary_description=description)
         event = event_pb2.Event(wall_time=wall_time or time.time(), step=int(step))
         event.summary.value.add(tag=tag, tensor=tensor_util.make_tensor_proto(float(value)),
                                 metadata=self._metadata[tag])
@@ -87,13 +90,18 @@ def event_files(logdir: str) -> list[str]:
     return sorted(glob.glob(os.path.join(logdir, "events.out.tfevents.*")))
 
 
-def rewind(logdir: str, last_step: int) -> int:
-    """Drops every summary after `last_step` from the event files of `logdir`.
+def rewind(logdir: str, last_step) -> int:
+    """Drops every summary after its tag's last step from the event files of `logdir`.
 
     Used when a run resumes from a checkpoint: what the interrupted attempt
     logged after that checkpoint is redone, so it must not appear twice. The kept
     events (one per tag and step) go into one new file before the old files are
     removed, so a kill in between loses nothing (duplicates are dropped next time).
+
+    Args:
+        logdir: the folder of the event files.
+        last_step: a function tag -> the last step of that tag to keep (epoch
+            series and step series of one folder end at different steps).
 
     Returns:
         How many summary values were dropped.
@@ -107,8 +115,9 @@ def rewind(logdir: str, last_step: int) -> int:
             values = []
             for value in event.summary.value:
                 key = (value.tag, event.step)
-                if event.step > last_step or key in seen:
-                    dropped += event.step > last_step
+                late = event.step > last_step(value.tag)
+                if late or key in seen:
+                    dropped += late
                     continue
                 seen.add(key)
                 values.append(value)

@@ -3,11 +3,14 @@
 The other callbacks publish their figures into Keras `logs`; this one, placed
 after them, writes what it finds:
 - `metrics.jsonl`: one JSON line per epoch (epoch numbers are 1-based);
-- TensorBoard scalars at step = epoch, named in groups so the dashboard reads
-  naturally (throughput/, accuracy/, loss/, cost/, utilization/, optimizer/);
-- every `log_every_steps` training steps, a finer series of the live figures
-  (throughput, cost, loss) under <logdir>/steps, at step = global training step;
-- once, the HParams plugin's record of the run's settings.
+- TensorBoard scalars laid out as Keras's own TensorBoard callback lays them out
+  (callbacks/dashboard.py): runs `train/` and `validation/`, `epoch_*` tags at
+  step = epoch, and every `log_every_steps` training steps the live figures
+  (throughput, cost, loss) as `batch_*` tags at step = global training step;
+  each tag with its description and unit;
+- once, the HParams plugin's record of the run's settings, in the run folder
+  itself, set against the figures the run actually logs (no empty MFU column on
+  a CPU without a peak).
 
 Only process 0 should get this callback. Files are opened in `on_train_begin`
 and closed in `on_train_end`; each line and event is flushed as written, so a
@@ -24,35 +27,36 @@ import time
 
 import keras
 
-from callbacks.events import EventWriter
-from callbacks.metrics_file import METRICS_FILE
+from callbacks import events
+from callbacks.dashboard import HPARAM_FIGURES, SETTINGS, TRAIN, VALIDATION, figure_of
+from callbacks.metrics_file import METRICS_FILE, truncate_metrics
 from callbacks.steps import global_step, steps_before
 
-# Key -> dashboard group. Keys not listed go under "other/".
-GROUPS = {
-    "images_per_sec": "throughput", "images_per_sec_per_device": "throughput",
-    "images_per_sec_wall": "throughput",
-    "eval_images_per_sec": "throughput", "step_time_ms": "throughput",
-    "step_time_stderr_ms": "throughput", "step_time_jitter": "throughput",
-    "top1": "accuracy", "val_top1": "accuracy", "top5": "accuracy", "val_top5": "accuracy",
-    "best_val_top1": "accuracy", "targets_reached": "accuracy",
-    "loss": "loss", "val_loss": "loss",
-    "cost_usd": "cost", "billed_hours": "cost", "usd_per_epoch": "cost",
-    "projected_cost_usd": "cost", "billed_usd_per_million_images": "cost",
-    "mfu": "utilization", "model_tflops_per_sec": "utilization",
-    "power_watts": "energy", "joules_per_image": "energy", "kwh_per_epoch": "energy",
-    "learning_rate": "optimizer",
-}
-STEP_KEYS = ("images_per_sec", "cost_usd", "loss")
-
-
-def tag_for(key: str) -> str:
-    """The TensorBoard tag of a log key, e.g. "val_top1" -> "accuracy/val_top1"."""
-    return f"{GROUPS.get(key, 'other')}/{key}"
+BATCH_KEYS = ("images_per_sec", "cost_usd", "loss")
 
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def hparam_value(value):
+    """A setting as the HParams dashboard should print it.
+
+    TensorBoard prints every number with 5 significant digits (a batch of 64 reads
+    "64.000"), so whole numbers go as text.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+def rewind(logdir: str, epoch: int, step: int) -> None:
+    """Removes what the logger wrote after epoch `epoch` and global step `step`
+    (a resumed run redoes that part)."""
+    truncate_metrics(logdir, epoch)
+    events.rewind(os.path.join(logdir, TRAIN),
+                  lambda tag: step if "/batch_" in tag else epoch)
+    events.rewind(os.path.join(logdir, VALIDATION), lambda tag: epoch)
 
 
 class MetricsLogger(keras.callbacks.Callback):
@@ -62,8 +66,8 @@ class MetricsLogger(keras.callbacks.Callback):
         logdir: the run folder.
         log_every_steps: interval of the step-level series.
         hparams: settings to record for TensorBoard's HParams dashboard (a flat
-            dict of str/int/float/bool), or None to write none.
-        hparam_metrics: log keys the HParams dashboard shows against the settings.
+            dict of str/int/float/bool; None values are left out), or None to
+            write none.
         steps_per_epoch: training steps of a full epoch (0 = the fit's own).
         resume_step: global steps done before this attempt's first step.
     """
@@ -71,15 +75,14 @@ class MetricsLogger(keras.callbacks.Callback):
     async_safe = True
 
     def __init__(self, logdir: str, log_every_steps: int = 50, hparams: dict | None = None,
-                 hparam_metrics=("val_top1", "best_val_top1", "images_per_sec", "cost_usd",
-                                 "mfu"), steps_per_epoch: int = 0, resume_step: int = 0):
+                 steps_per_epoch: int = 0, resume_step: int = 0):
         super().__init__()
         if log_every_steps < 1:
             raise ValueError(f"log_every_steps must be >= 1, received {log_every_steps}")
         self.logdir = logdir
         self.log_every_steps = log_every_steps
-        self.hparams = hparams
-        self.hparam_metrics = tuple(hparam_metrics)
+        self.hparams = {k: hparam_value(v) for k, v in (hparams or {}).items()
+                        if v is not None}
         self.steps_per_epoch = steps_per_epoch
         self.resume_step = resume_step
         self.path = os.path.join(logdir, METRICS_FILE)
@@ -87,24 +90,39 @@ class MetricsLogger(keras.callbacks.Callback):
         self._lock = threading.Lock()
         self._epoch = 0
         self._next_step_log = log_every_steps
-        self._file = self._epochs = self._steps = None
+        self._file = None
+        self._writers = {}  # run name ("" = the run folder) -> EventWriter, opened on use
+        self._experiment_pending = False
+
+    def _writer(self, run: str) -> events.EventWriter:
+        if run not in self._writers:
+            self._writers[run] = events.EventWriter(os.path.join(self.logdir, run))
+        return self._writers[run]
 
     def on_train_begin(self, logs=None):
         os.makedirs(self.logdir, exist_ok=True)
         self._file = open(self.path, "a")
-        self._epochs = EventWriter(self.logdir)
-        self._steps = EventWriter(os.path.join(self.logdir, "steps"))
         if self.hparams:
-            self._write_hparams()
+            from tensorboard.plugins.hparams import summary_v2 as hp
 
-    def _write_hparams(self):
+            self._writer("").summary(hp.hparams_pb(self.hparams, trial_id=os.path.basename(
+                os.path.normpath(self.logdir))))
+            self._experiment_pending = True
+
+    def _write_experiment(self, record: dict):
+        """The HParams dashboard's columns: the settings, and the figures this run has."""
         from tensorboard.plugins.hparams import summary_v2 as hp
 
-        metrics = [hp.Metric(tag_for(key), display_name=key) for key in self.hparam_metrics]
-        self._epochs.summary(hp.hparams_config_pb(
-            hparams=[hp.HParam(name) for name in sorted(self.hparams)], metrics=metrics))
-        self._epochs.summary(hp.hparams_pb(self.hparams, trial_id=os.path.basename(
-            os.path.normpath(self.logdir))))
+        metrics = []
+        for key, label in HPARAM_FIGURES.items():
+            if key in record:
+                figure = figure_of(key)
+                metrics.append(hp.Metric(figure.tag("epoch"), group=figure.run,
+                                         display_name=label, description=figure.text))
+        settings = [hp.HParam(name, description=SETTINGS.get(name, ""))
+                    for name in sorted(self.hparams)]
+        self._writer("").summary(hp.hparams_config_pb(hparams=settings, metrics=metrics))
+        self._experiment_pending = False
 
     def _epoch_steps(self) -> int:
         return self.steps_per_epoch or (self.params or {}).get("steps") or 0
@@ -118,12 +136,17 @@ class MetricsLogger(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         with self._lock:
             step = global_step(self._epoch, batch, self._epoch_steps(), self.resume_step)
-            if step < self._next_step_log or self._steps is None or not logs:
+            if step < self._next_step_log or self._file is None or not logs:
                 return
             self._next_step_log = (step // self.log_every_steps + 1) * self.log_every_steps
-            for key in STEP_KEYS:
+            for key in BATCH_KEYS:
                 if _is_number(logs.get(key)):
-                    self._steps.scalar(tag_for(key), logs[key], step)
+                    self._scalar(key, "batch", logs[key], step)
+
+    def _scalar(self, key: str, prefix: str, value: float, step: int, wall_time=None):
+        figure = figure_of(key)
+        self._writer(figure.run).scalar(figure.tag(prefix), value, step, wall_time=wall_time,
+                                        description=figure.text)
 
     def on_epoch_end(self, epoch, logs=None):
         record = {"epoch": epoch + 1, "time": time.time()}
@@ -137,11 +160,15 @@ class MetricsLogger(keras.callbacks.Callback):
             os.fsync(self._file.fileno())
             for key, value in record.items():
                 if key not in ("epoch", "time"):
-                    self._epochs.scalar(tag_for(key), value, epoch + 1, wall_time=record["time"])
+                    self._scalar(key, "epoch", value, epoch + 1, wall_time=record["time"])
+            if self._experiment_pending:
+                self._write_experiment(record)
 
     def on_train_end(self, logs=None):
         with self._lock:
-            for handle in (self._file, self._epochs, self._steps):
-                if handle is not None:
-                    handle.close()
-            self._file = self._epochs = self._steps = None
+            if self._file is not None:
+                self._file.close()
+            for writer in self._writers.values():
+                writer.close()
+            self._file = None
+            self._writers = {}

@@ -11,12 +11,12 @@ import keras
 import numpy as np
 import pytest
 
-from callbacks import events
+from callbacks import dashboard, events
 from callbacks.accuracy import TopOneTargets
 from callbacks.checkpoint import Checkpoint, latest_checkpoint
 from callbacks.cost import CloudCost
 from callbacks.metrics_file import read_metrics
-from callbacks.metrics_logger import MetricsLogger, tag_for
+from callbacks.metrics_logger import MetricsLogger, hparam_value
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.nan_guard import NanGuard
 from callbacks.stops import Diverged, Preempted
@@ -185,34 +185,51 @@ def test_metrics_logger_writes_jsonl_and_grouped_tensorboard_scalars(tmp_path):
         for batch in range(4):
             logger.on_train_batch_end(batch, {"loss": 1.0, "images_per_sec": 100.0 + batch})
         logger.on_epoch_end(epoch, {"val_top1": 0.5 + epoch / 10, "cost_usd": 0.01,
-                                    "loss": float("nan"), "note": "text"})
+                                    "top1": 0.4, "loss": float("nan"), "note": "text"})
     logger.on_train_end()
     records = read_metrics(str(tmp_path))
     assert [r["epoch"] for r in records] == [1, 2]
     assert records[1]["val_top1"] == pytest.approx(0.6)
     assert "loss" not in records[0] and "note" not in records[0]  # NaN and text are not numbers
-    tags = {(v.tag, e.step) for path in events.event_files(str(tmp_path))
-            for e in events.read_events(path) for v in e.summary.value}
-    assert ("accuracy/val_top1", 2) in tags and ("cost/cost_usd", 1) in tags
-    assert any(tag.startswith("_hparams_") for tag, _ in tags)
-    steps = {(v.tag, e.step) for path in events.event_files(str(tmp_path / "steps"))
-             for e in events.read_events(path) for v in e.summary.value}
-    assert {s for t, s in steps if t == "throughput/images_per_sec"} == {2, 4, 6, 8}
-    assert tag_for("mfu") == "utilization/mfu"
+
+    def points(run):
+        return {(v.tag, e.step) for path in events.event_files(str(tmp_path / run))
+                for e in events.read_events(path) for v in e.summary.value}
+
+    train, validation = points("train"), points("validation")
+    # Keras's layout: one tag for top-1 in both runs, epoch_ at epochs, batch_ at steps.
+    assert ("accuracy/epoch_top1", 2) in validation and ("accuracy/epoch_top1", 2) in train
+    assert ("cost/epoch_cost_usd", 1) in train
+    assert {s for t, s in train if t == "throughput/batch_images_per_sec"} == {2, 4, 6, 8}
+    assert not any("epoch_images_per_sec" in t for t, _ in train)  # only in batch logs here
+    assert any(tag.startswith("_hparams_") for tag, _ in points(""))
+
+
+def test_every_logged_figure_has_a_unit_and_a_description():
+    for key, figure in dashboard.FIGURES.items():
+        assert figure.unit and figure.description.endswith("."), key
+        assert figure.tag("epoch") == f"{figure.group}/epoch_{figure.name}"
+    assert dashboard.figure_of("val_top1").tag("epoch") == dashboard.figure_of(
+        "top1").tag("epoch")
+    assert dashboard.figure_of("mystery").tag("batch") == "other/batch_mystery"
+    assert hparam_value(64) == "64" and hparam_value(0.5) == 0.5 and hparam_value(True)
 
 
 def test_rewind_drops_what_came_after_a_checkpoint(tmp_path):
     writer = events.EventWriter(str(tmp_path))
     for step in range(1, 6):
-        writer.scalar("accuracy/val_top1", step / 10, step)
+        writer.scalar("accuracy/epoch_top1", step / 10, step)
+        writer.scalar("loss/batch_loss", step / 10, step * 10)
     writer.close()
     duplicate = events.EventWriter(str(tmp_path))
-    duplicate.scalar("accuracy/val_top1", 0.2, 2)  # a redone epoch
+    duplicate.scalar("accuracy/epoch_top1", 0.2, 2)  # a redone epoch
     duplicate.close()
-    assert events.rewind(str(tmp_path), 3) == 2
+    last = {"accuracy/epoch_top1": 3, "loss/batch_loss": 30}
+    assert events.rewind(str(tmp_path), last.get) == 4
     points = [(v.tag, e.step) for path in events.event_files(str(tmp_path))
               for e in events.read_events(path) for v in e.summary.value]
-    assert sorted(points) == [("accuracy/val_top1", s) for s in (1, 2, 3)]
+    assert sorted(points) == [("accuracy/epoch_top1", s) for s in (1, 2, 3)] + [
+        ("loss/batch_loss", s) for s in (10, 20, 30)]
 
 
 # ---------------------------------------------------------------------- checkpoint

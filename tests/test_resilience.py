@@ -153,7 +153,7 @@ def test_repeated_sigkill_anywhere_loses_nothing(digits_dir, tmp_path):
     summary = json.loads((logdir / "summary.json").read_text())
     assert summary["epochs_completed"] == epochs and summary["status"] == "completed"
     assert [r["epoch"] for r in read_metrics(str(logdir))] == list(range(1, epochs + 1))
-    assert epoch_points(logdir, "accuracy/val_top1") == list(range(1, epochs + 1))
+    assert epoch_points(logdir / "validation", "accuracy/epoch_top1") == list(range(1, epochs + 1))
     # Billing covers every attempt: at most a heartbeat (2 s) lost per kill.
     assert len(summary["attempts"]) == len(walls)
     assert sum(walls) - 2.5 * kills - 2 <= summary["billed_seconds"] <= sum(walls) + 2

@@ -45,7 +45,7 @@ def _data():
 def _step_series(folder):
     return sorted(e.step for path in events.event_files(str(folder))
                   for e in events.read_events(path) for v in e.summary.value
-                  if v.tag == "loss/loss")
+                  if v.tag == "loss/batch_loss")
 
 
 def test_step_series_and_profiled_steps_continue_across_a_mid_epoch_resume(tmp_path):
@@ -63,7 +63,7 @@ def test_step_series_and_profiled_steps_continue_across_a_mid_epoch_resume(tmp_p
     model.fit(data, epochs=epochs, initial_epoch=3, steps_per_epoch=STEPS, verbose=0,
               callbacks=callbacks)
     # Every even step after 25 exactly once: no repeats, no gaps (26, 28, ..., 40).
-    assert _step_series(tmp_path / "steps") == list(range(26, epochs * STEPS + 1, every))
+    assert _step_series(tmp_path / "train") == list(range(26, epochs * STEPS + 1, every))
     assert profiler.traced_steps == [27, 28, 29]
 
 

@@ -1,95 +1,85 @@
 """A real TensorBoard server, on loopback, reading runs made here on both backends:
-scalars by group, the HParams dashboard, and the profiler's step-time breakdown."""
+scalars laid out as Keras lays them out, with descriptions and units; the HParams
+dashboard; the profiler's step-time breakdown; and the time series as a reader
+sees them in headless Chromium (screenshots under test-artifacts/)."""
 
-import json
-import os
-import shutil
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
+from browser import dom, needs_chromium, screenshot
 from conftest import run_cli, tiny_flags
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def fetch(url, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        raw = response.read()
-        if response.headers.get("Content-Encoding") == "gzip":
-            import gzip
-            raw = gzip.decompress(raw)
-        return json.loads(raw)
+from tensorboard_server import fetch, serving
 
 
 @pytest.fixture(scope="module")
 def runs(digits_dir, tmp_path_factory):
     """Two runs (TensorFlow and JAX) with a trace of steps 3..5, in one folder."""
     root = tmp_path_factory.mktemp("tb")
-    for backend in ("tensorflow", "jax"):
+    for backend, extra in (("tensorflow", ["--target_top1=0.3"]), ("jax", [])):
         done = run_cli(*tiny_flags(digits_dir, root / backend, f"--backend={backend}",
                                    "--steps_per_epoch=8", "--profile_steps=3,5",
-                                   "--peak_tflops_per_device=1.0", "--log_every_steps=4"))
+                                   "--log_every_steps=4", *extra))
         assert done.returncode == 0, done.stderr[-3000:]
     return root
 
 
 @pytest.fixture(scope="module")
 def server(runs):
-    executable = shutil.which("tensorboard", path=os.path.dirname(sys.executable))
-    port = free_port()
-    process = subprocess.Popen([executable, "--logdir", str(runs), "--host", "127.0.0.1",
-                                "--port", str(port)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            fetch(base + "/data/plugins_listing")
-            break
-        except OSError:
-            if process.poll() is not None or time.time() > deadline:
-                process.kill()
-                pytest.fail(f"tensorboard did not start: {process.stderr.read()[-2000:]}")
-            time.sleep(1)
-    yield base
-    process.terminate()
-    process.wait(timeout=30)
+    with serving([sys.executable, "-m", "tensorboard.main", "--logdir", str(runs)]) as base:
+        yield base
 
 
-def test_scalars_are_grouped_and_named_for_the_study(server):
+def test_scalars_read_like_keras_one_x_axis_per_tag_train_and_validation_overlaid(server):
     tags = fetch(server + "/data/plugin/scalars/tags")
     for run in ("tensorflow", "jax"):
-        assert {"throughput/images_per_sec", "accuracy/val_top1", "cost/cost_usd",
-                "utilization/mfu", "optimizer/learning_rate", "loss/loss"} <= set(tags[run])
-        assert "throughput/images_per_sec" in tags[run + "/steps"]
-    points = fetch(server + "/data/plugin/scalars/scalars?run=jax&tag=accuracy/val_top1")
-    assert [p[1] for p in points] == [1, 2]  # one point per epoch, in order
+        assert {"throughput/epoch_images_per_sec", "throughput/batch_images_per_sec",
+                "accuracy/epoch_top1", "cost/epoch_cost_usd", "cost/batch_cost_usd",
+                "utilization/epoch_model_tflops_per_sec", "optimizer/epoch_learning_rate",
+                "loss/epoch_loss", "loss/batch_loss"} <= set(tags[run + "/train"])
+        # Top-1 and loss of both runs on one chart each, as Keras's callback draws them.
+        assert {"accuracy/epoch_top1", "loss/epoch_loss"} <= set(tags[run + "/validation"])
+        assert not any("batch_" in tag for tag in tags[run + "/validation"])
+    # A target was set for the TensorFlow run only: no flat card for the other.
+    assert "accuracy/epoch_targets_reached" in tags["tensorflow/validation"]
+    assert not any("targets_reached" in tag for run in tags for tag in tags[run]
+                   if run.startswith("jax"))
+
+    def steps(run, tag):
+        return [p[1] for p in fetch(server + f"/data/plugin/scalars/scalars?run={run}&tag={tag}")]
+
+    # epoch_ tags at epochs 1, 2; batch_ tags at global steps (every 4th of 2 x 8).
+    assert steps("jax/train", "throughput/epoch_images_per_sec") == [1, 2]
+    assert steps("jax/validation", "accuracy/epoch_top1") == [1, 2]
+    assert steps("jax/train", "throughput/batch_images_per_sec") == [4, 8, 12, 16]
+
+
+def test_every_scalar_says_what_it_is_and_its_unit(server):
+    tags = fetch(server + "/data/plugin/scalars/tags")
+    for run, by_tag in tags.items():
+        for tag, info in by_tag.items():
+            assert "<em>Unit:" in info["description"], (run, tag, info)  # Markdown, rendered
 
 
 def test_hparams_list_each_run_settings_against_its_figures(server):
     experiment = fetch(server + "/data/plugin/hparams/experiment", {"experimentName": ""})
-    names = {h["name"] for h in experiment["hparamInfos"]}
+    infos = {h["name"]: h for h in experiment["hparamInfos"]}
     assert {"accelerator", "backend", "global_batch_size", "precision",
-            "price_per_hour_usd"} <= names
-    metrics = {m["name"]["tag"] for m in experiment["metricInfos"]}
-    assert {"accuracy/val_top1", "throughput/images_per_sec", "cost/cost_usd",
-            "utilization/mfu"} <= metrics
+            "price_per_hour_usd"} <= set(infos)
+    assert all(h.get("description") for h in infos.values())
+    metrics = {(m["name"]["group"], m["name"]["tag"]): m for m in experiment["metricInfos"]}
+    assert {("validation", "accuracy/epoch_top1"), ("train", "throughput/epoch_images_per_sec"),
+            ("train", "cost/epoch_cost_usd")} <= set(metrics)
+    assert all("Unit:" in m["description"] for m in metrics.values())
+    # No peak is known for a CPU: no MFU column that would stay empty.
+    assert not any("mfu" in tag for _, tag in metrics)
     groups = fetch(server + "/data/plugin/hparams/session_groups", {
         "experimentName": "", "allowedStatuses": ["STATUS_UNKNOWN"], "colParams": [],
         "startIndex": 0, "sliceSize": 10})["sessionGroups"]
-    backends = sorted(g["hparams"]["backend"] for g in groups)
-    assert backends == ["jax", "tensorflow"]
+    assert sorted(g["hparams"]["backend"] for g in groups) == ["jax", "tensorflow"]
+    assert {g["hparams"]["global_batch_size"] for g in groups} == {"64"}  # not "64.000"
+    for group in groups:  # every listed figure has a value
+        assert len(group["metricValues"]) == len(metrics), group
 
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
@@ -104,3 +94,21 @@ def test_the_profile_of_steps_3_to_5_has_a_step_time_breakdown(server, backend):
                             f"&host={host['hostname']}")
     steps = next(t for t in tables if any(c["id"] == "stepnum" for c in t.get("cols", [])))
     assert [row["c"][0]["v"] for row in steps["rows"]] == ["train 3", "train 4", "train 5"]
+
+
+@needs_chromium
+def test_the_time_series_and_hparams_render_in_a_browser(server, tmp_path):
+    """Screenshots a reader's view (kept as test artifacts): the cards of images/sec and
+    top-1, and the HParams table. SVG charts: headless Chromium has no WebGL."""
+    url = server + "/?forceSVG=true&tagFilter=images_per_sec%7Ctop1#timeseries"
+    cards = ("throughput/epoch_images_per_sec", "throughput/batch_images_per_sec",
+             "accuracy/epoch_top1")
+    for attempt in range(4):  # the page fetches its data in real time: it may be late
+        page = dom(url, tmp_path / f"dom-{attempt}", (1600, 1400), budget_ms=20000)
+        if all(card in page for card in cards):
+            break
+    assert all(card in page for card in cards), [c for c in cards if c not in page]
+    screenshot(url, "tensorboard-time-series.png", tmp_path / "ts", (1600, 1400), 30000,
+               region=(200, 1100, 350, 1300), attempts=4)  # the charts
+    screenshot(server + "/?forceSVG=true#hparams", "tensorboard-hparams.png", tmp_path / "hp",
+               (1600, 900), 30000, region=(150, 300, 330, 1600), attempts=4)  # the table

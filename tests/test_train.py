@@ -48,9 +48,9 @@ def test_run_trains_evaluates_and_writes_every_output(digits_dir, tmp_path):
     assert [r["epoch"] for r in records] == [1, 2]
     assert {"loss", "top1", "val_top1", "learning_rate", "images_per_sec", "cost_usd"} <= set(
         records[-1])
-    tags = {v.tag for path in events.event_files(str(run_dir))
+    tags = {v.tag for path in events.event_files(str(run_dir / "train"))
             for e in events.read_events(path) for v in e.summary.value}
-    assert {"loss/loss", "accuracy/val_top1", "optimizer/learning_rate"} <= tags
+    assert {"loss/epoch_loss", "accuracy/epoch_top1", "optimizer/epoch_learning_rate"} <= tags
     assert sorted(os.listdir(run_dir / "checkpoints")) == ["ckpt-0000000006",
                                                            "ckpt-0000000012"]
 

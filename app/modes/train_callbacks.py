@@ -41,16 +41,15 @@ class RunCallbacks:
 
 
 def hparams_of(config, topology, billing) -> dict:
-    """The settings shown in TensorBoard's HParams dashboard."""
-    price = billing.price_per_hour_usd
+    """The settings shown in TensorBoard's HParams dashboard (None = not known,
+    left out)."""
     return {
         "accelerator": config.accelerator, "backend": config.backend,
         "device_kind": topology.device_kind, "num_replicas": topology.num_replicas,
         "model": config.model, "dataset": config.dataset,
         "global_batch_size": config.global_batch_size, "precision": config.policy,
         "steps_per_execution": config.steps_per_execution,
-        "machine": billing.machine or "unknown",
-        "price_per_hour_usd": -1.0 if price is None else price,
+        "machine": billing.machine, "price_per_hour_usd": billing.price_per_hour_usd,
     }
 
 

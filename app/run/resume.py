@@ -11,11 +11,9 @@ saving, finding, loading) belong to callbacks/checkpoint.py.
 from __future__ import annotations
 
 import dataclasses
-import os
 
-from callbacks import events
+from callbacks import metrics_logger
 from callbacks.checkpoint import load_latest
-from callbacks.metrics_file import truncate_metrics
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,9 +34,7 @@ NEW_RUN = State(0, 0, 0, 0, [], None)
 
 def rewind_logs(logdir: str, epoch: int, global_step: int) -> None:
     """Removes what was logged after (epoch, global_step)."""
-    truncate_metrics(logdir, epoch)
-    events.rewind(logdir, epoch)
-    events.rewind(os.path.join(logdir, "steps"), global_step)
+    metrics_logger.rewind(logdir, epoch, global_step)
 
 
 def restore(model, logdir: str, scope, rewind: bool = True) -> State:

@@ -1,0 +1,54 @@
+"""A real TensorBoard server on loopback for the tests, and its HTTP API."""
+
+import contextlib
+import gzip
+import json
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fetch(url, body=None):
+    """GET (or POST `body` as JSON) and decode the JSON answer."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        raw = response.read()
+        if response.headers.get("Content-Encoding") == "gzip":
+            raw = gzip.decompress(raw)
+        return json.loads(raw)
+
+
+@contextlib.contextmanager
+def serving(command: list, cwd=None):
+    """Starts `command` (a TensorBoard command line, without --host/--port) on a free
+    loopback port; yields its base URL once the API answers."""
+    port = free_port()
+    process = subprocess.Popen([*command, "--host", "127.0.0.1", "--port", str(port)],
+                               cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    try:
+        while True:
+            try:
+                fetch(base + "/data/plugins_listing")
+                break
+            except OSError:
+                if process.poll() is not None or time.time() > deadline:
+                    process.kill()
+                    pytest.fail(f"tensorboard did not start: {process.stderr.read()[-2000:]}")
+                time.sleep(1)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
