@@ -1,14 +1,16 @@
-"""Entry point: `python app/main.py [--flags]` (see README.md, BUILD.md, --helpfull).
+"""Entry point: `python app/main.py [--flags]`; `--help` lists the flags by group.
 
 A thin absl shell: it parses the flags, builds the frozen config once, checks the
 run (app/run/context.py: run folder, devices, data, price) and hands it to one
 mode of app/modes/: train (the default), sweep (--sweep_batch_sizes) or the input
-benchmark (--benchmark=input). Each mode returns the summary dict it wrote. Exit codes: 0 done, 2 a user mistake (one line on stderr,
-nothing touched), 75 preempted (checkpoint saved; rerun the same command to
-resume), 76 diverged (loss NaN/Inf; the last good checkpoint is kept).
+benchmark (--benchmark=input). Each mode returns the summary dict it wrote.
+Exit codes: 0 done, 2 a user mistake (one line on stderr, nothing touched), 75
+preempted (checkpoint saved; the error line gives the command that resumes), 76
+diverged (loss NaN/Inf; the last good checkpoint is kept).
 """
 
 import os
+import re
 import sys
 import time
 
@@ -22,6 +24,7 @@ sys.path[:] = [_ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != _AP
 from absl import app as absl_app  # noqa: E402
 
 from flags import FLAGS, ConfigError, config_from_flags, define_flags  # noqa: E402
+from flags.config import did_you_mean  # noqa: E402
 
 EXIT_USER_ERROR = 2
 EXIT_PREEMPTED = 75
@@ -74,18 +77,29 @@ def main(argv):
     except ConfigError as error:
         return _fail(str(error), EXIT_USER_ERROR)
 
+    from app.engine import native_stderr
     from callbacks.stops import Diverged, Preempted
 
+    native_stderr.start(config.accelerator)  # before any framework is imported
     try:
         run(config, started_at=STARTED_AT)
     except _user_errors() as error:
         return _fail(str(error), EXIT_USER_ERROR)
     except Preempted as error:
-        return _fail(f"{error}; rerun the same command to resume", EXIT_PREEMPTED)
+        return _fail(f"{error}; resume with: {_resume_command(config)}", EXIT_PREEMPTED)
     except Diverged as error:
         return _fail(f"{error}; stopped, the last good checkpoint is kept in "
                      f"{config.logdir}/checkpoints", EXIT_DIVERGED)
     return 0
+
+
+def _resume_command(config) -> str:
+    """This process's command, with --logdir added when it was defaulted (the
+    default is time-stamped: rerun as is, the command would start a new run)."""
+    from app.run.summary import shell_command
+
+    extra = [] if FLAGS.logdir else [f"--logdir={config.logdir}"]
+    return shell_command(*sys.argv, *extra)
 
 
 def parse_flags(argv):
@@ -95,7 +109,11 @@ def parse_flags(argv):
     try:
         return FLAGS(argv)
     except absl_flags.Error as error:
-        sys.exit(_fail(str(error).strip().splitlines()[0], EXIT_USER_ERROR))
+        line = str(error).strip().splitlines()[0]
+        enum = re.match(r"flag --\w+=(.*): value should be one of <(.*)>", line)
+        if enum:  # a near miss of an enum value gets a suggestion
+            line += did_you_mean(enum.group(1), enum.group(2).split("|"))
+        sys.exit(_fail(line, EXIT_USER_ERROR))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import difflib
 import os
 import re
 
@@ -44,6 +45,22 @@ class ConfigError(ValueError):
 def _check(condition, message):
     if not condition:
         raise ConfigError(message)
+
+
+def did_you_mean(value: str, choices) -> str:
+    """"; did you mean X?" naming the choices a mistyped `value` is closest to, or ""."""
+    choices = list(choices)
+    close = [c for c in choices if value and value.lower() in c.lower()]
+    close = close or difflib.get_close_matches(value, choices, n=2, cutoff=0.7)
+    return f"; did you mean {' or '.join(close[:2])}?" if close else ""
+
+
+def _dataset_suggestion(name: str) -> str:
+    """The --dataset value a near miss probably meant (cifar10 -> tfds:cifar10)."""
+    if os.path.isdir(name):
+        return f"; did you mean folder:{name}?"
+    return did_you_mean(name, NAMED_DATASETS) or (
+        f"; did you mean tfds:{name}?" if re.fullmatch(r"[a-z0-9_]+", name) else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +124,9 @@ class Config:
             name = "sweep" if self.sweep_batch_sizes else self.dataset_name
             object.__setattr__(self, "logdir", os.path.join(
                 "runs", f"{stamp}-{self.model}-{name}-{self.backend}"))
+        if self.dataset == "synthetic" and self.validation_steps == 0:
+            # Random images measure no accuracy: validate them only when asked (N > 0).
+            object.__setattr__(self, "validation_steps", -1)
         object.__setattr__(self, "target_top1", tuple(self.target_top1))
         object.__setattr__(self, "sweep_batch_sizes", tuple(self.sweep_batch_sizes))
         self._validate()
@@ -133,8 +153,8 @@ class Config:
         name = self.dataset
         ok = name in NAMED_DATASETS or any(
             name.startswith(p) and len(name) > len(p) for p in DATASET_PREFIXES)
-        _check(ok, f"--dataset={name!r} is unknown; accepted: "
-                   "digits, synthetic, imagenet2012, tfds:NAME[:VERSION], folder:PATH")
+        _check(ok, f"--dataset={name!r} is unknown; accepted: digits, synthetic, "
+                   f"imagenet2012, tfds:NAME[:VERSION], folder:PATH{_dataset_suggestion(name)}")
         if name.startswith("tfds:"):
             _check(re.fullmatch(r"[a-z0-9_]+(/[a-z0-9_.]+)?(:\d+\.\d+\.\d+)?", name[5:]),
                    f"--dataset={name!r}: expected tfds:NAME or tfds:NAME:X.Y.Z "

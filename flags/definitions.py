@@ -102,7 +102,8 @@ def define_flags():
                               "Training steps per epoch; 0 = one pass over the data.")
     absl_flags.DEFINE_integer("validation_steps", D["validation_steps"],
                               "Validation batches per epoch; 0 = every validation "
-                              "image, -1 = no validation.")
+                              "image (none on --dataset=synthetic: random images "
+                              "measure nothing), -1 = no validation.")
     absl_flags.DEFINE_integer("steps_per_execution", D["steps_per_execution"],
                               "Training steps run per host call (callbacks fire "
                               "once per execution).")
@@ -120,10 +121,12 @@ def define_flags():
                               "Also checkpoint every N training steps within an "
                               "epoch; 0 = at epoch ends only.")
     absl_flags.DEFINE_integer("log_every_steps", D["log_every_steps"],
-                              "Write step-level throughput and cost scalars every N steps.")
+                              "Write the step-level TensorBoard series (batch_* tags: "
+                              "throughput, cost, loss) every N steps.")
     absl_flags.DEFINE_enum("verbose", D["verbose"], list(choices.VERBOSITIES),
-                           "Keras progress output: 1 = bar, 2 = a line per epoch, "
-                           "auto = bar on a terminal.")
+                           "Progress while training (loss, top-1, images/sec, dollars; "
+                           "every figure goes to the logs): 1 = a bar, 2 = a line per "
+                           "epoch, 0 = none, auto = a bar on a terminal.")
 
     # The study's questions: accuracy targets, cost, utilization, profile.
     absl_flags.DEFINE_list("target_top1", D["target_top1"],

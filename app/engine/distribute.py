@@ -18,13 +18,36 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
+import logging
 import os
 import sys
 import threading
 
+from app.engine import native_stderr
+
 
 class TopologyError(RuntimeError):
     """The devices or hosts asked for are not there; the message is one line."""
+
+
+# How to get each framework, for the error when it is missing.
+INSTALL = {
+    "tensorflow": 'pip install "tensorflow==2.21.0" (or use --backend=jax)',
+    "jax": 'pip install -U jax (CPU), "jax[cuda13]" (NVIDIA GPU) or "jax[tpu]" (Cloud TPU VM)',
+    "keras": 'pip install "keras==3.15.1"',
+}
+GPU_INSTALL = {
+    "jax": 'for NVIDIA GPUs install JAX with CUDA: pip install -U "jax[cuda13]" (or '
+           '"jax[cuda12]" for CUDA 12 drivers)',
+    "tensorflow": 'TensorFlow 2.21 needs CUDA 12 libraries for GPUs: pip install '
+                  '"tensorflow[and-cuda]==2.21.0", or use --backend=jax with pip install '
+                  '-U "jax[cuda13]"',
+}
+TPU_INSTALL = {
+    "jax": 'on a Cloud TPU VM install JAX for TPUs: pip install -U "jax[tpu]"',
+    "tensorflow": "on a Cloud TPU VM TensorFlow needs its TPU build (BUILD.md, TPU)",
+}
 
 
 @dataclasses.dataclass
@@ -99,6 +122,13 @@ def prepare_backend(config) -> None:
             f"{keras_module.backend.backend()} backend in this process")
     os.environ["KERAS_BACKEND"] = config.backend
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF's C++ banner quiet
+    # JAX tries every platform it knows and logs each miss ("Unable to initialize
+    # backend 'tpu'"); a CPU run looks at the CPU only, and the others stay quiet.
+    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
+    if config.accelerator == "cpu":
+        os.environ["JAX_PLATFORMS"] = "cpu"
+    elif os.environ.get("JAX_PLATFORMS") == "cpu":  # the flag decides, not an old setting
+        del os.environ["JAX_PLATFORMS"]
     if config.backend == "jax" and config.accelerator == "cpu" and config.num_devices > 1:
         # JAX makes N host devices only when told before it starts.
         if "jax" not in sys.modules:
@@ -121,6 +151,7 @@ def make_topology(config) -> Topology:
         TopologyError: for missing devices, unreachable TPUs or coordinators, or a
             global batch that the replicas cannot share evenly.
     """
+    _import(config.backend, config)
     if config.backend == "tensorflow":
         topology = _tensorflow_topology(config)
     else:
@@ -129,14 +160,28 @@ def make_topology(config) -> Topology:
         raise TopologyError(
             f"--global_batch_size={config.global_batch_size} is not divisible by the "
             f"{topology.num_replicas} replicas found; use a multiple of {topology.num_replicas}")
+    _import("keras", config)  # after the devices: importing it takes seconds
+    native_stderr.release()
     return topology
+
+
+def _import(module: str, config):
+    """Imports a framework, or says in one line how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise TopologyError(f"--backend={config.backend} needs {module}, which does not "
+                            f"import here ({first}): {INSTALL[module]}") from None
 
 
 def _wanted(config, available: int, what: str) -> int:
     """Devices per process to use: --num_devices, or all that are visible."""
     if available == 0:
+        hints = {"gpu": GPU_INSTALL, "tpu": TPU_INSTALL}.get(config.accelerator, {})
+        hint = f"; {hints[config.backend]}" if config.backend in hints else ""
         raise TopologyError(f"--accelerator={config.accelerator} but no {what} is visible "
-                            "to this process")
+                            f"to this process{hint}")
     wanted = config.num_devices or available
     if wanted > available:
         raise TopologyError(f"--num_devices={config.num_devices} but only {available} "
@@ -205,8 +250,10 @@ def _tpu_strategy(config, tf):
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (ValueError, RuntimeError, OSError, tf.errors.OpError) as error:  # OSError: no metadata server
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise TopologyError(f"--accelerator=tpu --tpu={config.tpu}: no TPU reachable ({first})")
+        first = str(error).strip().split(". ")[0].splitlines()[0] if str(error).strip() \
+            else type(error).__name__
+        raise TopologyError(f"--accelerator=tpu --tpu={config.tpu}: no TPU reachable "
+                            f"({first}); {TPU_INSTALL['tensorflow']}")
     strategy = tf.distribute.TPUStrategy(resolver)
     available = strategy.num_replicas_in_sync
     if config.num_devices and config.num_devices != available:
@@ -229,7 +276,7 @@ def _jax_topology(config) -> Topology:
         local = []
     what = {"cpu": "CPU device", "gpu": "GPU", "tpu": "TPU device"}[platform]
     per_process = _wanted(config, len(local), what)
-    import keras
+    keras = _import("keras", config)
 
     distribution = None
     num_processes = jax.process_count()
@@ -282,3 +329,4 @@ def _initialize_multi_host(config) -> None:
             f"{config.process_id}/{config.num_processes}: {str(error).splitlines()[0]}")
     finally:
         done.set()
+

@@ -144,13 +144,15 @@ def check_config(config) -> None:
         ConfigError: naming the catalog's machines, or the pricings sold for one.
     """
     from flags import PRICINGS, ConfigError
+    from flags.config import did_you_mean
 
     if config.machine == "auto":
         return
     catalog = load_catalog()
     if config.machine not in catalog:
-        raise ConfigError(f"--machine={config.machine!r} is not in the price catalog; "
-                          "accepted: auto, " + ", ".join(sorted(catalog)))
+        raise ConfigError(f"--machine={config.machine!r} is not in the price catalog"
+                          f"{did_you_mean(config.machine, sorted(catalog))} (accepted: auto, "
+                          + ", ".join(sorted(catalog)) + ")")
     sold = [p for p in PRICINGS if catalog[config.machine].price_per_hour_usd(p) is not None]
     if config.price_per_hour_usd is None and config.pricing not in sold:
         raise ConfigError(f"--pricing={config.pricing} has no price for --machine="

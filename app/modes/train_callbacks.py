@@ -21,6 +21,7 @@ from callbacks.metrics_logger import MetricsLogger
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.nan_guard import NanGuard
 from callbacks.profiler import Profiler
+from callbacks.progress import Progress
 from callbacks.throughput import Throughput
 
 
@@ -113,7 +114,8 @@ def make_callbacks(context, plan) -> RunCallbacks:
                                       resume_step=state.global_step)
     # Producers of figures first, then their readers; the guard before the checkpoint
     # (a diverged step must stop training before anything is saved); the sink last.
+    # Progress replaces Keras's progress bar (which would print every figure).
     ordered = [LearningRateLogger(), throughput, parts.energy, cost, mfu, targets, nan_guard,
-               parts.checkpoint, parts.profiler, parts.logger]
+               parts.checkpoint, parts.profiler, Progress(), parts.logger]
     parts.callbacks = [c for c in ordered if c is not None]
     return parts

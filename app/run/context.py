@@ -1,8 +1,8 @@
 """The run context: what every mode knows once its checks have passed.
 
 Every mode (train, sweep, input benchmark) starts the same way, here:
-  1. `prepare(config)`: check the run folder, choose backend and devices
-     (app/engine/distribute.py), check the dataset, resolve the price. Nothing is
+  1. `prepare(config)`: check the run folder and the dataset, choose backend and
+     devices (app/engine/distribute.py), resolve the price. Nothing is
      written and no model exists yet; any failure is one line for the user.
   2. `start(context)`: draw and share the seed, set the Keras dtype policy;
   3. `create_folder(context)`: create the run folder (process 0), once the mode's
@@ -20,6 +20,14 @@ from app.engine.data import input_spec
 from app.engine.prices import Billing, resolve_billing
 from app.run import rundir
 from preprocessing import InputSpec, check_dataset
+
+
+@dataclasses.dataclass(frozen=True)
+class _Processes:
+    """The processes the flags ask for, as input_spec reads them from a Topology."""
+
+    num_processes: int
+    process_index: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,9 +59,12 @@ def prepare(config, started_at: float) -> RunContext:
     """
     run_dir = rundir.preflight(config)
     distribute.prepare_backend(config)
+    # The data is looked at before the framework starts (seconds, on a small host):
+    # the checks read files only, for the processes the flags ask for.
+    check_dataset(config.dataset, input_spec(config, _Processes(config.num_processes,
+                                                                config.process_id)))
     topology = distribute.make_topology(config)
     spec = input_spec(config, topology)
-    check_dataset(config.dataset, spec)
     billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
                               config.peak_tflops_per_device, topology.device_kind,
                               topology.billed_devices)

@@ -8,7 +8,9 @@ epoch.
 
 from __future__ import annotations
 
+import os
 import platform
+import shlex
 import sys
 import time
 
@@ -140,8 +142,42 @@ def _money(value):
     return "n/a" if value is None else f"${value:,.4f}"
 
 
+def _from_here(path: str) -> str:
+    """`path` as typed from the current folder: relative inside it, else absolute."""
+    relative = os.path.relpath(path)
+    if relative.startswith(".."):
+        return os.path.abspath(path)
+    return relative if os.sep in relative else os.path.join(".", relative)
+
+
+def shell_command(*args: str) -> str:
+    """A command that works as printed, from the current folder: the running
+    interpreter (an unactivated venv's `python` would not be on PATH), then `args`,
+    quoted for a POSIX shell."""
+    return " ".join(shlex.quote(a) for a in (_from_here(sys.executable), *args))
+
+
+def _accuracy(summary: dict) -> str:
+    """Last and best top-1 with their epochs, then each target."""
+    by_epoch = [(epoch, top1) for epoch, top1 in enumerate(summary["top1_by_epoch"], 1)
+                if top1 is not None]
+    if not by_epoch:
+        return "top-1: no validation"
+    last_epoch, last = by_epoch[-1]
+    best_epoch, best = max(by_epoch, key=lambda pair: pair[1])  # the first of equals
+    line = (f"top-1: {last:.4f} after epoch {last_epoch} (the best)" if best_epoch == last_epoch
+            else f"top-1: {last:.4f} after epoch {last_epoch}; best {best:.4f} at epoch "
+                 f"{best_epoch}")
+    for target in summary["targets"]:
+        line += (f"; {target['top1']:.3f} reached at epoch {target['epoch']} "
+                 f"({_money(target['cost_usd'])})" if target["reached"]
+                 else f"; {target['top1']:.3f} not reached")
+    return line
+
+
 def closing_lines(summary: dict) -> str:
-    """The three lines a user wants (speed, accuracy, money) and where to look next."""
+    """The three lines a user wants (speed, accuracy, money) and where to look next,
+    as commands that work as printed."""
     rate = summary["images_per_sec"]
     speed = (f"throughput: {rate:,.1f} images/sec ({summary['images_per_sec_per_device']:,.1f} "
              f"per device x {summary['num_replicas']})" if rate else
@@ -151,22 +187,17 @@ def closing_lines(summary: dict) -> str:
     if rate and summary["images_per_sec_wall"]:
         speed += (f"; {summary['images_per_sec_wall']:,.1f} over the wall clock "
                   "(evaluation and checkpoints included)")
-    best = summary["best_val_top1"]
-    accuracy = "top-1: no validation" if best is None else (
-        f"top-1: {summary['val_top1']:.4f} last, {best:.4f} best after "
-        f"{summary['epochs_completed']} epoch(s)")
-    for target in summary["targets"]:
-        accuracy += (f"; {target['top1']:.3f} reached at epoch {target['epoch']} "
-                     f"({_money(target['cost_usd'])})" if target["reached"]
-                     else f"; {target['top1']:.3f} not reached")
     money = (f"cost: {_money(summary['cost_usd'])} for {summary['billed_seconds'] / 3600:.4f} "
              f"billed hours at ${summary['price_per_hour_usd']}/h ({summary['machine']}, "
              f"{summary['pricing']})" if summary["cost_usd"] is not None
              else "cost: unknown (no price for this device: pass --machine or "
                   "--price_per_hour_usd)")
     logdir = summary["logdir"]
+    report = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "report.py")
     return "\n".join([
-        f"status: {summary['status']}", speed, accuracy, money,
-        f"view:   tensorboard --logdir {logdir}",
-        f"report: python app/report.py {logdir} --out {logdir}/report",
+        f"status: {summary['status']}", speed, _accuracy(summary), money,
+        "view:   " + shell_command("-m", "tensorboard.main", "--logdir", logdir),
+        "report: " + shell_command(_from_here(report), logdir, "--out",
+                                   os.path.join(logdir, "report")),
     ])

@@ -1,0 +1,171 @@
+"""What a user reads on the console of `python app/main.py`, captured from the real
+command: progress with the few figures a person watches, no lines about devices the
+run does not use, a banner that says what the images are, closing commands that
+work as printed, the command that resumes after SIGTERM, and no validation of
+random images."""
+
+import json
+import os
+import pty
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from app.run.summary import closing_lines
+from conftest import ROOT, error_lines, run_cli, tiny_flags
+from flags import Config
+from tensorboard_server import serving
+
+# Lines the frameworks print about devices (CUDA probes, TPU probes) and their preamble.
+DEVICE_NOISE = re.compile(r"cuda|cuInit|tpu|absl::InitializeLog", re.IGNORECASE)
+
+
+@pytest.fixture(scope="module")
+def runs(digits_dir, tmp_path_factory):
+    """One tiny CPU run per backend, a line per epoch: {backend: (CompletedProcess, logdir)}."""
+    root = tmp_path_factory.mktemp("console")
+    found = {}
+    for backend in ("tensorflow", "jax"):
+        logdir = root / backend
+        done = run_cli(*tiny_flags(digits_dir, logdir, f"--backend={backend}", "--verbose=2"))
+        assert done.returncode == 0, done.stderr[-3000:]
+        found[backend] = done, logdir
+    return found
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_progress_shows_the_watched_figures_and_the_logs_keep_every_figure(runs, backend):
+    done, logdir = runs[backend]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("epoch ")]
+    assert [line.split(" - ")[0] for line in lines] == ["epoch 1/2", "epoch 2/2"]
+    for line in lines:
+        assert len(line) <= 110, line  # was ~900 characters with 20 figures
+        for shown in ("loss ", "top-1 ", "val top-1 ", " images/sec", " - $0.0"):
+            assert shown in line, (shown, line)
+    for hidden in ("targets_reached", "step_time_jitter", "billed_hours", "learning_rate"):
+        assert hidden not in done.stdout
+    record = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()][-1]
+    assert {"step_time_jitter", "step_time_stderr_ms", "billed_hours", "learning_rate",
+            "usd_per_epoch", "eval_images_per_sec"} <= set(record)
+
+
+def test_a_terminal_gets_a_bar_redrawn_in_place(digits_dir, tmp_path):
+    """--verbose=auto on a real terminal (a pty): the bar, then the epoch's line."""
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "app", "main.py"),
+         *tiny_flags(digits_dir, tmp_path / "tty", "--epochs=1", "--verbose=auto")],
+        stdout=follower, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    os.close(follower)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed: the process ended
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(leader)
+    assert process.wait(timeout=120) == 0, process.stderr.read()[-2000:]
+    text = output.decode()
+    assert re.search(r"\r\d+/4 \[=*\.*\] \d+ s - loss ", text), text
+    assert "\repoch 1/1 - " in text
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_a_cpu_run_prints_no_line_about_other_devices(runs, backend):
+    done, _ = runs[backend]
+    noise = [line for line in (done.stdout + done.stderr).splitlines()
+             if DEVICE_NOISE.search(line)]
+    assert not noise, noise
+
+
+@pytest.mark.parametrize("backend, hint", [("tensorflow", "tensorflow[and-cuda]"),
+                                           ("jax", "jax[cuda13]")])
+def test_a_device_error_comes_first_with_how_to_install(digits_dir, tmp_path, backend, hint):
+    began = time.time()
+    done = run_cli(*tiny_flags(digits_dir, tmp_path / "gpu", f"--backend={backend}",
+                               "--accelerator=gpu"))
+    assert done.returncode == 2 and time.time() - began < 90
+    first = done.stderr.splitlines()[0]
+    assert first.startswith("error: --accelerator=gpu but no GPU is visible") and hint in first
+    assert len(error_lines(done.stderr)) == 1 and "Traceback" not in done.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="the banner's image size, input pipeline and "
+                   "preprocessing are in app/modes/train.py on main, not on this branch; "
+                   "remove this mark when merged")
+def test_the_banner_says_image_size_input_pipeline_and_preprocessing(runs):
+    done, _ = runs["tensorflow"]
+    banner = done.stdout.splitlines()[0]
+    assert "image_size=8" in banner and "input_pipeline=" in banner
+    assert "preprocessing=" in banner
+
+
+def test_the_closing_commands_work_as_printed(runs):
+    done, logdir = runs["tensorflow"]
+    view = next(line for line in done.stdout.splitlines() if line.startswith("view:"))
+    report = next(line for line in done.stdout.splitlines() if line.startswith("report:"))
+    # The running interpreter, not whatever `python` or `tensorboard` is on PATH.
+    for line in (view, report):
+        assert shlex.split(line.split(":", 1)[1])[0] in (sys.executable,
+                                                         os.path.relpath(sys.executable, ROOT))
+    printed = shlex.split(report.split(":", 1)[1])
+    made = subprocess.run(printed, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr[-2000:]
+    assert (logdir / "report" / "report.html").exists()
+    with serving(shlex.split(view.split(":", 1)[1]), cwd=ROOT) as base:
+        assert base.startswith("http://")  # the printed command serves the run
+
+
+def test_the_accuracy_line_names_the_epoch_of_the_best():
+    summary = {"images_per_sec": 10.0, "images_per_sec_per_device": 10.0, "num_replicas": 1,
+               "mfu": None, "top1_by_epoch": [0.5, 0.9944, 0.97], "targets": [],
+               "cost_usd": None, "status": "completed", "logdir": "runs/x"}
+    text = closing_lines(summary)
+    assert "top-1: 0.9700 after epoch 3; best 0.9944 at epoch 2" in text
+
+
+def test_the_command_printed_after_sigterm_resumes_the_run(digits_dir, tmp_path):
+    """The default logdir is time-stamped: rerunning the same command would start a new
+    run, so the error line names the run folder."""
+    args = [sys.executable, os.path.join(ROOT, "app", "main.py"), f"--data_dir={digits_dir}",
+            "--image_size=8", "--epochs=6", "--steps_per_epoch=4", "--validation_steps=2",
+            "--verbose=0"]
+    env = {**{k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"},
+           "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    while not list(tmp_path.glob("runs/*/metrics.jsonl")) and time.time() < deadline:
+        time.sleep(0.2)  # the first epoch is logged
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 75, stderr[-2000:]
+    (line,) = error_lines(stderr)
+    command = line.split("resume with: ", 1)[1]
+    (folder,) = tmp_path.glob("runs/*")
+    assert command.endswith(f"--logdir=runs/{folder.name}")
+    again = subprocess.run(shlex.split(command), cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resuming from" in again.stdout and len(list(tmp_path.glob("runs/*"))) == 1
+
+
+def test_synthetic_data_is_validated_only_when_asked(tmp_path):
+    done = run_cli("--backend=jax", "--dataset=synthetic", "--image_size=32",
+                   "--global_batch_size=8", "--epochs=1", "--steps_per_epoch=4",
+                   "--verbose=2", f"--logdir={tmp_path / 'synthetic'}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((tmp_path / "synthetic" / "summary.json").read_text())
+    assert summary["val_top1"] is None and "top-1: no validation" in done.stdout
+    assert Config(dataset="synthetic").validation_steps == -1  # the default: none
+    assert Config(dataset="synthetic", validation_steps=5).validation_steps == 5  # asked
+    assert Config(dataset="digits").validation_steps == 0  # real data: every image
