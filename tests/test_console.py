@@ -104,7 +104,7 @@ def test_a_device_error_comes_first_with_how_to_install(digits_dir, tmp_path, ba
                    "remove this mark when merged")
 def test_the_banner_says_image_size_input_pipeline_and_preprocessing(runs):
     done, _ = runs["tensorflow"]
-    banner = done.stdout.splitlines()[0]
+    banner = next(line for line in done.stdout.splitlines() if line.startswith("[small_resnet"))
     assert "image_size=8" in banner and "input_pipeline=" in banner
     assert "preprocessing=" in banner
 
@@ -144,8 +144,10 @@ def test_the_command_printed_after_sigterm_resumes_the_run(digits_dir, tmp_path)
     process = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 180
-    while not list(tmp_path.glob("runs/*/metrics.jsonl")) and time.time() < deadline:
-        time.sleep(0.2)  # the first epoch is logged
+    # The first epoch is logged (the file itself is created when training starts).
+    while not any(p.stat().st_size for p in tmp_path.glob("runs/*/metrics.jsonl")) \
+            and time.time() < deadline:
+        time.sleep(0.2)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 75, stderr[-2000:]

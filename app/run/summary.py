@@ -184,7 +184,7 @@ def closing_lines(summary: dict) -> str:
              "throughput: not measured (too few steps after warm-up)")
     if summary["mfu"] is not None:
         speed += f", MFU {summary['mfu']:.1%}"
-    if rate and summary["images_per_sec_wall"]:
+    if rate and summary.get("images_per_sec_wall"):
         speed += (f"; {summary['images_per_sec_wall']:,.1f} over the wall clock "
                   "(evaluation and checkpoints included)")
     money = (f"cost: {_money(summary['cost_usd'])} for {summary['billed_seconds'] / 3600:.4f} "
