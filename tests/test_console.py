@@ -99,9 +99,6 @@ def test_a_device_error_comes_first_with_how_to_install(digits_dir, tmp_path, ba
     assert len(error_lines(done.stderr)) == 1 and "Traceback" not in done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="the banner's image size, input pipeline and "
-                   "preprocessing are in app/modes/train.py on main, not on this branch; "
-                   "remove this mark when merged")
 def test_the_closing_commands_work_as_printed(runs):
     done, logdir = runs["tensorflow"]
     view = next(line for line in done.stdout.splitlines() if line.startswith("view:"))
