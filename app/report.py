@@ -158,8 +158,11 @@ def charts(runs: list[dict], targets, out: str) -> dict:
 
 def _tables(content) -> list[tuple[str, list[str], list[list[str]]]]:
     rows, targets = content["rows"], content["targets"]
+    # usd_per_million_images: price / steady-state images/sec (callbacks/money.py), not
+    # the run's bill over its images (billed_usd_per_million_images, in metrics.jsonl).
     speed = ("Speed and price", ["run", "backend", "precision", "global batch", "images/sec",
-                                 "per device", "MFU", "$/hour", "$/million images", "sweep"],
+                                 "per device", "MFU", "$/hour",
+                                 "$/million images (price / steady-state images/sec)", "sweep"],
              [[r["label"], r["backend"] or MISSING, r["precision"] or MISSING,
                _fmt(r["global_batch_size"], "d"), _fmt(r["images_per_sec"]),
                _fmt(r["images_per_sec_per_device"]), _fmt(r["mfu"], ".1%"),

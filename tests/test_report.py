@@ -134,3 +134,31 @@ def test_the_html_page_renders_in_headless_chromium_with_its_charts_and_tables(s
                    capture_output=True, timeout=120)
     pixels = np.asarray(Image.open(screenshot).convert("L"), dtype="float32")
     assert pixels.shape == (2400, 1280) and pixels.std() > 20  # drawn, not blank
+
+
+def test_dollars_per_million_images_mean_one_thing_everywhere(digits_dir, tmp_path):
+    """usd_per_million_images is price / steady-state rate in summary.json and the
+    report (which says so); the bill over the images is billed_usd_per_million_images
+    in metrics.jsonl and TensorBoard, and nothing else is called by the first name."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from conftest import run_cli, tiny_flags
+
+    logdir = tmp_path / "run"
+    done = run_cli(*tiny_flags(digits_dir, logdir))
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((logdir / "summary.json").read_text())
+    steady = summary["price_per_hour_usd"] / (summary["images_per_sec"] * 3600) * 1e6
+    assert summary["usd_per_million_images"] == pytest.approx(steady, rel=1e-3)
+    lines = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    assert all("billed_usd_per_million_images" in line for line in lines)
+    assert not any("usd_per_million_images" in line for line in lines)
+    events = EventAccumulator(str(logdir))
+    events.Reload()
+    tags = events.Tags()["tensors"] + events.Tags()["scalars"]
+    assert "cost/billed_usd_per_million_images" in tags
+    assert not [t for t in tags if t.endswith("/usd_per_million_images")]
+    content = report.write([report.load_run(str(logdir))], [], str(tmp_path / "report"))
+    assert content["rows"][0]["usd_per_million_images"] == pytest.approx(steady, rel=1e-3)
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "$/million images (price / steady-state images/sec)" in text
