@@ -104,3 +104,38 @@ def test_any_failure_to_make_the_run_folder_is_a_run_dir_error(digits_dir, tmp_p
     monkeypatch.setattr(os, "makedirs", full)
     with pytest.raises(RunDirError, match="cannot be created or written .No space left"):
         app.run(tiny(digits_dir, tmp_path / "full"))
+
+
+def test_val_loss_and_top1_equal_an_independent_evaluation_of_the_checkpoint(digits_dir,
+                                                                             tmp_path):
+    """360 validation digits in batches of 64: the last batch holds 40 images and 24
+    weight-0 paddings, which neither val_loss nor val_top1 may count. The checkpoint
+    of the epoch's end is evaluated again here, by hand, image by image."""
+    import keras
+    import numpy as np
+
+    from app.engine import models, recipe
+    from callbacks.checkpoint import WEIGHTS_FILE, latest_checkpoint
+    from preprocessing import InputSpec, make_datasets
+
+    config = tiny(digits_dir, tmp_path / "eval", epochs=1, validation_steps=0,
+                  label_smoothing=0.1)
+    app.run(config)
+    logged = read_metrics(str(tmp_path / "eval"))[-1]
+    model = models.make_model(config.model, 10, 8)
+    recipe.compile_model(model, config, 10, 6)
+    model.optimizer.build(model.trainable_variables)
+    model.load_weights(os.path.join(latest_checkpoint(config.logdir)[0], WEIGHTS_FILE))
+    data = make_datasets("digits", InputSpec(digits_dir, image_size=8, batch_size=64, seed=1))
+    losses, hits = [], []
+    for images, labels, weights in data.validation:
+        logits = keras.ops.convert_to_numpy(model(images, training=False)).astype("float64")
+        labels, real = np.asarray(labels).reshape(-1), np.asarray(weights) > 0
+        log_p = logits - logits.max(1, keepdims=True)
+        log_p -= np.log(np.exp(log_p).sum(1, keepdims=True))
+        smoothed = np.full(log_p.shape, 0.1 / 10) + 0.9 * np.eye(10)[labels]
+        losses += list(-(smoothed * log_p).sum(1)[real])
+        hits += list((logits.argmax(1) == labels)[real])
+    assert len(losses) == 360
+    assert logged["val_loss"] == pytest.approx(np.mean(losses), rel=1e-4)
+    assert logged["val_top1"] == pytest.approx(np.mean(hits), abs=1e-6)

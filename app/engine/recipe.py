@@ -3,8 +3,9 @@
 SGD with Nesterov-free momentum, a learning rate scaled linearly with the global
 batch (Goyal et al.: 0.1 per 256 images), a linear warm-up, then cosine decay to
 zero or the classic step schedule; label smoothing; decoupled weight decay that
-skips BatchNorm parameters and biases; top-1 (and top-5 with many classes) as
-weighted metrics, so the weight-0 padding of the last validation batch is ignored.
+skips BatchNorm parameters and biases; the loss, top-1 (and top-5 with many
+classes) as weighted metrics, so the weight-0 padding of the last validation batch
+is ignored by all three.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ class SmoothedSparseCrossentropy(keras.losses.Loss):
         return keras.losses.categorical_crossentropy(
             labels, y_pred, from_logits=True, label_smoothing=self.label_smoothing)
 
+    def per_image(self, y_true, y_pred):
+        """The loss of each image, in float32 (as the loss itself computes it)."""
+        return self.call(y_true, ops.cast(y_pred, "float32"))
+
     def get_config(self):
         return {**super().get_config(), "num_classes": self.num_classes,
                 "label_smoothing": self.label_smoothing}
@@ -91,13 +96,21 @@ def compile_model(model, config, num_classes: int, steps_per_epoch: int,
     """
     total_steps = steps_per_epoch * config.epochs
     warmup_steps = int(round(config.warmup_epochs * steps_per_epoch))
-    metrics = [keras.metrics.SparseCategoricalAccuracy(name="top1")]
+    loss = SmoothedSparseCrossentropy(num_classes, config.label_smoothing)
+    # Keras's own "loss" log averages each batch's mean loss weighted by the batch's
+    # size, so the weight-0 padding images of the last validation batch would count
+    # in val_loss's denominator. This weighted mean of each image's loss, named
+    # "loss", takes its place in the logs (Keras merges the compiled metrics' results
+    # after its loss tracker's); tests/test_train.py checks val_loss against an
+    # independent evaluation. Training batches have no padding: the figure is the same.
+    metrics = [keras.metrics.MeanMetricWrapper(loss.per_image, name="loss"),
+               keras.metrics.SparseCategoricalAccuracy(name="top1")]
     if num_classes >= 100:
         metrics.append(keras.metrics.SparseTopKCategoricalAccuracy(k=5, name="top5"))
     model.compile(
         optimizer=make_optimizer(config.learning_rate, warmup_steps, total_steps,
                                  config.lr_schedule, config.momentum, config.weight_decay),
-        loss=SmoothedSparseCrossentropy(num_classes, config.label_smoothing),
+        loss=loss,
         weighted_metrics=metrics,
         steps_per_execution=config.steps_per_execution,
         jit_compile=jit_compile,
