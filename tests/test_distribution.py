@@ -49,6 +49,21 @@ def test_data_parallel_over_four_host_devices(digits_dir, tmp_path):
     assert summary["devices_per_process"] == 4 and summary["epochs_completed"] == 2
 
 
+@pytest.mark.parametrize("devices", [4, 8])
+def test_any_number_of_jax_host_devices_is_safe_on_a_small_machine(tmp_path, devices):
+    """More devices than cores (CI has 2): the evaluation dispatches up to 200 steps ahead,
+    past XLA's in-flight limit per device, which used to deadlock the all-reduce
+    and abort the process (see distribute.cpu_client_threads)."""
+    logdir = tmp_path / f"host{devices}"
+    done = run_cli("--backend=jax", f"--num_devices={devices}", "--dataset=synthetic",
+                   "--image_size=32", "--global_batch_size=16", "--epochs=1",
+                   "--steps_per_epoch=4", "--validation_steps=200", "--verbose=0",
+                   f"--logdir={logdir}", timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["num_replicas"] == devices and summary["status"] == "completed"
+
+
 def test_two_jax_processes_on_loopback_train_in_lockstep_and_write_one_summary(
         digits_dir, tmp_path):
     """Two OS processes, a real coordinator; process 1 is configured the way

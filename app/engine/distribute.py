@@ -136,12 +136,33 @@ def prepare_backend(config) -> None:
             flag = f"--xla_force_host_platform_device_count={config.num_devices}"
             if "xla_force_host_platform_device_count" not in flags:
                 os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
+            os.environ["PJRT_NPROC"] = str(cpu_client_threads(config.num_devices))
     if config.backend == "jax" and config.accelerator == "gpu":
         # Let XLA overlap collectives with compute in data-parallel steps.
         flags = os.environ.get("XLA_FLAGS", "")
         if "xla_gpu_enable_latency_hiding_scheduler" not in flags:
             os.environ["XLA_FLAGS"] = (
                 f"{flags} --xla_gpu_enable_latency_hiding_scheduler=true").strip()
+
+
+def cpu_client_threads(num_devices: int) -> int:
+    """Threads XLA's CPU client needs so that N host devices never deadlock.
+
+    The client (xla/pjrt/cpu/cpu_client.cc) runs every step on one thread pool of
+    max(PJRT_NPROC or the cores, N) threads, "enough for one collective": each of
+    the N devices' step blocks a thread until all N reach the all-reduce. But with
+    asynchronous dispatch the launches of later steps, one per device, wait in the
+    same pool for a free slot of the device's in-flight limit, holding up to N more
+    threads. With fewer than 2N threads (4 devices on 2 cores: 4) the last device's
+    step never gets one: "Expected 4 threads to join the rendezvous, but only 3 of
+    them arrived", then SIGABRT. So 2N, and never fewer than the cores.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    requested = int(os.environ.get("PJRT_NPROC") or 0)
+    return max(cores, 2 * num_devices, requested)
 
 
 def make_topology(config) -> Topology:
