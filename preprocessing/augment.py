@@ -23,6 +23,9 @@ AREA_RANGE = (0.08, 1.0)
 ASPECT_RANGE = (3 / 4, 4 / 3)
 MIN_OBJECT_COVERED = 0.1  # with the whole image as the "object": crops below 10% are
 MAX_ATTEMPTS = 10  # rejected, so AREA_RANGE's 8% is effectively 10%; then whole image
+# --preprocessing=auto: images whose shorter side is at most this many pixels get
+# `small` (the crop above keeps a few pixels of a 32-pixel digit), larger ones `standard`.
+SMALL_IMAGE_SIDE = 64
 
 # Color distortion (heavy), applied in this order on [0, 1] images.
 BRIGHTNESS_DELTA = 32.0 / 255.0

@@ -1,7 +1,8 @@
 """`--dataset=folder:PATH`: images in PATH/train/<label>/ and PATH/validation/<label>/.
 
 Labels are the sorted folder names under train/. Files ending in .jpg, .jpeg, .png
-(any case) are read; the format is detected from the bytes, not the name.
+(any case) are read; the format is detected from the bytes, not the name. With
+--preprocessing=auto the images' sizes choose the preset (see `make`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from preprocessing import DataError, Datasets, InputSpec
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 LAYOUT = "PATH/train/<label>/*.jpg|png and PATH/validation/<label>/*.jpg|png"
 DEFAULT_IMAGE_SIZE = 224
+SIZE_SAMPLE = 64  # training files whose headers --preprocessing=auto reads
 
 
 def _images_in(folder: str) -> list[str]:
@@ -60,9 +62,35 @@ def check(dataset: str, spec: InputSpec) -> None:
     streams.check(spec)
 
 
+def median_side(root: str) -> int | None:
+    """The median shorter side in pixels of up to SIZE_SAMPLE training images spread
+    over the sorted list (only their headers are read), or None if none is readable."""
+    from PIL import Image
+
+    paths = [path for path, _ in list_split(root, "train")[0]]
+    sides = []
+    for path in paths[::max(1, len(paths) // SIZE_SAMPLE)][:SIZE_SAMPLE]:
+        try:
+            with Image.open(path) as image:  # lazy: the pixels are not decoded
+                sides.append(min(image.size))
+        except OSError:  # a corrupt file: the pipeline skips and counts it later
+            continue
+    return sorted(sides)[len(sides) // 2] if sides else None
+
+
 def make(dataset: str, spec: InputSpec) -> Datasets:
+    """As a TFDS dataset of small images does: a folder whose images are small
+    (augment.SMALL_IMAGE_SIDE) defaults to the `small` preset at their own size,
+    others to `standard` at 224."""
+    from preprocessing.augment import SMALL_IMAGE_SIDE
+
     root = dataset[len("folder:"):]
-    return make_from_root(root, spec, DEFAULT_IMAGE_SIZE, "standard")
+    side = median_side(root) if spec.preset == "auto" or not spec.image_size else None
+    small = side is not None and side <= SMALL_IMAGE_SIDE
+    default_preset = ("small" if small else "standard") if spec.preset == "auto" \
+        else spec.preset
+    default_size = max(side, 8) if small else DEFAULT_IMAGE_SIZE  # 8: --image_size's least
+    return make_from_root(root, spec, default_size, default_preset)
 
 
 def make_from_root(root: str, spec: InputSpec, default_size: int,

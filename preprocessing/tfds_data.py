@@ -37,11 +37,11 @@ import re
 import sys
 
 from preprocessing import DataError, Datasets, InputSpec
+from preprocessing.augment import SMALL_IMAGE_SIDE
 from preprocessing.tfds_records import ARRAY_RECORD, Records, SplitReader, labels_of
 
 IMAGENET = "imagenet2012"
 IMAGENET_TARS = ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar")
-SMALL_IMAGES = 64  # datasets with images up to this size default to the "small" preset
 TFRECORD = "tfrecord"
 TFDS_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"  # TFDS's shard file names
 # gpu_pipeline.GpuJpegStream reads its records by path (str(path), then open), and a
@@ -353,9 +353,9 @@ def _make_tf_data(dataset: str, spec: InputSpec) -> Datasets:
 
 def _size_and_preset(shape, spec: InputSpec) -> tuple[int, str]:
     fixed = shape[0] if shape and shape[0] else None
-    size = spec.image_size or (fixed if fixed and fixed <= SMALL_IMAGES else 224)
+    size = spec.image_size or (fixed if fixed and fixed <= SMALL_IMAGE_SIDE else 224)
     preset = spec.preset if spec.preset != "auto" else (
-        "small" if fixed and fixed <= SMALL_IMAGES else "standard")
+        "small" if fixed and fixed <= SMALL_IMAGE_SIDE else "standard")
     return size, preset
 
 

@@ -67,6 +67,44 @@ def test_a_folder_dataset_trains_and_skips_and_counts_corrupt_images(tmp_path):
     assert summary["best_val_top1"] >= 0.66
 
 
+def write_digit_jpegs(root, size, per_split=(400, 100)):
+    """scikit-learn's digits as size-pixel JPEGs in root/train/<label>/ and
+    root/validation/<label>/ (a user's folder of small images)."""
+    import numpy as np
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    for split, (start, count) in zip(("train", "validation"),
+                                     ((0, per_split[0]), (per_split[0], per_split[1]))):
+        for index in range(start, start + count):
+            folder = root / split / str(digits.target[index])
+            folder.mkdir(parents=True, exist_ok=True)
+            pixels = np.clip(digits.images[index] * 16, 0, 255).astype("uint8")
+            Image.fromarray(pixels).resize((size, size)).convert("RGB").save(
+                folder / f"{index:04d}.jpg", quality=95)
+
+
+def test_auto_preprocessing_looks_at_a_folder_of_small_images(tmp_path):
+    """32-pixel digits get the `small` preset at their own size, and the banner and
+    summary.json say so; ImageNet-sized images keep the ImageNet crop at 224."""
+    from preprocessing import InputSpec, folder
+
+    write_digit_jpegs(tmp_path / "digits32", 32)
+    done = run_cli(f"--dataset=folder:{tmp_path / 'digits32'}", "--global_batch_size=32",
+                   "--epochs=1", "--steps_per_epoch=4", "--verbose=0",
+                   f"--logdir={tmp_path / 'run'}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "image_size=32 preprocessing=small" in done.stdout
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["preprocessing"] == "small" and summary["image_size"] == 32
+    write_digit_jpegs(tmp_path / "large", 300, per_split=(20, 10))
+    spec = InputSpec(data_dir="", image_size=0, batch_size=8)
+    assert folder.median_side(str(tmp_path / "large")) == 300
+    data = folder.make(f"folder:{tmp_path / 'large'}", spec)
+    assert (data.preset, data.image_size) == ("standard", 224)
+
+
 def test_a_prepared_tfds_dataset_is_read_offline_by_name(tmp_path):
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "tfds_builders"))
     try:
