@@ -46,6 +46,7 @@ BAD = [
     ({"machine": "gcp-tpu-v9"}, "--machine='gcp-tpu-v9' is not in the price catalog"),
     ({"pricing": "reserved"}, "--pricing='reserved'"),
     ({"machine": "aws-p3.8xlarge", "pricing": "spot"}, "has no price for --machine"),
+    ({"machine": "nvidia-l4"}, "in the catalog; accepted: --price_per_hour_usd"),
     ({"price_per_hour_usd": -1.0}, "--price_per_hour_usd=-1.0"),
     ({"peak_tflops_per_device": 0.0}, "--peak_tflops_per_device=0.0"),
     ({"profile_steps": "5"}, "expected START,STOP"),

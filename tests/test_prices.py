@@ -1,5 +1,7 @@
 """The price catalog and the cost arithmetic, checked against the 2018 study."""
 
+import re
+
 import pytest
 
 from app.engine import prices
@@ -30,13 +32,23 @@ def test_v100_images_per_dollar_hour_on_demand():
     assert per_dollar_hour == pytest.approx(232, abs=1)
 
 
-def test_every_row_has_a_source_a_date_and_a_price():
+def test_every_row_cites_a_public_source_and_the_date_it_was_read():
+    """A page or a catalog file at a fixed commit, never a team notes file; a row
+    without a sourced price carries its device's peak, and says so."""
     catalog = prices.load_catalog()
-    assert len(catalog) >= 15
+    assert len(catalog) >= 20
     for row in catalog.values():
-        assert row.source and row.date, row.machine
+        assert "https://" in row.source, row.machine
+        assert not re.search(r"shared/|anchors|seed\.md|notes", row.source), row.machine
+        assert re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", row.date), row.machine
         assert row.devices_per_machine >= 1
-        assert row.price_per_hour_usd("on_demand") > 0, row.machine
+        price = row.price_per_hour_usd("on_demand")
+        if price is None:
+            assert row.peak_bf16_tflops_per_device and "Peak only" in row.source, row.machine
+        else:
+            assert price > 0
+        for catalog_file in re.findall(r"skypilot-catalog/blob/(\w+)/", row.source):
+            assert len(catalog_file) == 40  # a fixed commit, not a moving branch
 
 
 def test_auto_machine_follows_the_device_kind():
@@ -47,12 +59,35 @@ def test_auto_machine_follows_the_device_kind():
     assert prices.machine_for_device("Imaginary X1") is None
 
 
+@pytest.mark.parametrize("device_kind, machine, peak", [
+    ("TPU v2", "gcp-tpu-v2-8-2018", 22.5),  # the study's chip has a row again
+    ("TPU v6 lite", "gcp-tpu-v6e", 918),
+    ("NVIDIA H200", "aws-h200-per-gpu", 989),
+    ("NVIDIA GH200 480GB", None, None),  # a Grace Hopper is not an H200
+    ("NVIDIA H100 80GB HBM3", "aws-h100-per-gpu", 989),
+    ("NVIDIA H100 PCIe", "nvidia-h100-pcie", 756),  # not the SXM part's 989
+    ("NVIDIA B200", "aws-b200-per-gpu", 2250),
+    ("NVIDIA GB200", None, None),
+    ("NVIDIA L4", "nvidia-l4", 121),
+    ("NVIDIA L40S", None, None),
+    ("Tesla T4", "nvidia-t4", 65),
+    ("NVIDIA A100-SXM4-80GB", "aws-a100-80gb-per-gpu", 312),
+    ("NVIDIA A100-SXM4-40GB", "nvidia-a100", 312),
+])
+def test_device_patterns_match_the_right_part(device_kind, machine, peak):
+    row = prices.machine_for_device(device_kind)
+    assert (row.machine if row else None) == machine
+    assert (row.peak_bf16_tflops_per_device if row else None) == peak
+
+
 def test_billing_charges_whole_machines_and_honours_overrides():
     eight = prices.resolve_billing("aws-p5en.48xlarge", "on_demand", None, None, "x", 12)
     assert eight.machines == 2
     assert eight.price_per_hour_usd == pytest.approx(2 * 63.296)
     spot = prices.resolve_billing("gcp-tpu-v6e", "spot", None, None, "x", 4)
-    assert spot.price_per_hour_usd == pytest.approx(4 * 0.544)
+    assert spot.price_per_hour_usd == pytest.approx(4 * 0.64833)
+    peak_only = prices.resolve_billing("auto", "on_demand", None, None, "NVIDIA L4", 1)
+    assert peak_only.price_per_hour_usd is None and peak_only.peak_tflops_per_device == 121
     override = prices.resolve_billing("auto", "on_demand", 1.5, 100.0, "cpu", 1)
     assert override.price_per_hour_usd == 1.5 and override.peak_tflops_per_device == 100.0
     unknown = prices.resolve_billing("auto", "on_demand", None, None, "Imaginary X1", 1)

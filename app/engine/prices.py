@@ -2,7 +2,11 @@
 
 Prices change, so they are data: one row per billable machine, with the price
 models a cloud sells (on-demand, spot, 1-year, 3-year), the dense bf16 peak of its
-device (for MFU), where the figure came from and when. A run is billed per
+device (for MFU), where each figure came from (a public page, or a public catalog
+file at a fixed commit with its row) and the date it was read (for the 2018 study's
+row, the date of the price). A figure that could not be sourced publicly is left
+empty, never guessed: a device without a sourced price has a row carrying its peak
+only (MFU works, the cost asks for --price_per_hour_usd). A run is billed per
 machine-hour for as many machines as its devices need.
 
 Pure Python: no framework is imported here. The arithmetic of dollars is in
@@ -155,6 +159,7 @@ def check_config(config) -> None:
                           + ", ".join(sorted(catalog)) + ")")
     sold = [p for p in PRICINGS if catalog[config.machine].price_per_hour_usd(p) is not None]
     if config.price_per_hour_usd is None and config.pricing not in sold:
+        accepted = f"{', '.join(sold)}, or " if sold else ""
         raise ConfigError(f"--pricing={config.pricing} has no price for --machine="
-                          f"{config.machine} in the catalog; accepted: {', '.join(sold)}, "
-                          "or --price_per_hour_usd")
+                          f"{config.machine} in the catalog; accepted: {accepted}"
+                          "--price_per_hour_usd")
