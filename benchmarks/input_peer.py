@@ -52,7 +52,7 @@ def time_app(folder: str, batches: int) -> float:
 
     data = folder_builder.make_from_root(folder, InputSpec(
         data_dir="", image_size=224, batch_size=BATCH, with_validation=False,
-        preset="standard"), "jpegs", 224, "standard")
+        preset="standard"), 224, "standard")
     return time_pipeline(data.train, batches, BATCH)
 
 
