@@ -23,7 +23,7 @@ sys.path[:] = [_ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != _AP
 
 from absl import app as absl_app  # noqa: E402
 
-from flags import FLAGS, ConfigError, config_from_flags, define_flags  # noqa: E402
+from flags import FLAGS, ConfigError, config_from_flags, define_flags, help_text  # noqa: E402
 from flags.config import did_you_mean  # noqa: E402
 
 EXIT_USER_ERROR = 2
@@ -102,10 +102,17 @@ def _resume_command(config) -> str:
     return shell_command(*sys.argv, *extra)
 
 
+HELP = ("--help", "-h", "-?", "--helpshort")
+
+
 def parse_flags(argv):
-    """absl's parsing, with its mistakes reported like every other: `error:`, exit 2."""
+    """absl's parsing, with its mistakes reported like every other: `error:`, exit 2.
+    `--help` lists the project's flags by group (absl's lists its own ~60 first)."""
     from absl import flags as absl_flags
 
+    if any(arg in HELP for arg in argv[1:]):
+        sys.stdout.write(help_text())
+        sys.exit(0)
     try:
         return FLAGS(argv)
     except absl_flags.Error as error:

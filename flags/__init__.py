@@ -6,4 +6,4 @@ This package is named `flags`, like absl's module: import absl's as
 
 from flags.config import PRICINGS, Config, ConfigError  # noqa: F401
 from flags.parse import config_from_flags  # noqa: F401
-from flags.definitions import FLAGS, define_flags  # noqa: F401
+from flags.definitions import FLAGS, define_flags, help_text  # noqa: F401
