@@ -1,17 +1,18 @@
-"""The study's side-by-side view of any runs: `python app/report.py RUN [RUN ...] --out DIR`.
+"""The study's write-up of any runs: `python app/report.py RUN [RUN ...] --out DIR`.
 
-Reads each run folder's summary.json, metrics.jsonl and sweep.json, and writes
-report.md, a self-contained report.html (charts embedded) and the PNG charts:
-images/sec vs global batch size; top-1 vs epoch, vs wall-clock hours and vs
-dollars; the tables of speed, price, MFU, topology, and hours and dollars to each
-target top-1, with the runs ranked as the study ranked its two platforms. A piece a
-run lacks (no sweep, a target never reached, no price) is shown as such, never 0.
+Reads each run folder's summary.json, metrics.jsonl and sweep.json and writes a
+page a person could publish: report.html (self-contained), report.md, report.json
+and the PNG charts. It is titled by what differs between the runs (accelerators,
+backends, batch sizes, precisions), says per run what ran (model, dataset, image
+size, date, versions), warns when runs did not do the same work, and states the
+rankings in words: fastest (with speedups and standard errors), cheapest per
+image, cheapest and quickest to each target top-1. A piece a run lacks (no sweep,
+a target never reached, no price) is shown as such, never as 0.
 """
 
 from __future__ import annotations
 
-import base64
-import html
+import datetime
 import json
 import os
 import sys
@@ -19,9 +20,25 @@ import sys
 if __name__ == "__main__":  # `python app/report.py`: the packages live one level up
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from app import report_page  # noqa: E402
 from callbacks.money import usd_per_million_images  # noqa: E402
 
-MISSING = "—"
+MODEL_NAMES = {"small_resnet": "small ResNet", "resnet18": "ResNet-18",
+               "resnet34": "ResNet-34", "resnet50": "ResNet-50"}
+DATASET_NAMES = {"imagenet2012": "ImageNet 2012", "digits": "handwritten digits",
+                 "synthetic": "synthetic images"}
+BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX"}
+# What may differ between runs, and how each is named in titles and labels.
+ASPECTS = {
+    "device": lambda s: f"{s.get('num_replicas', '?')} x {s.get('device_kind') or '?'}",
+    "backend": lambda s: BACKEND_NAMES.get(s.get("backend"), s.get("backend") or "?"),
+    "batch": lambda s: (f"batches {s['sweep'][0]['global_batch_size']}-"
+                        f"{s['sweep'][-1]['global_batch_size']}" if s.get("sweep")
+                        else f"batch {s.get('global_batch_size')}"),
+    "precision": lambda s: s.get("precision") or "?",
+}
+# What must be equal for runs to be ranked against each other.
+SAME_WORK = {"model": "model", "dataset": "dataset", "image_size": "image size"}
 
 
 def load_run(folder: str) -> dict:
@@ -43,17 +60,65 @@ def load_run(folder: str) -> dict:
     summary = summary or sweep
     from callbacks.metrics_file import read_metrics
 
+    started = [a["started_at"] for a in summary.get("attempts") or [] if a.get("started_at")]
+    written = os.path.getmtime(os.path.join(folder, "summary.json" if os.path.exists(
+        os.path.join(folder, "summary.json")) else "sweep.json"))
     return {"folder": folder, "summary": summary, "metrics": read_metrics(folder),
-            "sweep": (sweep or {}).get("sweep") or (summary.get("sweep") if summary else None)}
+            "sweep": (sweep or {}).get("sweep") or summary.get("sweep"),
+            "date": datetime.date.fromtimestamp(min(started, default=written)).isoformat()}
 
 
-def label_of(run: dict) -> str:
-    s = run["summary"]
-    kind = s.get("device_kind") or s.get("accelerator", "?")
-    machine = f", {s['machine']}" if s.get("machine") else ""
-    return f"{s.get('num_replicas', '?')} x {kind}{machine} [{os.path.basename(run['folder'].rstrip('/'))}]"
+# ------------------------------------------------------------ what the runs are
+def differing(runs: list[dict]) -> list[str]:
+    """The ASPECTS whose values differ between the runs."""
+    return [name for name, of in ASPECTS.items()
+            if len({of(run["summary"]) for run in runs}) > 1]
 
 
+def labels_of(runs: list[dict]) -> list[str]:
+    """Short names: what differs ("8 x TPU v2", "JAX, batch 256"), else the folder."""
+    aspects = differing(runs)
+    labels = [", ".join(ASPECTS[a](run["summary"]) for a in aspects) for run in runs]
+    if not aspects or len(set(labels)) < len(labels):
+        labels = [f"{label} [{os.path.basename(os.path.normpath(run['folder']))}]".lstrip(", ")
+                  if label else os.path.basename(os.path.normpath(run["folder"]))
+                  for label, run in zip(labels, runs)]
+    return labels
+
+
+def _work(summary: dict) -> str:
+    model = MODEL_NAMES.get(summary.get("model"), summary.get("model") or "?")
+    dataset = summary.get("dataset") or "?"
+    dataset = DATASET_NAMES.get(dataset, dataset)
+    size = f", {summary['image_size']} px" if summary.get("image_size") else ""
+    return f"{model} on {dataset}{size}"
+
+
+def title_of(runs: list[dict]) -> str:
+    """E.g. "8 x TPU v2 vs 4 x GPU V100: ResNet-50 on ImageNet 2012, 224 px"."""
+    parts = []
+    for aspect in differing(runs) or ["device", "backend"]:
+        values = list(dict.fromkeys(ASPECTS[aspect](run["summary"]) for run in runs))
+        parts.append(" vs ".join(values))
+    works = list(dict.fromkeys(_work(run["summary"]) for run in runs))
+    return f"{', '.join(parts)}: {works[0] if len(works) == 1 else 'different work'}"
+
+
+def comparability_warning(runs: list[dict]) -> str | None:
+    """Why the runs should not be ranked against each other, or None."""
+    differences = []
+    for key, name in SAME_WORK.items():
+        values = list(dict.fromkeys(str(run["summary"].get(key)) for run in runs))
+        if len(values) > 1:
+            differences.append(f"{name} ({' vs '.join(values)})")
+    if not differences:
+        return None
+    return ("These runs did not do the same work: they differ in " + ", ".join(differences)
+            + ". Their speeds, prices and accuracies are shown side by side, but the "
+              "rankings compare unlike things.")
+
+
+# ------------------------------------------------------------------- the figures
 def target_rows(run: dict, targets) -> list[dict]:
     """Hours and dollars to each target, from the run's own per-epoch log
     (reached=None where the run measured no accuracy, e.g. a sweep)."""
@@ -67,56 +132,59 @@ def target_rows(run: dict, targets) -> list[dict]:
              "interpolated": None} for t in targets]
 
 
-def _fmt(value, spec=",.1f", prefix="", suffix=""):
-    return MISSING if value is None else f"{prefix}{value:{spec}}{suffix}"
+def _speed(summary: dict) -> dict:
+    """Images/sec, and its standard error from the step times' (rate ~ 1 / step time)."""
+    source = summary if summary.get("images_per_sec") else (summary.get("best") or {})
+    rate = source.get("images_per_sec")
+    stderr = None
+    if rate and source.get("step_time_ms") and source.get("step_time_stderr_ms") is not None:
+        stderr = rate * source["step_time_stderr_ms"] / source["step_time_ms"]
+    return {"images_per_sec": rate, "images_per_sec_stderr": stderr, "mfu": source.get("mfu"),
+            "global_batch_size": source.get("global_batch_size")
+            or summary.get("global_batch_size")}
 
 
-def _money(value):
-    """Dollars with the precision the amount needs (CPU runs cost fractions of a cent)."""
-    if value is None:
-        return MISSING
-    return f"${value:,.2f}" if abs(value) >= 1 else f"${value:.4f}"
-
-
-def _target_cell(t):
-    if t["reached"] is None:
-        return "no accuracy measured"
-    if not t["reached"]:
-        return "not reached"
-    hours = MISSING if t["hours"] is None else (
-        f"{t['hours']:.2f} h" if t["hours"] >= 0.1 else f"{t['hours'] * 60:.1f} min")
-    return f"{t['epoch']} / {hours} / {_money(t['cost_usd'])}"
+def _best_epoch(run: dict):
+    measured = [(r["epoch"], r["val_top1"]) for r in run["metrics"]
+                if r.get("val_top1") is not None]
+    return max(measured, key=lambda pair: pair[1])[0] if measured else None
 
 
 def build(runs: list[dict], targets) -> dict:
-    """The report's content: rows per run, rankings, and the chart series."""
+    """The report's content: title, warning, rows per run, rankings and findings."""
     rows = []
-    for run in runs:
+    for run, label in zip(runs, labels_of(runs)):
         s = run["summary"]
-        rate = s.get("images_per_sec") or (s.get("best") or {}).get("images_per_sec")
-        price = s.get("price_per_hour_usd")
+        speed = _speed(s)
+        rate, price = speed["images_per_sec"], s.get("price_per_hour_usd")
         rows.append({
-            "label": label_of(run), "backend": s.get("backend"), "precision": s.get("precision"),
-            "accelerator": s.get("accelerator"), "device_kind": s.get("device_kind"),
-            "num_processes": s.get("num_processes"), "num_replicas": s.get("num_replicas"),
-            "machine": s.get("machine"), "pricing": s.get("pricing"),
-            "price_per_hour_usd": price, "global_batch_size": s.get("global_batch_size"),
-            "images_per_sec": rate,
+            "label": label, "folder": run["folder"], "date": run["date"],
+            "model": s.get("model"), "dataset": s.get("dataset"), "image_size": s.get("image_size"),
+            "versions": s.get("versions") or {}, "backend": s.get("backend"),
+            "precision": s.get("precision"), "accelerator": s.get("accelerator"),
+            "device_kind": s.get("device_kind"), "num_processes": s.get("num_processes"),
+            "num_replicas": s.get("num_replicas"), "machine": s.get("machine"),
+            "pricing": s.get("pricing"), "price_per_hour_usd": price, **speed,
             "images_per_sec_per_device": rate / s["num_replicas"] if rate and s.get(
                 "num_replicas") else None,
             "usd_per_million_images": usd_per_million_images(rate, price)
             if price and rate else None,
-            "mfu": s.get("mfu") if s.get("mfu") is not None else (s.get("best") or {}).get("mfu"),
-            "best_val_top1": s.get("best_val_top1"), "epochs": s.get("epochs_completed"),
-            "cost_usd": s.get("cost_usd"), "has_sweep": bool(run["sweep"]),
-            "targets": target_rows(run, targets),
+            "best_val_top1": s.get("best_val_top1"), "best_epoch": _best_epoch(run),
+            "epochs": s.get("epochs_completed"), "cost_usd": s.get("cost_usd"),
+            "has_sweep": bool(run["sweep"]), "targets": target_rows(run, targets),
         })
+    slowest = min((r["images_per_sec"] for r in rows if r["images_per_sec"]), default=None)
+    for row in rows:
+        row["speedup"] = row["images_per_sec"] / slowest if row["images_per_sec"] else None
     rankings = {"images_per_sec": _rank(rows, lambda r: r["images_per_sec"], reverse=True),
                 "usd_per_million_images": _rank(rows, lambda r: r["usd_per_million_images"])}
     for index, target in enumerate(targets):
         rankings[f"usd_to_{target}"] = _rank(rows, lambda r: r["targets"][index]["cost_usd"])
         rankings[f"hours_to_{target}"] = _rank(rows, lambda r: r["targets"][index]["hours"])
-    return {"rows": rows, "targets": list(targets), "rankings": rankings}
+    content = {"title": title_of(runs), "warning": comparability_warning(runs), "rows": rows,
+               "targets": list(targets), "rankings": rankings}
+    content["findings"] = report_page.findings(content)
+    return content
 
 
 def _rank(rows, key, reverse=False):
@@ -125,95 +193,63 @@ def _rank(rows, key, reverse=False):
     return [r["label"] for r in sorted(known, key=key, reverse=reverse)]
 
 
-def charts(runs: list[dict], targets, out: str) -> dict:
-    """Writes the PNG charts; returns {name: path}."""
+# --------------------------------------------------------------------- the charts
+def charts(runs: list[dict], content: dict, out: str) -> dict:
+    """Writes the PNG charts; returns {name: (caption, path)}."""
     from app.engine import plots
 
-    paths = {}
-    throughput = {}
-    for run in runs:
-        if run["sweep"]:
-            throughput[label_of(run)] = [(r["global_batch_size"], r.get("images_per_sec"))
-                                         for r in run["sweep"]]
-        elif run["summary"].get("images_per_sec"):
-            s = run["summary"]
-            throughput[label_of(run) + " (training run)"] = [
-                (s.get("global_batch_size"), s["images_per_sec"])]
-    paths["throughput"] = plots.line_chart(
-        throughput, os.path.join(out, "throughput_vs_batch.png"), log2_x=True,
-        title="Training throughput vs global batch size", xlabel="global batch size",
-        ylabel="images/sec", zero_y=True)
-    lines = {f"target {t:.1%}": t for t in targets}
-    for name, key, xlabel in (("top1_vs_epoch", "epoch", "epoch"),
-                              ("top1_vs_hours", "billed_hours", "wall-clock hours (billed)"),
-                              ("top1_vs_dollars", "cost_usd", "dollars")):
-        series = {label_of(run): [(r.get(key), r.get("val_top1")) for r in run["metrics"]]
-                  for run in runs if run["metrics"]}
-        paths[name] = plots.line_chart(series, os.path.join(out, name + ".png"),
-                                       title=f"Top-1 vs {xlabel}", xlabel=xlabel,
-                                       ylabel="top-1 (validation)", percent_y=True,
-                                       hlines=lines)
-    return paths
-
-
-def _tables(content) -> list[tuple[str, list[str], list[list[str]]]]:
     rows, targets = content["rows"], content["targets"]
-    # usd_per_million_images: price / steady-state images/sec (callbacks/money.py), not
-    # the run's bill over its images (billed_usd_per_million_images, in metrics.jsonl).
-    speed = ("Speed and price", ["run", "backend", "precision", "global batch", "images/sec",
-                                 "per device", "MFU", "$/hour",
-                                 "$/million images (price / steady-state images/sec)", "sweep"],
-             [[r["label"], r["backend"] or MISSING, r["precision"] or MISSING,
-               _fmt(r["global_batch_size"], "d"), _fmt(r["images_per_sec"]),
-               _fmt(r["images_per_sec_per_device"]), _fmt(r["mfu"], ".1%"),
-               _money(r["price_per_hour_usd"]), _money(r["usd_per_million_images"]),
-               "yes" if r["has_sweep"] else "no sweep"] for r in rows])
-    accuracy = ("Accuracy and time to target", ["run", "epochs", "best top-1", "total cost"] + [
-        f"to {t:.1%}: epoch / hours / $" for t in targets],
-        [[r["label"], _fmt(r["epochs"], "d"), _fmt(r["best_val_top1"], ".2%"),
-          _money(r["cost_usd"])] + [_target_cell(t) for t in r["targets"]] for r in rows])
-    topology = ("Topology and prices used", ["run", "accelerator", "device", "processes",
-                                             "replicas", "machine", "pricing"],
-                [[r["label"], r["accelerator"] or MISSING, r["device_kind"] or MISSING,
-                  _fmt(r["num_processes"], "d"), _fmt(r["num_replicas"], "d"),
-                  r["machine"] or "no price", r["pricing"] or MISSING] for r in rows])
-    ranking = ("Rankings (best first)", ["measure", "order"],
-               [[name.replace("_", " "), " > ".join(order) if order else MISSING]
-                for name, order in content["rankings"].items()])
-    return [speed, accuracy, topology, ranking]
+    made = {}
+
+    def add(name, caption, draw, *args, **kwargs):
+        made[name] = (caption, draw(*args, os.path.join(out, name + ".png"), **kwargs))
+
+    if any(r["images_per_sec"] for r in rows):
+        add("throughput", "Training throughput, steady state (error bars, where the run "
+            "recorded its step times: one standard error)", plots.bar_chart,
+            {"images/sec": {r["label"]: (r["images_per_sec"], r["images_per_sec_stderr"])
+                            for r in rows}},
+            title="Training throughput (steady state)", ylabel="images/sec",
+            note="error bars: +-1 standard error of the mean step time"
+            if any(r["images_per_sec_stderr"] for r in rows) else "")
+    if any(r["usd_per_million_images"] for r in rows):
+        add("usd_per_million_images", "Dollars per million training images at full speed",
+            plots.bar_chart, {"$ per million images": {
+                r["label"]: (r["usd_per_million_images"], None) for r in rows}},
+            title="Price of a million training images", ylabel="dollars", money_y=True)
+    sweeps = {label: [(p["global_batch_size"], p.get("images_per_sec")) for p in run["sweep"]]
+              for run, label in zip(runs, (r["label"] for r in rows)) if run["sweep"]}
+    if sweeps:  # measured curves only: a training run is one batch size, not a curve
+        add("throughput_vs_batch", "Throughput against global batch size (sweeps)",
+            plots.line_chart, sweeps, log2_x=True, zero_y=True,
+            title="Training throughput vs global batch size", xlabel="global batch size",
+            ylabel="images/sec")
+    lines = {f"target {t:.1%}": t for t in targets}
+    for name, key, xlabel, money in (("top1_vs_epoch", "epoch", "epoch", False),
+                                     ("top1_vs_hours", "billed_hours", "hours (billed)", False),
+                                     ("top1_vs_dollars", "cost_usd", "dollars (billed)", True)):
+        series = {row["label"]: [(r.get(key), r.get("val_top1")) for r in run["metrics"]]
+                  for run, row in zip(runs, rows) if run["metrics"]}
+        if any(y is not None for points in series.values() for _, y in points):
+            add(name, f"Validation top-1 against {xlabel}", plots.line_chart, series,
+                title=f"Top-1 vs {xlabel}", xlabel=xlabel, ylabel="top-1 (validation)",
+                percent_y=True, hlines=lines, money_x=money)
+    reached = {f"to {t:.1%}": {r["label"]: (r["targets"][i]["cost_usd"], None) for r in rows}
+               for i, t in enumerate(targets)}
+    if any(v for bars in reached.values() for v, _ in bars.values()):
+        add("usd_to_target", "Dollars billed until each target top-1 was first reached",
+            plots.bar_chart, reached, title="Cost to each target top-1", ylabel="dollars",
+            money_y=True)
+    return made
 
 
 def write(runs: list[dict], targets, out: str) -> dict:
-    """Writes report.md, report.html and the charts to `out`; returns the content."""
+    """Writes report.html, report.md, report.json and the charts to `out`; returns the
+    content."""
     os.makedirs(out, exist_ok=True)
     content = build(runs, targets)
-    paths = charts(runs, targets, out)
-    tables = _tables(content)
-    md = ["# Accelerator comparison", ""]
-    for title, header, body in tables:
-        md += [f"## {title}", "", "| " + " | ".join(header) + " |",
-               "|" + "---|" * len(header)] + ["| " + " | ".join(row) + " |" for row in body] + [""]
-    md += ["## Charts", ""] + [f"![{name}]({os.path.basename(p)})" for name, p in paths.items()]
-    with open(os.path.join(out, "report.md"), "w") as f:
-        f.write("\n".join(md) + "\n")
-    page = ["<!doctype html><html><head><meta charset='utf-8'><title>Accelerator comparison"
-            "</title><style>body{font-family:sans-serif;margin:2em;max-width:1200px}"
-            "table{border-collapse:collapse;margin-bottom:2em}td,th{border:1px solid #ccc;"
-            "padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
-            "img{max-width:48%;margin:1%}</style></head><body><h1>Accelerator comparison</h1>"]
-    for title, header, body in tables:
-        page.append(f"<h2>{html.escape(title)}</h2><table><tr>"
-                    + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"
-                    + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row)
-                              + "</tr>" for row in body) + "</table>")
-    page.append("<h2>Charts</h2>")
-    for name, path in paths.items():
-        with open(path, "rb") as f:
-            data = base64.b64encode(f.read()).decode()
-        page.append(f"<img alt='{name}' src='data:image/png;base64,{data}'>")
-    page.append("</body></html>")
-    with open(os.path.join(out, "report.html"), "w") as f:
-        f.write("\n".join(page))
+    made = charts(runs, content, out)
+    report_page.write(content, made, out)
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(content, f, indent=2, default=str)
     return content
@@ -224,7 +260,7 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(
         prog="python app/report.py",
-        description="Side-by-side report of runs (tables, charts, Markdown and HTML).")
+        description="A side-by-side report of runs (HTML, Markdown, JSON and PNG charts).")
     parser.add_argument("runs", nargs="+", help="run folders (--logdir of each run)")
     parser.add_argument("--out", required=True, help="folder for the report")
     parser.add_argument("--targets", default="",

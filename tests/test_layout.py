@@ -12,7 +12,7 @@ import os
 from conftest import ROOT
 
 PACKAGES = ("app", "callbacks", "flags", "preprocessing")
-RANK = {"app.main": 5, "app.report": 5, "app.modes": 4, "app.run": 3, "app.engine": 2,
+RANK = {"app.main": 5, "app.report": 5, "app.report_page": 5, "app.modes": 4, "app.run": 3, "app.engine": 2,
         "callbacks": 1, "preprocessing": 1, "flags": 1}
 
 

@@ -1,5 +1,7 @@
 """The comparison report: the study's two platforms ranked and priced as the study did,
-missing pieces shown as missing, and the HTML page rendered in headless Chromium."""
+in words; missing pieces shown as missing; runs that did different work flagged; and
+the HTML page rendered in headless Chromium with each chart and table (screenshots
+kept under test-artifacts/)."""
 
 import json
 import os
@@ -11,15 +13,16 @@ import numpy as np
 import pytest
 
 from app import report
-from app.engine import prices
+from app.engine import plots, prices
+from browser import dom, needs_chromium, screenshot
 from conftest import ROOT
 
 IMAGENET_TRAIN = 1_281_167
-ARTIFACTS = os.path.join(ROOT, "test-artifacts")
+STUDY = "https://medium.com/riseml/comparing-google-tpuv2-against-nvidia-v100-on-resnet-50-c2bbb6a51e5e"
 
 
 def study_run(folder, *, images_per_sec, machine, num_replicas, device_kind, curve, epochs=90):
-    """A run folder made from the study's published figures (seed.md), in the app's format:
+    """A run folder made from the study's published figures (STUDY), in the app's format:
     per-epoch top-1 on `curve` (piecewise linear through (epoch, top1) points), billed
     time from the published throughput, dollars from the catalog's price."""
     price = prices.load_catalog()[machine].price_per_hour_usd("on_demand")
@@ -54,13 +57,50 @@ def study(tmp_path):
     return tpu, gpu
 
 
+@pytest.fixture
+def unlike(tmp_path):
+    """Runs that did different work (illustrative figures, the app's formats): a 32-px
+    synthetic sweep on CPU, and a digits training run at 8 px with step-time errors."""
+    sweep = tmp_path / "sweep-32px"
+    sweep.mkdir()
+    rows = [{"global_batch_size": b, "images_per_sec": r, "step_time_ms": b / r * 1e3,
+             "step_time_stderr_ms": 0.4, "status": "ok"}
+            for b, r in ((16, 410.0), (32, 590.0), (64, 655.0))]
+    sweep_summary = {"mode": "sweep", "backend": "jax", "accelerator": "cpu",
+                     "device_kind": "cpu", "num_processes": 1, "num_replicas": 1,
+                     "model": "small_resnet", "dataset": "synthetic", "image_size": 32,
+                     "precision": "float32", "machine": "gcp-n2-standard-4",
+                     "price_per_hour_usd": 0.194236, "sweep": rows, "best": rows[-1]}
+    for name in ("sweep.json", "summary.json"):
+        (sweep / name).write_text(json.dumps(sweep_summary))
+    digits = tmp_path / "digits-8px"
+    digits.mkdir()
+    (digits / "metrics.jsonl").write_text("".join(json.dumps(
+        {"epoch": e, "val_top1": 0.5 + e / 40, "billed_hours": e / 3600, "cost_usd": e * 5e-5})
+        + "\n" for e in range(1, 16)))
+    (digits / "summary.json").write_text(json.dumps({
+        **{k: sweep_summary[k] for k in ("accelerator", "device_kind", "num_processes",
+                                         "num_replicas", "model", "precision", "machine",
+                                         "price_per_hour_usd")},
+        "backend": "tensorflow", "dataset": "digits", "image_size": 8, "global_batch_size": 64,
+        "images_per_sec": 1670.5, "step_time_ms": 38.3, "step_time_stderr_ms": 0.9,
+        "pricing": "on_demand", "epochs_completed": 15, "best_val_top1": 0.875,
+        "cost_usd": 0.0014, "targets": [], "mfu": None,
+        "versions": {"keras": "3.15.1", "tensorflow": "2.21.0", "python": "3.11.7"},
+        "attempts": [{"started_at": 1796000000.0}]}))
+    return str(sweep), str(digits)
+
+
 def test_the_study_is_ranked_and_priced_as_the_study_did(study, tmp_path):
     runs = [report.load_run(folder) for folder in study]
     content = report.write(runs, [0.757, 0.764], str(tmp_path / "report"))
     tpu, gpu = content["rows"]
+    assert content["title"] == "8 x TPU v2 vs 4 x GPU V100: ResNet-50 on ImageNet 2012"
+    assert (tpu["label"], gpu["label"]) == ("8 x TPU v2", "4 x GPU V100")
+    assert content["warning"] is None  # the same model, data and image size
     # Equal raw speed (the GPUs 1.5% ahead), but the TPU far cheaper per image...
     assert content["rankings"]["images_per_sec"] == [gpu["label"], tpu["label"]]
-    assert gpu["images_per_sec"] / tpu["images_per_sec"] == pytest.approx(1.015, abs=0.002)
+    assert gpu["speedup"] == pytest.approx(1.015, abs=0.002) and tpu["speedup"] == 1
     assert content["rankings"]["usd_per_million_images"][0] == tpu["label"]
     # ...and to accuracy: 75.7% after 64 epochs, ~8.15 h, ~$55 (GPU: 84 epochs);
     # 76.4% after 86 epochs, ~10.95 h, ~$73 (never reached by the GPU).
@@ -74,10 +114,42 @@ def test_the_study_is_ranked_and_priced_as_the_study_did(study, tmp_path):
     assert gpu_757["cost_usd"] > 2 * tpu_757["cost_usd"] and not gpu_764["reached"]
     assert content["rankings"]["usd_to_0.757"] == [tpu["label"], gpu["label"]]
     assert content["rankings"]["usd_to_0.764"] == [tpu["label"]]
+    # The rankings in words, as the study put them.
+    findings = content["findings"]
+    assert findings[0] == ("Fastest: 4 x GPU V100 at 2,839 images/sec, 1.02x as fast as "
+                           "8 x TPU v2 (2,796).")
+    assert findings[1].startswith("Cheapest per million training images: 8 x TPU v2 at $")
+    assert "To 75.7% top-1: cheapest 8 x TPU v2 ($54.50, 8.15 h, epoch 64), then 4 x GPU V100" \
+        in findings[3]
+    assert findings[4].endswith("not reached by 4 x GPU V100.")
+    assert not any(">" in line for line in findings)
     text = (tmp_path / "report" / "report.md").read_text()
-    assert "64 / 8.15 h / $54.50" in text and "not reached" in text
-    for chart in ("throughput_vs_batch", "top1_vs_epoch", "top1_vs_hours", "top1_vs_dollars"):
+    assert "epoch 64, 8.15 h, $54.50" in text and "not reached" in text
+    for chart in ("throughput", "usd_per_million_images", "top1_vs_epoch", "top1_vs_hours",
+                  "top1_vs_dollars", "usd_to_target"):
         assert (tmp_path / "report" / f"{chart}.png").read_bytes()[:4] == b"\x89PNG"
+    # Two training runs are two points, not a curve: no throughput-vs-batch chart.
+    assert not (tmp_path / "report" / "throughput_vs_batch.png").exists()
+
+
+def test_runs_that_did_different_work_are_flagged_and_sweeps_make_the_batch_chart(
+        unlike, tmp_path):
+    content = report.write([report.load_run(f) for f in unlike], [], str(tmp_path / "r"))
+    sweep, digits = content["rows"]
+    assert "dataset (synthetic vs digits)" in content["warning"]
+    assert "image size (32 vs 8)" in content["warning"]
+    assert content["title"] == "JAX vs TensorFlow, batches 16-64 vs batch 64: different work"
+    assert [r["label"] for r in content["rows"]] == ["JAX, batches 16-64",
+                                                      "TensorFlow, batch 64"]
+    assert sweep["images_per_sec"] == 655.0 and sweep["has_sweep"]
+    # Error bars: the rate's standard error follows the step time's (1670.5 x 0.9 / 38.3).
+    assert digits["images_per_sec_stderr"] == pytest.approx(39.25, abs=0.01)
+    assert digits["date"] == "2026-11-30" and digits["best_epoch"] == 15
+    assert (tmp_path / "r" / "throughput_vs_batch.png").exists()
+
+
+def test_dollar_axes_say_dollars():
+    assert [plots.dollars(v) for v in (0.0012, 55, 1234.5)] == ["$0.0012", "$55", "$1,234.5"]
 
 
 def test_missing_pieces_are_shown_as_missing_not_zero(study, tmp_path):
@@ -105,35 +177,34 @@ def test_the_report_command_refuses_a_folder_that_is_not_a_run(tmp_path):
     assert done.returncode == 2 and "holds no summary.json or sweep.json" in done.stderr
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian package chromium; "
-                                              ".ci/run installs it)")
-def test_the_html_page_renders_in_headless_chromium_with_its_charts_and_tables(study,
-                                                                               tmp_path):
-    from PIL import Image
-
-    out = tmp_path / "report"
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "app", "report.py"), *study,
-                           "--out", str(out), "--targets=0.757,0.764"], capture_output=True,
-                          text=True)
+def _render(folders, out, *extra):
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "app", "report.py"), *folders,
+                           "--out", str(out), *extra], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    screenshot = os.path.join(ARTIFACTS, "report.png")
-    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}"]
-    url = f"file://{out / 'report.html'}"
-    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True,
-                         timeout=120).stdout
-    assert dom.count("<img") == 4 and dom.count("data:image/png;base64,") == 4
-    assert dom.count("<table") == 4 and "Accelerator comparison" in dom
-    assert "$54.50" in dom and "not reached" in dom
-    subprocess.run([*flags, f"--screenshot={screenshot}", "--window-size=1280,2400", url],
-                   capture_output=True, timeout=120)
-    pixels = np.asarray(Image.open(screenshot).convert("L"), dtype="float32")
-    assert pixels.shape == (2400, 1280) and pixels.std() > 20  # drawn, not blank
+    return f"file://{out / 'report.html'}"
+
+
+@needs_chromium
+def test_the_page_renders_in_headless_chromium_with_each_chart_and_table(study, unlike,
+                                                                         tmp_path):
+    url = _render(study, tmp_path / "study", "--targets=0.757,0.764")
+    page = dom(url, tmp_path / "dom")
+    assert "<h1>8 x TPU v2 vs 4 x GPU V100: ResNet-50 on ImageNet 2012</h1>" in page
+    for table in ("runs", "speed", "price", "accuracy"):
+        assert f"<table id=\"{table}\">" in page, table
+    for chart in ("throughput", "usd_per_million_images", "top1_vs_epoch", "top1_vs_hours",
+                  "top1_vs_dollars", "usd_to_target"):
+        assert f'<img alt="{chart}" src="data:image/png;base64,' in page, chart
+    assert page.count("<figcaption>") == 6 and "throughput_vs_batch" not in page
+    assert "Fastest: 4 x GPU V100" in page and "Cheapest per million" in page
+    assert "epoch 64, 8.15 h, $54.50" in page and 'id="warning"' not in page
+    screenshot(url, "report.png", tmp_path / "shot")
+
+    url = _render(unlike, tmp_path / "unlike")
+    page = dom(url, tmp_path / "dom2")
+    assert 'id="warning"' in page and "did not do the same work" in page
+    assert '<img alt="throughput_vs_batch"' in page and "1,670.5 ± 39.3" in page
+    screenshot(url, "report-not-comparable.png", tmp_path / "shot2", size=(1280, 1800))
 
 
 def test_dollars_per_million_images_mean_one_thing_everywhere(digits_dir, tmp_path):
