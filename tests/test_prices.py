@@ -12,7 +12,8 @@ IMAGENET_TRAIN = 1_281_167
 
 def test_the_study_tpu_cost_to_accuracy_is_reproduced_from_its_inputs():
     """Cloud TPU v2-8 at $6.50/h plus its n1-standard-4 host, 2,796 img/s:
-    64 epochs to 75.7% cost about $55, 86 epochs to 76.4% about $73 (seed.md)."""
+    64 epochs to 75.7% cost about $55, 86 epochs to 76.4% about $73 (the study:
+    https://medium.com/riseml/comparing-google-tpuv2-against-nvidia-v100-on-resnet-50-c2bbb6a51e5e)."""
     tpu = prices.load_catalog()["gcp-tpu-v2-8-2018"]
     price = tpu.price_per_hour_usd("on_demand")
     assert price == pytest.approx(6.50 + 0.19)

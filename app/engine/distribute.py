@@ -241,8 +241,8 @@ def _tensorflow_topology(config) -> Topology:
     if replicas > 1 and config.steps_per_execution > 1 and config.accelerator != "tpu":
         # Keras 3.15 + TF 2.21: fit under MirroredStrategy with steps_per_execution
         # > 1 fails inside multi_step_on_iterator ("You must feed a value for
-        # placeholder tensor", shared/stack-notes.md) when the step is XLA-compiled;
-        # without XLA it trains correctly (tests/test_distribution.py).
+        # placeholder tensor") when the step is XLA-compiled; without XLA it trains
+        # correctly (both seen in tests/test_distribution.py).
         jit_compile = False
     return Topology("tensorflow", config.accelerator, 1, 0, replicas, kind, strategy=strategy,
                     jit_compile=jit_compile)
