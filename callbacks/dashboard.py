@@ -99,6 +99,8 @@ FIGURES = {
                                 "Energy per training image, steady state."),
     "kwh_per_epoch": Figure("energy", "kwh_per_epoch", TRAIN, "kilowatt-hours",
                              "Energy of one epoch at the steady-state power."),
+    "peak_memory_gib": Figure("memory", "peak_memory_gib", TRAIN, "GiB",
+                              "Peak device memory: the framework's high-water mark."),
     "learning_rate": Figure("optimizer", "learning_rate", TRAIN, "learning rate",
                              "The rate the next training step uses (after warm-up and decay)."),
 }

@@ -28,6 +28,11 @@ def test_sweep_measures_every_size_and_reports_the_rest(tmp_path):
     points = {(v.tag, e.step) for path in events.event_files(str(logdir / "sweep"))
               for e in events.read_events(path) for v in e.summary.value}
     assert ("sweep_throughput/images_per_sec_vs_batch", 8) in points
+    described = {v.tag: v.metadata.summary_description
+                 for path in events.event_files(str(logdir / "sweep"))
+                 for e in events.read_events(path) for v in e.summary.value}
+    assert "Unit: images/second" in described["sweep_throughput/images_per_sec_vs_batch"]
+    assert "python -m tensorboard.main --logdir" in done.stdout  # works as printed
     assert "global batch per device  images/sec" in done.stdout  # the table
     assert "skipped: not divisible by 2 replicas" in done.stdout
 

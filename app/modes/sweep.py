@@ -23,6 +23,8 @@ from app.engine.timing import (gpu_energy_readers, is_out_of_memory, peak_memory
                                timed_synthetic_fit)
 from app.run import context as run_context
 from app.run import rundir
+from app.run.summary import shell_command
+from callbacks.dashboard import figure_of
 from callbacks.energy import EnergyMeter
 from callbacks.events import EventWriter
 from callbacks.mfu import ModelFlopsUtilization
@@ -120,7 +122,8 @@ def run(context) -> dict:
         _write_outputs(run_dir.path, summary, rows)
         print(table)
         print(f"sweep: {os.path.join(run_dir.path, 'sweep.json')} and sweep.png\n"
-              f"view:  tensorboard --logdir {run_dir.path}", flush=True)
+              f"view:  {shell_command('-m', 'tensorboard.main', '--logdir', run_dir.path)}",
+              flush=True)
     return summary
 
 
@@ -141,5 +144,7 @@ def _write_outputs(logdir, summary, rows):
             if row.get(key) is not None:
                 group = {"mfu": "utilization", "peak_memory_gib": "memory",
                          "joules_per_image": "energy"}.get(key, "throughput")
-                writer.scalar(f"sweep_{group}/{key}_vs_batch", row[key], row["global_batch_size"])
+                writer.scalar(f"sweep_{group}/{key}_vs_batch", row[key], row["global_batch_size"],
+                              description=f"{figure_of(key).text} The x axis is the global "
+                                          "batch size.")
     writer.close()
