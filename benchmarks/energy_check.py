@@ -9,7 +9,7 @@ same seconds. Prints one JSON object (and writes it with --out); exit 0 when the
 comparison was made, 1 when it could not be.
 
 On the GPU machine, from the repository root (keras from .whl/, see
-benchmarks/device_env.sh and shared/gpu-machine.md):
+benchmarks/device_env.sh):
 
     source benchmarks/device_env.sh && python3 benchmarks/energy_check.py --out $OUT/energy_check.json
 

@@ -4,7 +4,6 @@ team's notes or a path outside it (shared/..., ../shared, /work/...)."""
 import re
 import subprocess
 
-import pytest
 
 from conftest import ROOT
 
@@ -48,8 +47,6 @@ def test_no_file_names_a_path_outside_the_repository():
     assert not found, "\n".join(found)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 rewrites the sources of app/engine/prices.csv "
-                   "(19 rows cite shared/anchors.md); remove this mark when it lands")
 def test_the_price_catalog_cites_only_what_a_reader_can_open():
     found = _mentions(PRICES)
     assert not found, "\n".join(found)

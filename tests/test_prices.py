@@ -34,7 +34,7 @@ def test_v100_images_per_dollar_hour_on_demand():
 
 
 def test_every_row_cites_a_public_source_and_the_date_it_was_read():
-    """A page or a catalog file at a fixed commit, never a team notes file; a row
+    """A page or a catalog file at a fixed commit, never a private notes file; a row
     without a sourced price carries its device's peak, and says so."""
     catalog = prices.load_catalog()
     assert len(catalog) >= 20
