@@ -21,6 +21,7 @@ if __name__ == "__main__":  # `python app/report.py`: the packages live one leve
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from app import report_page  # noqa: E402
+from callbacks.durable import dumps  # noqa: E402
 from callbacks.money import usd_per_million_images  # noqa: E402
 
 MODEL_NAMES = {"small_resnet": "small ResNet", "resnet18": "ResNet-18",
@@ -57,6 +58,10 @@ def load_run(folder: str) -> dict:
     summary, sweep = read("summary.json"), read("sweep.json")
     if summary is None and sweep is None:
         raise ValueError(f"{folder} holds no summary.json or sweep.json (not a run folder)")
+    for name, value in (("summary.json", summary), ("sweep.json", sweep)):
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"{folder}/{name} holds a {type(value).__name__}, not a run's "
+                             "figures")
     summary = summary or sweep
     from callbacks.metrics_file import read_metrics
 
@@ -251,7 +256,7 @@ def write(runs: list[dict], targets, out: str) -> dict:
     made = charts(runs, content, out)
     report_page.write(content, made, out)
     with open(os.path.join(out, "report.json"), "w") as f:
-        json.dump(content, f, indent=2, default=str)
+        f.write(dumps(content, indent=2))
     return content
 
 
@@ -275,10 +280,16 @@ def main(argv=None) -> int:
         else:
             targets = sorted({t["top1"] for run in runs
                               for t in run["summary"].get("targets") or []})
+        if os.path.exists(args.out) and not os.path.isdir(args.out):
+            raise ValueError(f"--out={args.out} is a file; accepted: a folder")
     except (ValueError, OSError) as error:
         sys.stderr.write(f"error: {error}\n")
         return 2
-    write(runs, targets, args.out)
+    try:
+        write(runs, targets, args.out)
+    except OSError as error:
+        sys.stderr.write(f"error: cannot write the report to {args.out}: {error}\n")
+        return 2
     print(f"report: {os.path.join(args.out, 'report.html')} (and report.md, PNG charts)")
     return 0
 

@@ -16,8 +16,11 @@ import struct
 import time
 
 from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 from tensorboard.summary.writer.record_writer import RecordWriter
 from tensorboard.util import tensor_util
+
+from callbacks import durable
 
 _counter = 0
 
@@ -39,7 +42,8 @@ class EventWriter:
     def __init__(self, logdir: str, suffix: str = ""):
         os.makedirs(logdir, exist_ok=True)
         self.path = _new_event_path(logdir, suffix)
-        self._records = RecordWriter(open(self.path, "wb"))
+        self._file = open(self.path, "wb")
+        self._records = RecordWriter(self._file)
         self._metadata = {}
         self.add(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
 
@@ -67,23 +71,48 @@ class EventWriter:
 
     def close(self):
         if not self._records.closed:
+            self._records.flush()
+            os.fsync(self._file.fileno())
             self._records.close()
 
 
-def read_events(path: str):
-    """Yields the Event protos of one event file; stops quietly at a torn tail."""
+def scan_events(path: str) -> tuple[list, str | None]:
+    """(the Event protos of one event file, what is wrong with it or None).
+
+    Reading stops at the first record whose framing or CRC is wrong. A record cut
+    short at the end is a writer killed mid-record ("torn"), not damage.
+    """
     with open(path, "rb") as f:
         data = f.read()
-    offset = 0
-    while offset + 12 <= len(data):
-        (length,) = struct.unpack_from("<Q", data, offset)
+    found, offset = [], 0
+    while offset < len(data):
+        if offset + 12 > len(data):
+            return found, "torn"
+        header = data[offset:offset + 8]
+        (length,) = struct.unpack("<Q", header)
+        (header_crc,) = struct.unpack_from("<I", data, offset + 8)
+        if masked_crc32c(header) != header_crc:
+            return found, f"bad record length at byte {offset}"
         end = offset + 12 + length + 4
         if end > len(data):
-            return  # the writer was killed mid-record
+            return found, "torn"
+        body = data[offset + 12:offset + 12 + length]
+        (body_crc,) = struct.unpack_from("<I", data, end - 4)
         event = event_pb2.Event()
-        event.ParseFromString(data[offset + 12:offset + 12 + length])
-        yield event
+        try:
+            if masked_crc32c(body) != body_crc:
+                raise ValueError("CRC mismatch")
+            event.ParseFromString(body)
+        except Exception as error:  # protobuf's DecodeError, or the CRC
+            return found, f"bad record at byte {offset} ({error})"
+        found.append(event)
         offset = end
+    return found, None
+
+
+def read_events(path: str):
+    """Yields the Event protos of one event file, up to a torn or damaged record."""
+    yield from scan_events(path)[0]
 
 
 def event_files(logdir: str) -> list[str]:
@@ -97,6 +126,8 @@ def rewind(logdir: str, last_step) -> int:
     logged after that checkpoint is redone, so it must not appear twice. The kept
     events (one per tag and step) go into one new file before the old files are
     removed, so a kill in between loses nothing (duplicates are dropped next time).
+    A file with a damaged record gives up every record before it and is then kept
+    aside under a name TensorBoard does not read, with a warning.
 
     Args:
         logdir: the folder of the event files.
@@ -109,9 +140,12 @@ def rewind(logdir: str, last_step) -> int:
     paths = event_files(logdir)
     if not paths:
         return 0
-    kept, seen, dropped = [], set(), 0
+    kept, seen, dropped, damaged = [], set(), 0, []
     for path in paths:
-        for event in read_events(path):
+        found, problem = scan_events(path)
+        if problem and problem != "torn":
+            damaged.append((path, problem))
+        for event in found:
             values = []
             for value in event.summary.value:
                 key = (value.tag, event.step)
@@ -129,6 +163,12 @@ def rewind(logdir: str, last_step) -> int:
     for event in sorted(kept, key=lambda e: e.wall_time):
         writer.add(event)
     writer.close()
-    for path in paths:
+    for path in set(paths) - {p for p, _ in damaged}:
         os.remove(path)
+    for path, problem in damaged:  # kept, under a name TensorBoard does not read
+        aside = os.path.join(os.path.dirname(path), "damaged." + os.path.basename(path)
+                             .replace("events.out.tfevents.", "events."))
+        os.replace(path, aside)
+        durable.warn(f"{path}: {problem}; every record before it is kept, the file as it "
+                     f"was is kept as {aside}")
     return dropped

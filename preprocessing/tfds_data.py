@@ -71,12 +71,16 @@ def _prepared(data_dir: str, name: str, version: str | None) -> tuple[str, dict]
     found.sort(key=lambda p: [int(x) for x in os.path.basename(os.path.dirname(p)).split(".")])
     if not found:
         return None
-    with open(found[-1]) as f:
-        info = json.load(f)
     features = os.path.join(os.path.dirname(found[-1]), "features.json")
-    if os.path.exists(features):
-        with open(features) as f:
-            info["features"] = json.load(f)
+    try:
+        with open(found[-1]) as f:
+            info = json.load(f)
+        if os.path.exists(features):
+            with open(features) as f:
+                info["features"] = json.load(f)
+    except (OSError, ValueError, TypeError) as error:  # torn or hand-edited metadata
+        raise DataError(f"{os.path.dirname(found[-1])}: its dataset metadata cannot be read "
+                        f"({error}); prepare the dataset again")
     return os.path.dirname(found[-1]), info
 
 
