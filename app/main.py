@@ -4,11 +4,16 @@ A thin absl shell: it parses the flags, builds the frozen config once, checks th
 run (app/run/context.py: run folder, devices, data, price) and hands it to one
 mode of app/modes/: train (the default), sweep (--sweep_batch_sizes) or the input
 benchmark (--benchmark=input). Each mode returns the summary dict it wrote.
-Exit codes: 0 done, 2 a user mistake (one line on stderr, nothing touched), 75
-preempted (checkpoint saved; the error line gives the command that resumes), 76
-diverged (loss NaN/Inf; the last good checkpoint is kept).
+
+Exit codes: 0 done (or already complete), 2 a user mistake (one line on stderr,
+nothing touched), 69 no training progress (the input stream yields nothing), 74 the
+run folder cannot be written (full, read-only, deleted; the last good checkpoint is
+kept), 75 preempted by SIGTERM or Ctrl-C (checkpoint saved; the error line gives the
+command that resumes), 76 diverged (loss NaN/Inf; the last good checkpoint is kept), 130
+Ctrl-C twice (stopped at once).
 """
 
+import errno
 import os
 import re
 import sys
@@ -21,14 +26,23 @@ _APP_DIR = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_APP_DIR)
 sys.path[:] = [_ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != _APP_DIR]
 
+# Before any heavy import: a SIGTERM or Ctrl-C from here on stops the run cleanly.
+from app.run import signals  # noqa: E402
+
+if __name__ == "__main__":
+    signals.install()
+
 from absl import app as absl_app  # noqa: E402
 
 from flags import FLAGS, ConfigError, config_from_flags, define_flags, help_text  # noqa: E402
 from flags.config import did_you_mean  # noqa: E402
 
 EXIT_USER_ERROR = 2
-EXIT_PREEMPTED = 75
+EXIT_STORAGE = 74
+EXIT_PREEMPTED = signals.EXIT_PREEMPTED
 EXIT_DIVERGED = 76
+# What "the run folder cannot take more" looks like: full, over quota, read-only.
+STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 
 
 def _fail(message: str, code: int) -> int:
@@ -78,18 +92,27 @@ def main(argv):
         return _fail(str(error), EXIT_USER_ERROR)
 
     from app.engine import native_stderr
-    from callbacks.stops import Diverged, Preempted
+    from callbacks.stops import PROCESS_STOP, Diverged, Preempted, StorageError
 
     native_stderr.start(config.accelerator)  # before any framework is imported
     try:
+        PROCESS_STOP.raise_if_requested()
         run(config, started_at=STARTED_AT)
     except _user_errors() as error:
         return _fail(str(error), EXIT_USER_ERROR)
     except Preempted as error:
         return _fail(f"{error}; resume with: {_resume_command(config)}", EXIT_PREEMPTED)
     except Diverged as error:
-        return _fail(f"{error}; stopped, the last good checkpoint is kept in "
-                     f"{config.logdir}/checkpoints", EXIT_DIVERGED)
+        kept = (f"the last good checkpoint is kept: {error.checkpoint}" if error.checkpoint
+                else "no checkpoint was saved before it")
+        return _fail(f"{error}; stopped, {kept}", EXIT_DIVERGED)
+    except StorageError as error:
+        _storage_exit(str(error))
+    except OSError as error:
+        if error.errno not in STORAGE_ERRNOS:
+            raise
+        _storage_exit(f"cannot write {error.filename or config.logdir}: {error.strerror}; "
+                      "stopped, the last good checkpoint is kept")
     return 0
 
 
@@ -100,6 +123,14 @@ def _resume_command(config) -> str:
 
     extra = [] if FLAGS.logdir else [f"--logdir={config.logdir}"]
     return shell_command(*sys.argv, *extra)
+
+
+def _storage_exit(message: str):
+    """Exit 74 without running libraries' exit handlers: HDF5's crashes (a segfault)
+    after a write of a checkpoint failed. Summary and ledger are written by then."""
+    _fail(message, EXIT_STORAGE)
+    sys.stdout.flush()
+    os._exit(EXIT_STORAGE)
 
 
 HELP = ("--help", "-h", "-?", "--helpshort")

@@ -1,21 +1,68 @@
-"""The exceptions that end training early, importable without Keras.
+"""What ends training early, importable without Keras.
 
-`app/main.py` maps them to exit codes before Keras (and its backend) is imported,
-so they live apart from the callbacks that raise them.
+`app/main.py` maps the exceptions to exit codes before Keras (and its backend) is
+imported, so they live apart from the callbacks that raise them. `StopRequest` is
+how a signal (SIGTERM, SIGINT) reaches the training loop: the process's signal
+watcher (app/run/signals.py) sets it at once, the checkpoint callback acts on it at
+the next step boundary.
 """
+
+from __future__ import annotations
+
+import threading
 
 
 class Preempted(Exception):
-    """Training stopped after SIGTERM; a checkpoint was saved first."""
+    """Training stopped after SIGTERM or SIGINT; a checkpoint was saved first if
+    there was a step to save."""
 
-    def __init__(self, step: int, path: str | None):
-        super().__init__(f"preempted (SIGTERM) at step {step}; checkpoint {path}")
-        self.step, self.path = step, path
+    def __init__(self, step: int | None, path: str | None, signal_name: str = "SIGTERM"):
+        where = "before training started" if step is None else f"at step {step}"
+        saved = f"checkpoint {path}" if path else "no checkpoint yet"
+        super().__init__(f"preempted ({signal_name}) {where}; {saved}")
+        self.step, self.path, self.signal_name = step, path, signal_name
 
 
 class Diverged(Exception):
-    """The training loss became NaN or infinite."""
+    """The training loss became NaN or infinite. `checkpoint` is the last good one
+    (None if none was saved), set by whoever knows it."""
 
-    def __init__(self, step: int, loss: float):
+    def __init__(self, step: int, loss: float, checkpoint: str | None = None):
         super().__init__(f"training loss became {loss} at step {step}")
-        self.step, self.loss = step, loss
+        self.step, self.loss, self.checkpoint = step, loss, checkpoint
+
+
+class StorageError(Exception):
+    """The run folder cannot be written (full, read-only) or is gone; one line."""
+
+
+class StopRequest:
+    """A request to stop training at the next step boundary.
+
+    `request` may be called from any thread (it only sets events); `take` is called
+    by whoever acts on it, so a watcher can tell a run that is stopping from one
+    stuck where no step boundary comes (e.g. waiting for data that never arrives).
+    """
+
+    def __init__(self):
+        self.requested = threading.Event()
+        self.taken = threading.Event()
+        self.signal_name = "SIGTERM"
+
+    def request(self, signal_name: str) -> None:
+        if not self.requested.is_set():
+            self.signal_name = signal_name
+            self.requested.set()
+
+    def take(self) -> str:
+        """Marks the request as being acted on; returns the signal's name."""
+        self.taken.set()
+        return self.signal_name
+
+    def raise_if_requested(self, step: int | None = None, path: str | None = None) -> None:
+        if self.requested.is_set():
+            raise Preempted(step, path, self.take())
+
+
+# The process's one request, set by app/run/signals.py.
+PROCESS_STOP = StopRequest()

@@ -1,0 +1,81 @@
+"""SIGTERM and SIGINT: noted at once, acted on at the next step boundary, never lost.
+
+`install()` runs first thing in app/main.py, before any heavy import, so a signal
+is never met by Python's default action. Both signals set the process's
+`StopRequest` (callbacks/stops.py); the checkpoint callback saves at the next step
+boundary and raises `Preempted` (exit 75), and the stages before training check
+it too. More SIGTERMs change nothing; a second SIGINT (Ctrl-C twice) stops at once.
+
+Python runs signal handlers on the main thread only, between bytecodes: a main
+thread blocked inside TensorFlow or JAX (e.g. waiting for an input stream that
+yields nothing) would never see them. So the handlers only wake a watcher thread
+(through `signal.set_wakeup_fd`, which the C-level handler writes to at once),
+and the watcher ends the process itself if no step boundary has taken the
+request within GRACE_SECONDS (cloud preemption notices give about 30 s).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+from callbacks.stops import PROCESS_STOP
+
+GRACE_SECONDS = 25.0
+EXIT_PREEMPTED = 75
+EXIT_INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
+EXIT_STALLED = 69  # no training progress (see stalled())
+
+
+def _line(message: str) -> None:
+    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.flush()
+
+
+def install(request=PROCESS_STOP) -> None:
+    """Routes SIGTERM and SIGINT to `request` and starts the watcher (main thread only)."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: None)  # the watcher does the work
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    threading.Thread(target=_watch, args=(read_end, request), daemon=True,
+                     name="signals").start()
+
+
+def _watch(read_end: int, request) -> None:
+    interrupts = 0
+    while True:
+        for number in os.read(read_end, 64):
+            if number not in (signal.SIGTERM, signal.SIGINT):
+                continue
+            name = signal.Signals(number).name
+            interrupts += number == signal.SIGINT
+            if interrupts >= 2:
+                _line("interrupted twice (SIGINT): stopped at once; the last checkpoint "
+                      "is kept")
+                os._exit(EXIT_INTERRUPTED)
+            if not request.requested.is_set():
+                request.request(name)
+                threading.Thread(target=_enforce_grace, args=(request,), daemon=True,
+                                 name="grace").start()
+
+
+def _enforce_grace(request) -> None:
+    if request.taken.wait(GRACE_SECONDS):
+        return  # the run is stopping on its own
+    _line(f"preempted ({request.signal_name}) but no step boundary came within "
+          f"{GRACE_SECONDS:.0f} s (waiting for data or a device?); stopped without a new "
+          "checkpoint, the last one is kept; rerun the same command to resume")
+    os._exit(EXIT_PREEMPTED)
+
+
+def stalled(seconds: float) -> None:
+    """Ends a run whose training made no progress for `seconds` (called by the
+    stall watchdog's thread while the main thread is stuck)."""
+    _line(f"no training step finished for {seconds:.0f} s: the input stream yields "
+          "nothing (are its images all undecodable, or is its storage hung?); stopped, "
+          "the last checkpoint is kept")
+    os._exit(EXIT_STALLED)
