@@ -2,27 +2,34 @@
 
 A checkpoint is a folder checkpoints/ckpt-<global step>/ holding the model and
 optimizer weights (`model.weights.h5`) and `state.json` (epoch, step, billed
-time, images seen, the run's own figures). It is written under a temporary name
-and renamed into place only when complete, so a kill at any moment leaves the
-previous checkpoint usable. The newest `keep` checkpoints are kept.
+time, images seen, the data the run trains on, the weights file's size and CRC,
+the run's own figures). It is written under a temporary name, every file and the
+folder are fsynced, and only then is it renamed into place, so a kill or a power
+cut at any moment leaves the previous checkpoint usable. The newest `keep` are kept.
 
 When to save:
 - at the end of every epoch;
 - every `every_steps` training steps within an epoch (long epochs);
-- at the next step boundary after SIGTERM (what TPU VMs and spot instances send
-  before taking the machine), then training stops by raising `Preempted`.
+- at the next step boundary after a stop request (SIGTERM, which TPU VMs and spot
+  instances send before taking the machine, or SIGINT), then training stops by
+  raising `Preempted`.
 
 Saves happen in `on_train_batch_begin` and `on_epoch_end`, which Keras always
 calls on the main thread, so this callback stays `async_safe` (its batch-end hook
 only records the loss) and JAX keeps dispatching ahead between saves. A save is
 skipped if the loss or any weight is not finite: a checkpoint is always good.
+A save that cannot be written (disk full, read-only, run folder gone) raises
+`StorageError` and leaves the older checkpoints as they were.
+
+Finding and loading checkpoints: callbacks/checkpoint_files.py.
 """
 
 from __future__ import annotations
 
-import json
+import errno
 import math
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -32,16 +39,16 @@ import time
 import keras
 import numpy as np
 
+from callbacks import durable, faults
+from callbacks.checkpoint_files import (  # noqa: F401 (latest_checkpoint, load_latest: re-exported)
+    CHECKPOINT_DIR, STATE_FILE, WEIGHTS_FILE, committed, file_crc, latest_checkpoint,
+    load_latest)
 from callbacks.steps import steps_before
-from callbacks.stops import Preempted
-
-CHECKPOINT_DIR = "checkpoints"
-WEIGHTS_FILE = "model.weights.h5"
-STATE_FILE = "state.json"
+from callbacks.stops import Preempted, StopRequest, StorageError
 
 
 class Checkpoint(keras.callbacks.Callback):
-    """Saves atomic checkpoints at epoch ends, every N steps, and on SIGTERM.
+    """Saves atomic checkpoints at epoch ends, every N steps, and when asked to stop.
 
     Args:
         logdir: the run folder; checkpoints go to logdir/checkpoints/.
@@ -55,9 +62,14 @@ class Checkpoint(keras.callbacks.Callback):
             checkpoint (the step is the one the checkpoint holds).
         resume_step: global step this attempt starts from (0 for a new run).
         keep: how many checkpoints to keep.
-        save_on_sigterm: install a SIGTERM handler for the duration of training.
+        save_on_sigterm: without `stop_request`, install a SIGTERM handler for the
+            duration of training.
         write: False on the processes of a multi-host run other than process 0:
-            they stop on SIGTERM like it, but write nothing.
+            they stop like it, but write nothing.
+        stop_request: the process's StopRequest (set by its signal handlers); None
+            = this callback's own.
+        data_facts: what the run trains on (example counts, steps per epoch),
+            saved with each checkpoint so a resume can check the data is the same.
     """
 
     async_safe = True
@@ -66,7 +78,8 @@ class Checkpoint(keras.callbacks.Callback):
                  started_at: float | None = None, billed_seconds_before: float = 0.0,
                  images_before: int = 0, global_batch_size: int = 1, extra_state=None,
                  resume_step: int = 0, keep: int = 2, save_on_sigterm: bool = True,
-                 write: bool = True):
+                 write: bool = True, stop_request: StopRequest | None = None,
+                 data_facts: dict | None = None):
         super().__init__()
         if steps_per_epoch < 1:
             raise ValueError(f"steps_per_epoch must be >= 1, received {steps_per_epoch}")
@@ -74,6 +87,7 @@ class Checkpoint(keras.callbacks.Callback):
             raise ValueError(f"every_steps must be >= 0, received {every_steps}")
         if keep < 1:
             raise ValueError(f"keep must be >= 1, received {keep}")
+        self.logdir = logdir
         self.directory = os.path.join(logdir, CHECKPOINT_DIR)
         self.steps_per_epoch = steps_per_epoch
         self.every_steps = every_steps
@@ -84,23 +98,25 @@ class Checkpoint(keras.callbacks.Callback):
         self.extra_state = extra_state or (lambda step: {})
         self.resume_step = resume_step
         self.keep = keep
-        self.save_on_sigterm = save_on_sigterm
         self.write = write
+        self.data_facts = dict(data_facts or {})
+        self.install_handler = stop_request is None and save_on_sigterm
+        self.stop_request = stop_request or StopRequest()
         self.saved = []  # paths written by this attempt
-        self.sigterm_received = threading.Event()
         self._previous_handler = None
+        self._folder_identity = None
         self._last_loss = None
         self._last_saved_step = resume_step
         self._epoch = 0
 
     # ---------------------------------------------------------------- signals
     def on_train_begin(self, logs=None):
-        if self.save_on_sigterm and threading.current_thread() is threading.main_thread():
-            self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
-
-    def _on_sigterm(self, signum, frame):
-        # Only note it: the save happens at the next step boundary, on the main thread.
-        self.sigterm_received.set()
+        if self.write and self._folder_identity is None:
+            os.makedirs(self.logdir, exist_ok=True)
+            self._folder_identity = _identity(self.logdir)
+        if self.install_handler and threading.current_thread() is threading.main_thread():
+            self._previous_handler = signal.signal(
+                signal.SIGTERM, lambda *_: self.stop_request.request("SIGTERM"))
 
     def restore_signal_handler(self):
         if self._previous_handler is not None:
@@ -124,10 +140,11 @@ class Checkpoint(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch, logs=None):
         step = self._global_step(self._epoch, batch)
-        if self.sigterm_received.is_set():
+        if self.stop_request.requested.is_set():
+            name = self.stop_request.take()
             path = self.save(self._epoch, step) if step > self._last_saved_step else None
             self.restore_signal_handler()
-            raise Preempted(step, path or self.latest_path())
+            raise Preempted(step, path or self.latest_path(), name)
         if self.every_steps and step - self._last_saved_step >= self.every_steps and batch:
             self.save(self._epoch, step)
 
@@ -138,7 +155,11 @@ class Checkpoint(keras.callbacks.Callback):
 
     # ------------------------------------------------------------------ saving
     def latest_path(self) -> str | None:
-        return self.saved[-1] if self.saved else None
+        """The newest checkpoint: this attempt's, else an earlier attempt's on disk."""
+        if self.saved:
+            return self.saved[-1]
+        found = latest_checkpoint(self.logdir)
+        return found[0] if found else None
 
     def _weights_finite(self) -> bool:
         """Every weight, BatchNorm statistic and optimizer slot is finite.
@@ -151,8 +172,22 @@ class Checkpoint(keras.callbacks.Callback):
         return all(np.isfinite(keras.ops.convert_to_numpy(v.value)).all() for v in variables
                    if "float" in str(v.dtype))
 
+    def _check_folder(self):
+        """The run folder is still the one this attempt started in."""
+        try:
+            same = _identity(self.logdir) == self._folder_identity
+        except OSError:
+            same = False
+        if not same:
+            raise StorageError(f"the run folder {self.logdir} was deleted or replaced during "
+                               "the run; nothing more can be saved there")
+
     def save(self, epoch: int, step: int) -> str | None:
-        """Writes checkpoint `step` (epoch = epochs completed); returns its path."""
+        """Writes checkpoint `step` (epoch = epochs completed); returns its path.
+
+        Raises:
+            StorageError: the checkpoint could not be written (older ones are kept).
+        """
         if self._last_loss is not None and not math.isfinite(self._last_loss):
             return None
         if hasattr(self.model, "jax_state_sync"):
@@ -165,73 +200,84 @@ class Checkpoint(keras.callbacks.Callback):
             with tempfile.TemporaryDirectory() as scratch:
                 self.model.save_weights(os.path.join(scratch, WEIGHTS_FILE))
             return None
+        if self._folder_identity is not None:
+            self._check_folder()
         images = self.images_before + (step - self.resume_step) * self.global_batch_size
         state = {
             "epoch": epoch, "step_in_epoch": step - epoch * self.steps_per_epoch,
             "global_step": step, "images_seen": images,
             "billed_seconds": self.billed_seconds_before + time.time() - self.started_at,
-            "saved_at": time.time(), **self.extra_state(step),
+            "saved_at": time.time(), "data": self.data_facts, **self.extra_state(step),
         }
         final = os.path.join(self.directory, f"ckpt-{step:010d}")
-        staging = final + f".tmp-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        os.makedirs(staging)
-        self.model.save_weights(os.path.join(staging, WEIGHTS_FILE))
-        with open(os.path.join(staging, STATE_FILE), "w") as f:
-            json.dump(state, f, indent=2)
-            f.flush()
-            os.fsync(f.fileno())
-        if os.path.exists(final):  # same step saved by an earlier attempt
-            shutil.rmtree(final)
-        os.replace(staging, final)
+        try:
+            self._check_space()
+            self._commit(final, state)
+        except (OSError, RuntimeError) as error:  # h5py raises RuntimeError for some
+            if self._folder_identity is not None:
+                self._check_folder()  # the folder went during the save: say that
+            raise StorageError(f"cannot write checkpoint {final}: {_reason(error)}; the last "
+                               f"good checkpoint is kept ({self.latest_path()})") from None
         self._last_saved_step = step
         self.saved.append(final)
         self._prune()
         return final
 
+    def _check_space(self) -> None:
+        """Refuses a save that cannot fit, before HDF5 starts it: an HDF5 file whose
+        writes failed crashes the library's exit handler (a segfault at exit)."""
+        newest = committed(self.directory)
+        if newest:
+            needed = os.path.getsize(os.path.join(self.directory, newest[-1], WEIGHTS_FILE))
+        else:
+            optimizer = getattr(self.model, "optimizer", None)
+            needed = sum(int(np.prod(v.shape)) * 4 for v in list(self.model.variables) + list(
+                optimizer.variables if optimizer else []))
+        info = os.statvfs(self.logdir)
+        free = info.f_bavail * info.f_frsize
+        if free < needed * 1.1 + 2**20:
+            raise OSError(errno.ENOSPC, f"No space left on device (a checkpoint needs about "
+                          f"{needed / 2**20:.1f} MiB, {free / 2**20:.1f} MiB are free)")
+
+    def _commit(self, final: str, state: dict) -> None:
+        """Stages, syncs and renames one checkpoint into place; cleans up on failure."""
+        staging = final + f".tmp-{os.getpid()}"
+        try:
+            if not os.path.isdir(self.directory):
+                os.mkdir(self.directory)  # not makedirs: never re-create a lost run folder
+            shutil.rmtree(staging, ignore_errors=True)
+            os.mkdir(staging)
+            weights = os.path.join(staging, WEIGHTS_FILE)
+            self.model.save_weights(weights)
+            state["weights_bytes"], state["weights_crc32"] = file_crc(weights)
+            with open(os.path.join(staging, STATE_FILE), "w") as f:
+                f.write(durable.dumps(state, indent=2))
+            durable.sync_tree(staging)
+            if os.path.exists(final):  # same step saved by an earlier attempt
+                shutil.rmtree(final)
+            os.replace(staging, final)
+            durable.sync_folder(self.directory)
+            faults.reached("checkpoint_committed")
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
     def _prune(self):
-        complete = sorted(d for d in os.listdir(self.directory)
-                          if d.startswith("ckpt-") and ".tmp-" not in d)
-        for name in complete[:-self.keep]:
+        for name in committed(self.directory)[:-self.keep]:
             shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
         for name in os.listdir(self.directory):  # leftovers of killed saves
             if ".tmp-" in name and not name.endswith(f".tmp-{os.getpid()}"):
                 shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
 
 
-def latest_checkpoint(logdir: str) -> tuple[str, dict] | None:
-    """(path, state) of the newest complete checkpoint in `logdir`, or None."""
-    directory = os.path.join(logdir, CHECKPOINT_DIR)
-    if not os.path.isdir(directory):
-        return None
-    for name in sorted(os.listdir(directory), reverse=True):
-        path = os.path.join(directory, name)
-        if not name.startswith("ckpt-") or ".tmp-" in name:
-            continue
-        try:
-            with open(os.path.join(path, STATE_FILE)) as f:
-                state = json.load(f)
-        except (OSError, json.JSONDecodeError):
-            continue
-        if os.path.exists(os.path.join(path, WEIGHTS_FILE)):
-            return path, state
-    return None
+def _reason(error: Exception) -> str:
+    """One line saying why a write failed (h5py's messages span lines)."""
+    found = re.search(r"error message = '([^']+)'", str(error))
+    if found:
+        return found.group(1)
+    return getattr(error, "strerror", None) or str(error).strip().splitlines()[0]
 
 
-def load_latest(model, logdir: str, scope) -> tuple[str, dict] | None:
-    """Loads the newest complete checkpoint into `model`; returns (path, state) or None.
-
-    Args:
-        model: the compiled model.
-        logdir: the run folder.
-        scope: the distribution scope (the optimizer's slots are built in it).
-    """
-    found = latest_checkpoint(logdir)
-    if found is None:
-        return None
-    path, state = found
-    with scope:
-        # The optimizer's variables must exist before its saved values can load.
-        model.optimizer.build(model.trainable_variables)
-    model.load_weights(os.path.join(path, WEIGHTS_FILE))
-    return path, state
+def _identity(path: str) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_dev, info.st_ino

@@ -27,7 +27,7 @@ import time
 
 import keras
 
-from callbacks import events
+from callbacks import events, faults
 from callbacks.dashboard import HPARAM_FIGURES, SETTINGS, TRAIN, VALIDATION, figure_of
 from callbacks.metrics_file import METRICS_FILE, truncate_metrics
 from callbacks.steps import global_step, steps_before
@@ -155,6 +155,7 @@ class MetricsLogger(keras.callbacks.Callback):
             self.records.append(record)
             if self._file is None:
                 return
+            faults.reached("metrics_line")
             self._file.write(json.dumps(record) + "\n")
             self._file.flush()
             os.fsync(self._file.fileno())
