@@ -9,8 +9,10 @@ paths) are computed here too, so the rest of the app never re-derives them.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import difflib
+import hashlib
+import json
+import math
 import os
 import re
 
@@ -120,10 +122,11 @@ class Config:
             object.__setattr__(self, "manual_dir",
                                os.path.join(self.data_dir, "downloads", "manual"))
         if not self.logdir:
-            stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+            # Named by what the run measures, so rerunning the same command finds
+            # (and resumes, or reports complete) the same folder; --fresh starts over.
             name = "sweep" if self.sweep_batch_sizes else self.dataset_name
             object.__setattr__(self, "logdir", os.path.join(
-                "runs", f"{stamp}-{self.model}-{name}-{self.backend}"))
+                "runs", f"{self.model}-{name}-{self.backend}-{self.fingerprint}"))
         if self.dataset == "synthetic" and self.validation_steps == 0:
             # Random images measure no accuracy: validate them only when asked (N > 0).
             object.__setattr__(self, "validation_steps", -1)
@@ -133,6 +136,10 @@ class Config:
 
     # ----------------------------------------------------------------- checks
     def _validate(self):
+        for field in dataclasses.fields(self):  # config.json and summary.json are strict JSON
+            value = getattr(self, field.name)
+            _check(not isinstance(value, float) or math.isfinite(value),
+                   f"--{field.name}={value} must be a finite number")
         _check(self.accelerator in ACCELERATORS,
                f"--accelerator={self.accelerator!r} is unknown; accepted: {', '.join(ACCELERATORS)}")
         _check(self.backend in BACKENDS,
@@ -210,8 +217,8 @@ class Config:
                f"--seed={self.seed} is out of range; accepted: 0..4294967295")
 
     def _validate_optimizer(self):
-        _check(self.base_learning_rate > 0,
-               f"--base_learning_rate={self.base_learning_rate} must be > 0")
+        _check(self.base_learning_rate > 0 and math.isfinite(self.base_learning_rate),
+               f"--base_learning_rate={self.base_learning_rate} must be a finite number > 0")
         _check(self.warmup_epochs >= 0, f"--warmup_epochs={self.warmup_epochs} must be >= 0")
         _check(0 <= self.momentum < 1, f"--momentum={self.momentum} must be in [0, 1)")
         _check(self.weight_decay >= 0, f"--weight_decay={self.weight_decay} must be >= 0")
@@ -239,10 +246,11 @@ class Config:
                    f"--target_top1 has {target!r}; accepted: numbers in (0, 1], e.g. 0.757")
         _check(self.pricing in PRICINGS,
                f"--pricing={self.pricing!r} is unknown; accepted: {', '.join(PRICINGS)}")
-        _check(self.price_per_hour_usd is None or self.price_per_hour_usd >= 0,
-               f"--price_per_hour_usd={self.price_per_hour_usd} must be >= 0")
-        _check(self.peak_tflops_per_device is None or self.peak_tflops_per_device > 0,
-               f"--peak_tflops_per_device={self.peak_tflops_per_device} must be > 0")
+        price, peak = self.price_per_hour_usd, self.peak_tflops_per_device
+        _check(price is None or (price >= 0 and math.isfinite(price)),
+               f"--price_per_hour_usd={price} must be a finite number >= 0")
+        _check(peak is None or (peak > 0 and math.isfinite(peak)),
+               f"--peak_tflops_per_device={peak} must be a finite number > 0")
         self.profile_range  # parses and checks --profile_steps
 
     # ---------------------------------------------------------- derived values
@@ -255,6 +263,13 @@ class Config:
         elif self.dataset.startswith("folder:"):
             name = os.path.basename(os.path.normpath(self.dataset[7:])) or "folder"
         return name
+
+    @property
+    def fingerprint(self) -> str:
+        """8 hex digits naming the settings that must match on resume."""
+        measured = {k: v for k, v in self.to_dict().items() if k not in RESUMABLE_FIELDS}
+        text = json.dumps(measured, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:8]
 
     @property
     def policy(self) -> str:
@@ -295,10 +310,11 @@ class Config:
                 for f in dataclasses.fields(self)}
 
     def differences(self, saved: dict) -> list[str]:
-        """Fields (outside RESUMABLE_FIELDS) whose value differs from a saved config."""
+        """Fields (outside RESUMABLE_FIELDS) whose value differs from a saved config,
+        or that the saved config lacks (a lacking field cannot be shown to match)."""
         mine = self.to_dict()
         return sorted(k for k in mine if k not in RESUMABLE_FIELDS
-                      and saved.get(k, mine[k]) != mine[k])
+                      and (k not in saved or saved[k] != mine[k]))
 
     def replace(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes)

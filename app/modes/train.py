@@ -1,9 +1,11 @@
 """Training, top to bottom: `run(context) -> summary dict`.
 
 The story of a run, after app/run/context.py has checked everything:
-  1. seed and precision, the datasets, then the run folder;
+  1. seed and precision, the datasets, then the run folder (a run that is
+     already complete is not trained again);
   2. build and compile the model inside the distribution scope, and resume it
-     from the newest checkpoint if this is a later attempt of the same run;
+     from the newest checkpoint if this is a later attempt of the same run (on
+     the same data only);
   3. open the billing ledger and assemble the callbacks (train_callbacks.py);
   4. `model.fit` (in two parts after a mid-epoch resume);
   5. write summary.json (atomically, app/run/summary.py) and return the same dict.
@@ -12,6 +14,7 @@ The story of a run, after app/run/context.py has checked everything:
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 
 from app.engine.data import steps_for
@@ -20,6 +23,7 @@ from app.modes.train_callbacks import make_callbacks
 from app.run import context as run_context
 from app.run import resume, rundir, summary
 from app.run.ledger import Ledger
+from callbacks.stops import PROCESS_STOP, Diverged
 from preprocessing import make_datasets
 
 
@@ -33,6 +37,7 @@ class Plan:
     train_flops_per_image: float
     state: resume.State
     billed_seconds_before: float  # by earlier attempts, from the ledger
+    data_facts: dict = dataclasses.field(default_factory=dict)  # checked on resume
 
 
 def banner(context, data) -> str:
@@ -55,6 +60,11 @@ def run(context) -> dict:
         callbacks.stops.Diverged: the loss became NaN/Inf.
     """
     config = context.config
+    done = context.run_dir.resuming and resume.completed_summary(context.logdir, config.epochs)
+    if done:
+        print(f"run is complete: {context.logdir} holds its summary.json (kept as it is); "
+              "pass --fresh to run it again", flush=True)
+        return done
     # --- 1. Seed and precision; the data comes in; then the run folder.
     context = run_context.start(context)
     data = make_datasets(config.dataset, context.spec)
@@ -64,6 +74,10 @@ def run(context) -> dict:
         validation_steps = data.validation_batches
         if config.validation_steps > 0:
             validation_steps = min(config.validation_steps, data.validation_batches)
+    facts = resume.data_facts(data, steps_per_epoch)
+    if context.run_dir.resuming:
+        resume.check_same_data(context.logdir, facts)
+    _warn_profile_past_end(config, steps_per_epoch)
     run_context.create_folder(context)  # every check passed: the run leaves traces
 
     print(banner(context, data), flush=True)
@@ -87,10 +101,10 @@ def run(context) -> dict:
 
     # --- 3. Billing and the callbacks that answer the study's questions.
     ledger = Ledger(context.logdir, context.started_at, {
-        "epoch": state.epoch, "step": state.global_step, "seed": context.seed}) \
-        if topology.is_chief else None
+        "epoch": state.epoch, "step": state.global_step, "seed": context.seed},
+        checkpoint_billed_seconds=state.billed_seconds) if topology.is_chief else None
     plan = Plan(data, steps_per_epoch, validation_steps, train_flops, state,
-                ledger.billed_seconds_before if ledger else 0.0)
+                ledger.billed_seconds_before if ledger else 0.0, facts)
     parts = make_callbacks(context, plan)
 
     # --- 4. Train. A mid-epoch checkpoint first finishes its epoch in a short fit.
@@ -99,6 +113,7 @@ def run(context) -> dict:
                     validation_steps=validation_steps or None, callbacks=parts.callbacks,
                     verbose=config.verbosity if topology.is_chief else 0)
     try:
+        PROCESS_STOP.raise_if_requested(state.global_step, state.path)
         epoch = state.epoch
         if state.step_in_epoch and epoch < config.epochs:
             model.fit(data.train, epochs=epoch + 1, initial_epoch=epoch, shuffle=False,
@@ -107,9 +122,13 @@ def run(context) -> dict:
         if epoch < config.epochs:
             model.fit(data.train, epochs=config.epochs, initial_epoch=epoch, shuffle=False,
                       steps_per_epoch=steps_per_epoch, **fit_args)
+        if topology.is_chief:
+            rundir.check_intact(context.run_dir)
         status = "completed"
     except BaseException as error:
         status = summary.status_of(error)
+        if isinstance(error, Diverged) and parts.checkpoint is not None:
+            error.checkpoint = parts.checkpoint.latest_path()
         raise
     finally:
         attempts = ledger.close(status) if ledger else []
@@ -126,7 +145,7 @@ def _finish(context, plan, parts, status, attempts, model) -> dict | None:
     topology = context.topology
     try:
         result = summary.build(context, plan, parts, status, attempts)
-        if topology.is_chief:
+        if topology.is_chief and os.path.isdir(context.logdir):  # not a lost folder's
             rundir.write_json_atomic(f"{context.logdir}/{rundir.SUMMARY_FILE}", result)
             print(summary.closing_lines(result), flush=True)
         if topology.num_processes > 1:  # lets each host confirm it trained in lockstep
@@ -138,3 +157,10 @@ def _finish(context, plan, parts, status, attempts, model) -> dict | None:
             raise
         sys.stderr.write(f"warning: no summary for this {status} run: {error}\n")
         return None
+
+
+def _warn_profile_past_end(config, steps_per_epoch: int) -> None:
+    last = config.epochs * steps_per_epoch
+    if config.profile_range and config.profile_range[0] > last:
+        sys.stderr.write(f"warning: --profile_steps={config.profile_steps} starts after the "
+                         f"run's last step ({last}); no trace will be written\n")

@@ -4,14 +4,17 @@ Each callback is constructed from plain values (never the config): this module i
 the one place that turns flags and resume state into those values. Order matters
 only for `logs`: a callback reads what earlier ones published (MFU reads
 images_per_sec; the targets read cost_usd and billed_hours), and the metrics sink
-comes last.
+comes after them, but before the checkpoint: an epoch's line is written before its
+checkpoint commits, so no checkpoint is ever ahead of the logs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from app.engine.timing import gpu_energy_readers
+from app.run import signals
 from callbacks.accuracy import TopOneTargets
 from callbacks.checkpoint import Checkpoint
 from callbacks.cost import CloudCost
@@ -22,7 +25,13 @@ from callbacks.mfu import ModelFlopsUtilization
 from callbacks.nan_guard import NanGuard
 from callbacks.profiler import Profiler
 from callbacks.progress import Progress
+from callbacks.stall import StallWatchdog
+from callbacks.stops import PROCESS_STOP
 from callbacks.throughput import Throughput
+
+# No finished batch for this long ends the run (exit 69): far above any compile
+# time. The environment variable exists for tests.
+STALL_SECONDS = float(os.environ.get("BENCH_STALL_SECONDS", 1800))
 
 
 @dataclasses.dataclass
@@ -96,7 +105,8 @@ def make_callbacks(context, plan) -> RunCallbacks:
         started_at=context.started_at, billed_seconds_before=plan.billed_seconds_before,
         images_before=state.images_seen, global_batch_size=config.global_batch_size,
         extra_state=lambda step: _extra_state(targets, plan, step),
-        resume_step=state.global_step, write=topology.is_chief)
+        resume_step=state.global_step, write=topology.is_chief, stop_request=PROCESS_STOP,
+        data_facts=plan.data_facts)
     readers = gpu_energy_readers(config.accelerator, topology.devices_per_process)
     if readers is not None:  # each process meters its own GPUs, which see its images
         parts.energy = EnergyMeter(
@@ -113,9 +123,11 @@ def make_callbacks(context, plan) -> RunCallbacks:
                                       steps_per_epoch=steps_per_epoch,
                                       resume_step=state.global_step)
     # Producers of figures first, then their readers; the guard before the checkpoint
-    # (a diverged step must stop training before anything is saved); the sink last.
-    # Progress replaces Keras's progress bar (which would print every figure).
-    ordered = [LearningRateLogger(), throughput, parts.energy, cost, mfu, targets, nan_guard,
-               parts.checkpoint, parts.profiler, Progress(), parts.logger]
+    # (a diverged step must stop training before anything is saved); the sink before
+    # the checkpoint (the logs are never behind a committed checkpoint). Progress
+    # replaces Keras's progress bar (which would print every figure).
+    ordered = [StallWatchdog(STALL_SECONDS, signals.stalled), LearningRateLogger(),
+               throughput, parts.energy, cost, mfu, targets, nan_guard, parts.profiler,
+               Progress(), parts.logger, parts.checkpoint]
     parts.callbacks = [c for c in ordered if c is not None]
     return parts

@@ -19,7 +19,9 @@ from app.engine import distribute
 from app.engine.data import input_spec
 from app.engine.prices import Billing, resolve_billing
 from app.run import rundir
-from preprocessing import InputSpec, check_dataset
+from preprocessing import DataError, InputSpec, check_dataset
+
+SMALLEST_IMAGE = 8  # --image_size's lower bound: the batch check never over-estimates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,10 +67,27 @@ def prepare(config, started_at: float) -> RunContext:
                                                                 config.process_id)))
     topology = distribute.make_topology(config)
     spec = input_spec(config, topology)
+    _check_batch_fits(spec)
     billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
                               config.peak_tflops_per_device, topology.device_kind,
                               topology.billed_devices)
     return RunContext(config, topology, run_dir, spec, billing, started_at)
+
+
+def _check_batch_fits(spec: InputSpec) -> None:
+    """One batch of this process's input must fit in the host's memory.
+
+    Raises:
+        DataError: naming the batch and the memory.
+    """
+    size = spec.image_size or SMALLEST_IMAGE
+    batch_bytes = spec.batch_size * size * size * 3 * 4  # float32 RGB, at least
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if batch_bytes > memory:
+        raise DataError(f"one batch of {spec.batch_size:,} images of {size}x{size} needs at "
+                        f"least {batch_bytes / 2**30:,.0f} GiB, more than this host's "
+                        f"{memory / 2**30:,.0f} GiB of memory; use a smaller "
+                        "--global_batch_size")
 
 
 def start(context: RunContext) -> RunContext:

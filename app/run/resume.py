@@ -1,19 +1,30 @@
-"""Resuming a run: load the newest good checkpoint and rewind the logs to it.
+"""Resuming a run: check it may resume, load the newest good checkpoint, rewind the logs.
+
+A later attempt resumes only on the data the run started on: each checkpoint
+records the example counts, classes and steps per epoch, and a mismatch is
+refused in one line (a silently shorter epoch would roll training back, a new
+class would not even load). A finished run is not trained again: its summary is
+kept as it is.
 
 After a kill, the logs may hold more than the checkpoint (an epoch logged but not
 yet checkpointed). That part is redone by the new attempt, so it is removed first:
 metrics.jsonl keeps the epochs the checkpoint covers, and TensorBoard's event
 files keep the points up to its epoch (epoch series) and step (step series). Each
-epoch then appears exactly once, in order. Checkpoint files themselves (format,
-saving, finding, loading) belong to callbacks/checkpoint.py.
+epoch then appears exactly once, in order. (The metrics logger writes an epoch's
+line before the checkpoint of that epoch commits, so the logs are never behind a
+checkpoint.) Checkpoint files themselves (format, saving, finding, loading) belong
+to callbacks/checkpoint.py and callbacks/checkpoint_files.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 
+from app.run.rundir import SUMMARY_FILE, RunDirError
 from callbacks import metrics_logger
-from callbacks.checkpoint import load_latest
+from callbacks.checkpoint_files import CheckpointMismatch, latest_checkpoint, load_latest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,9 +38,45 @@ class State:
     top1_history: list
     path: str | None
     input_state: object = None  # the input stream's position, where it has one
+    billed_seconds: float = 0.0  # as recorded by the checkpoint
 
 
 NEW_RUN = State(0, 0, 0, 0, [], None)
+
+
+def data_facts(data, steps_per_epoch: int) -> dict:
+    """What a run trains on, as saved with each checkpoint and checked on resume."""
+    return {"train_examples": data.train_examples,
+            "validation_examples": data.validation_examples,
+            "num_classes": data.num_classes, "steps_per_epoch": steps_per_epoch}
+
+
+def check_same_data(logdir: str, facts: dict) -> None:
+    """Refuses to resume on other data than the newest checkpoint was trained on.
+
+    Raises:
+        RunDirError: naming what changed.
+    """
+    found = latest_checkpoint(logdir)
+    saved = (found[1].get("data") or {}) if found else {}
+    changed = [f"{k} {saved[k]}->{facts[k]}" for k in facts if k in saved and saved[k] != facts[k]]
+    if changed:
+        raise RunDirError(f"--logdir={logdir} holds a run started on other data "
+                          f"({', '.join(changed)}); restore that data to resume, or pass "
+                          "--fresh to start over")
+
+
+def completed_summary(logdir: str, epochs: int) -> dict | None:
+    """The summary of a run in `logdir` that completed all `epochs`, else None."""
+    try:
+        with open(os.path.join(logdir, SUMMARY_FILE)) as f:
+            summary = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if (isinstance(summary, dict) and summary.get("status") == "completed"
+            and summary.get("epochs_completed") == epochs):
+        return summary
+    return None
 
 
 def rewind_logs(logdir: str, epoch: int, global_step: int) -> None:
@@ -38,25 +85,33 @@ def rewind_logs(logdir: str, epoch: int, global_step: int) -> None:
 
 
 def restore(model, logdir: str, scope, rewind: bool = True) -> State:
-    """Loads the newest complete checkpoint into `model` (weights and optimizer).
+    """Loads the newest intact checkpoint into `model` (weights and optimizer).
 
-    With no checkpoint yet (killed before the first save), the run starts from
-    step 0, and the logs are rewound to nothing.
+    A damaged checkpoint is set aside and the one before it used. With none (killed
+    before the first save), the run starts from step 0, and the logs are rewound to
+    nothing.
 
     Args:
         model: the compiled model.
         logdir: the run folder.
         scope: the distribution scope (the optimizer's slots are built in it).
         rewind: also rewind the logs (process 0 only).
+
+    Raises:
+        RunDirError: an intact checkpoint that does not fit the model.
     """
-    found = load_latest(model, logdir, scope)
+    try:
+        found = load_latest(model, logdir, scope)
+    except CheckpointMismatch as error:
+        raise RunDirError(f"{error}; pass --fresh to start over")
     state = NEW_RUN
     if found is not None:
         path, saved = found
         state = State(epoch=saved["epoch"], step_in_epoch=saved["step_in_epoch"],
                       global_step=saved["global_step"], images_seen=saved["images_seen"],
                       top1_history=saved.get("top1_history", []), path=path,
-                      input_state=saved.get("input_state"))
+                      input_state=saved.get("input_state"),
+                      billed_seconds=float(saved.get("billed_seconds") or 0.0))
     if rewind:
         rewind_logs(logdir, state.epoch, state.global_step)
     return state
