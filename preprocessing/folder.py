@@ -8,8 +8,10 @@ Labels are the sorted folder names under train/. Files ending in .jpg, .jpeg, .p
 from __future__ import annotations
 
 import os
+import sys
 
 from preprocessing import DataError, Datasets, InputSpec
+from preprocessing.decodable import first_decodable
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 LAYOUT = "PATH/train/<label>/*.jpg|png and PATH/validation/<label>/*.jpg|png"
@@ -50,9 +52,12 @@ def list_split(root: str, split: str, labels: list[str] | None = None):
 def check_root(root: str, with_validation: bool) -> None:
     if not os.path.isdir(root):
         raise DataError(f"{root} is not a folder; expected {LAYOUT}")
-    _, labels = list_split(root, "train")
+    train, labels = list_split(root, "train")
     if with_validation:
         list_split(root, "validation", labels)
+    if first_decodable(path for path, _ in train) is None:
+        raise DataError(f"{os.path.join(root, 'train')}: none of its {len(train)} image "
+                        "files can be read and decoded; nothing to train on")
 
 
 def check(dataset: str, spec: InputSpec) -> None:
@@ -100,6 +105,10 @@ def make_from_root(root: str, spec: InputSpec, default_size: int,
 
     train, labels = list_split(root, "train")
     validation = list_split(root, "validation", labels)[0] if spec.with_validation else None
+    if validation and first_decodable(path for path, _ in validation) is None:
+        sys.stderr.write(f"warning: {os.path.join(root, 'validation')}: none of its "
+                         f"{len(validation)} image files decodes; top-1 is not measured\n")
+        validation = None
     return streams.make(train, validation, spec,
                         preset=default_preset if spec.preset == "auto" else spec.preset,
                         image_size=spec.image_size or default_size, num_classes=len(labels))

@@ -6,8 +6,9 @@ encoded, the order is shuffled every epoch, decoding and augmentation run as a
 parallel map, training batches drop the remainder, everything is prefetched, and
 the order is non-deterministic (faster) unless a seed was given.
 
-Input records are (encoded image bytes, label) pairs, already this process's shard.
-Corrupt images are dropped (`ignore_errors`) and counted, never fatal.
+Input records are (encoded image bytes, label) pairs, or read_files' (key, bytes,
+label) records, already this process's shard. Unreadable and corrupt images are
+dropped (`ignore_errors`) and counted once each, never fatal.
 """
 
 from __future__ import annotations
@@ -21,43 +22,60 @@ CACHE_MAX_EXAMPLES = 50_000  # cache the encoded bytes of datasets up to this si
 SHUFFLE_BUFFER = 10_000
 
 
+def _key(values: tf.Tensor) -> tf.Tensor:
+    """An int64 key per image: a fingerprint of its path (or of its bytes)."""
+    return tf.strings.to_hash_bucket_fast(values, 2**63 - 1)
+
+
 @dataclasses.dataclass
 class DecodeCounter:
-    """Counts images whose decoding was attempted and images that decoded."""
+    """Counts the distinct images that could not be read or decoded.
 
-    attempted: tf.Variable = None
-    decoded: tf.Variable = None
+    Every image has a key: its path where the pipeline reads files (read_files),
+    else its bytes. Two tables hold the keys tried and the keys decoded; an image
+    tried and never decoded is corrupt, however often it was tried (every epoch,
+    every evaluation). An image cut off in flight when a pipeline stops was tried
+    and not decoded either: where its path is known, it is decoded once more here,
+    so only images that really fail are counted.
+    """
+
+    tried: object = None
+    decoded: object = None
+    paths: dict = dataclasses.field(default_factory=dict)  # key -> path
 
     def __post_init__(self):
         with tf.device("/cpu:0"):
-            self.attempted = tf.Variable(0, dtype=tf.int64, trainable=False)
-            self.decoded = tf.Variable(0, dtype=tf.int64, trainable=False)
+            self.tried, self.decoded = (tf.lookup.experimental.MutableHashTable(
+                tf.int64, tf.int64, default_value=0) for _ in range(2))
+
+    def mark_tried(self, key: tf.Tensor):
+        return self.tried.insert(key, tf.ones_like(key))
 
     def wrap(self, fn):
-        """fn(*args) -> image, counted: `decoded` only moves once fn has succeeded."""
+        """fn(*args) -> image, as fn'(key, *args): the key counts as decoded only once
+        fn has succeeded."""
 
-        def counted(*args):
-            start = self.attempted.assign_add(1)
+        def counted(key, *args):
+            start = self.mark_tried(key)
             with tf.control_dependencies([start]):
                 image = fn(*args)
             with tf.control_dependencies([image]):
-                done = self.decoded.assign_add(1)
+                done = self.decoded.insert(key, tf.ones_like(key))
             with tf.control_dependencies([done]):
                 return tf.identity(image)
 
         return counted
 
     def skipped(self) -> int:
-        """Times an image was dropped as corrupt (read at the end of a run).
-
-        Images still in flight are counted as attempted but not decoded, so read
-        this once the pipeline has stopped (the summary does, after training).
-        """
+        """Distinct images dropped as unreadable or corrupt (read after a run)."""
         import gc
 
+        from preprocessing.decodable import decodes
+
         gc.collect()  # let finished iterators shut their pipelines down first
-        decoded = int(self.decoded.numpy())
-        return max(0, int(self.attempted.numpy()) - decoded)
+        failed = set(self.tried.export()[0].numpy().tolist()) - set(
+            self.decoded.export()[0].numpy().tolist())
+        return sum(1 for key in failed if key not in self.paths or not decodes(self.paths[key]))
 
 
 def _options(deterministic: bool) -> tf.data.Options:
@@ -68,10 +86,29 @@ def _options(deterministic: bool) -> tf.data.Options:
     return options
 
 
-def read_files(records: tf.data.Dataset) -> tf.data.Dataset:
-    """(path, label) -> (encoded bytes, label), reading files in parallel."""
-    return records.map(lambda path, label: (tf.io.read_file(path), label),
-                       num_parallel_calls=AUTOTUNE)
+def read_files(paths: list[str], labels: list[int], counter: DecodeCounter) -> tf.data.Dataset:
+    """(key, encoded bytes, label) of each file, read in parallel; an unreadable file
+    is tried (and so counted) but yields nothing."""
+    if paths:
+        keys = _key(tf.constant(paths)).numpy().tolist()
+        counter.paths.update(zip(keys, paths))
+
+    def read(path, label):
+        key = _key(path)
+        with tf.control_dependencies([counter.mark_tried(key)]):
+            return key, tf.io.read_file(path), label
+
+    records = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(paths, tf.string), tf.constant(labels, tf.int64)))
+    return records.map(read, num_parallel_calls=AUTOTUNE)
+
+
+def _keyed(records: tf.data.Dataset) -> tf.data.Dataset:
+    """(key, encoded, label) records: read_files' as they are, (encoded, label) keyed
+    by their bytes."""
+    if len(records.element_spec) == 3:
+        return records
+    return records.map(lambda encoded, label: (_key(encoded), encoded, label))
 
 
 def train_stream(records: tf.data.Dataset, examples: int, transform, batch_size: int,
@@ -87,6 +124,7 @@ def train_stream(records: tf.data.Dataset, examples: int, transform, batch_size:
         counter: counts corrupt images.
     """
     deterministic = seed is not None
+    records = _keyed(records)
     if examples <= CACHE_MAX_EXAMPLES:
         records = records.cache()
     records = records.shuffle(min(examples, SHUFFLE_BUFFER), seed=seed,
@@ -94,7 +132,7 @@ def train_stream(records: tf.data.Dataset, examples: int, transform, batch_size:
     # One stateless seed per image, itself drawn from the run's seed.
     seeds = tf.data.Dataset.random(seed=seed).batch(2, drop_remainder=True)
     images = tf.data.Dataset.zip((records, seeds)).map(
-        lambda record, pair: (counter.wrap(transform)(record[0], pair), record[1]),
+        lambda record, pair: (counter.wrap(transform)(record[0], record[1], pair), record[2]),
         num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     images = images.ignore_errors()
     batches = images.batch(batch_size, drop_remainder=True, num_parallel_calls=AUTOTUNE,
@@ -113,10 +151,12 @@ def eval_stream(records: tf.data.Dataset, examples: int, transform, batch_size: 
         (dataset, number of batches).
     """
     batches = max(1, -(-examples // batch_size))
+    records = _keyed(records)
     if examples <= CACHE_MAX_EXAMPLES:
         records = records.cache()
     real = records.map(
-        lambda encoded, label: (counter.wrap(transform)(encoded), label, tf.constant(1.0)),
+        lambda key, encoded, label: (counter.wrap(transform)(key, encoded), label,
+                                     tf.constant(1.0)),
         num_parallel_calls=AUTOTUNE, deterministic=True).ignore_errors()
     blank = (tf.zeros([image_size, image_size, 3], dtype), tf.constant(0, tf.int64),
              tf.constant(0.0))

@@ -110,16 +110,13 @@ def _empty() -> Datasets:
 
 
 def _tf_data(train, validation, spec, preset, size, largest) -> Datasets:
-    import tensorflow as tf
-
     from preprocessing import image_ops, pipeline
 
     counter = pipeline.DecodeCounter()
 
     def records_of(pairs):
-        paths = tf.constant([p for p, _ in pairs])
-        ids = tf.constant([label for _, label in pairs], tf.int64)
-        return pipeline.read_files(tf.data.Dataset.from_tensor_slices((paths, ids)))
+        return pipeline.read_files([p for p, _ in pairs], [label for _, label in pairs],
+                                   counter)
 
     data = _empty()
     data.train = pipeline.train_stream(
