@@ -30,8 +30,11 @@ EXIT_STALLED = 69  # no training progress (see stalled())
 
 
 def _line(message: str) -> None:
-    sys.stderr.write(f"error: {message}\n")
-    sys.stderr.flush()
+    try:  # a closed stderr (its reader gone) must not stop the exit that follows
+        sys.stderr.write(f"error: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def install(request=PROCESS_STOP) -> None:
