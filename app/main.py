@@ -148,6 +148,8 @@ def parse_flags(argv):
         return FLAGS(argv)
     except absl_flags.Error as error:
         line = str(error).strip().splitlines()[0]
+        while line.startswith("ERROR:"):  # absl's flagfile errors say it twice
+            line = line[len("ERROR:"):].lstrip(": ")
         enum = re.match(r"flag --\w+=(.*): value should be one of <(.*)>", line)
         if enum:  # a near miss of an enum value gets a suggestion
             line += did_you_mean(enum.group(1), enum.group(2).split("|"))
