@@ -105,10 +105,15 @@ def make_from_root(root: str, spec: InputSpec, default_size: int,
 
     train, labels = list_split(root, "train")
     validation = list_split(root, "validation", labels)[0] if spec.with_validation else None
+    unusable = 0  # validation images set aside whole, as none decodes
     if validation and first_decodable(path for path, _ in validation) is None:
         sys.stderr.write(f"warning: {os.path.join(root, 'validation')}: none of its "
                          f"{len(validation)} image files decodes; top-1 is not measured\n")
-        validation = None
-    return streams.make(train, validation, spec,
+        validation, unusable = None, len(validation)
+    data = streams.make(train, validation, spec,
                         preset=default_preset if spec.preset == "auto" else spec.preset,
                         image_size=spec.image_size or default_size, num_classes=len(labels))
+    if unusable:
+        counted = data.skipped_images
+        data.skipped_images = lambda: (counted() if counted else 0) + unusable
+    return data
