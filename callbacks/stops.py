@@ -17,7 +17,7 @@ class Preempted(Exception):
     there was a step to save."""
 
     def __init__(self, step: int | None, path: str | None, signal_name: str = "SIGTERM"):
-        where = "before training started" if step is None else f"at step {step}"
+        where = f"at step {step}" if step else "before training started"
         saved = f"checkpoint {path}" if path else "no checkpoint yet"
         super().__init__(f"preempted ({signal_name}) {where}; {saved}")
         self.step, self.path, self.signal_name = step, path, signal_name
