@@ -1,24 +1,12 @@
 """`python app/main.py` as a user runs it: real processes, both backends, every error path."""
 
-import hashlib
 import json
 import os
 
 import pytest
 
 from conftest import error_lines, run_cli, tiny_flags
-
-
-def snapshot(folder):
-    """{relative path: sha256} of every file under `folder`, and its mtimes."""
-    found = {}
-    for base, _, files in os.walk(folder):
-        for name in files:
-            path = os.path.join(base, name)
-            with open(path, "rb") as f:
-                found[os.path.relpath(path, folder)] = (hashlib.sha256(f.read()).hexdigest(),
-                                                         os.stat(path).st_mtime_ns)
-    return found
+from processes import snapshot
 
 
 @pytest.fixture(scope="module")

@@ -83,10 +83,14 @@ def test_config_is_frozen_and_derives_values():
     assert config.manual_dir == "d/downloads/manual"
 
 
-def test_default_logdir_names_the_run():
+def test_default_logdir_names_the_run_by_its_settings():
+    """The same settings name the same folder (rerunning resumes it); others do not."""
     config = Config(model="resnet50", dataset="synthetic", backend="jax")
-    assert config.logdir.startswith("runs/")
-    assert config.logdir.endswith("-resnet50-synthetic-jax")
+    assert config.logdir.startswith("runs/resnet50-synthetic-jax-")
+    assert Config(model="resnet50", dataset="synthetic", backend="jax",
+                  verbose="2").logdir == config.logdir  # resumable fields do not count
+    assert Config(model="resnet50", dataset="synthetic", backend="jax",
+                  epochs=3).logdir != config.logdir
     assert Config(dataset="tfds:mnist:3.0.1").dataset_name == "mnist"
     assert Config(dataset="folder:/data/flowers/").dataset_name == "flowers"
 
@@ -96,6 +100,8 @@ def test_differences_ignore_fields_that_may_change_on_resume():
     saved = config.to_dict()
     assert config.replace(logdir="b", verbose="2", profile_steps="1,2").differences(saved) == []
     assert config.replace(epochs=6).differences(saved) == ["epochs"]
+    del saved["seed"], saved["verbose"]  # a config.json with settings deleted
+    assert config.differences(saved) == ["seed"]
 
 
 def test_flags_parse_into_the_same_config():

@@ -1,0 +1,130 @@
+"""A run folder belongs to one run: held by one live process, resumed only by the same
+run on the same data, never made worse by a rerun, and its loss is an error.
+Real processes, real signals, real files (issue 15, items 1, 4, 6, 7, 9, 13)."""
+
+import json
+import os
+import shutil
+import signal
+
+from callbacks.metrics_file import read_metrics
+from conftest import error_lines, tiny_flags
+from image_files import write_folder_dataset
+from processes import billed, killed_at, run, snapshot, start, wait_for
+
+
+def longer(digits_dir, logdir, *extra):
+    """A digits run of about 20 s: long enough to be caught alive."""
+    return tiny_flags(digits_dir, logdir, "--epochs=4", "--steps_per_epoch=12",
+                      "--checkpoint_every_steps=4", "--seed=2", *extra)
+
+
+def test_a_second_run_on_a_live_folder_is_refused_and_the_lock_dies_with_a_kill(
+        digits_dir, tmp_path):
+    logdir = tmp_path / "run"
+    first = start(longer(digits_dir, logdir))
+    assert wait_for(lambda: billed(logdir, first.pid))
+    second = run(longer(digits_dir, logdir))
+    errors = error_lines(second.stderr)
+    assert second.returncode == 2 and len(errors) == 1, second.stderr[-2000:]
+    assert f"is in use by a live run (pid {first.pid})" in errors[0]
+    assert "Traceback" not in second.stderr
+    assert first.poll() is None  # the first run goes on, unharmed
+    first.send_signal(signal.SIGKILL)
+    first.communicate()
+    third = run(longer(digits_dir, logdir))  # the kill released the folder
+    assert third.returncode == 0, third.stderr[-2000:]
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert [a.get("pid") for a in summary["attempts"]] == [first.pid, summary["attempts"][1]["pid"]]
+    assert [r["epoch"] for r in read_metrics(str(logdir))] == [1, 2, 3, 4]
+
+
+def test_two_runs_started_together_one_trains_the_other_is_refused(digits_dir, tmp_path):
+    logdir = tmp_path / "race"
+    both = [start(tiny_flags(digits_dir, logdir)) for _ in range(2)]
+    results = sorted((p.wait(timeout=300), p.communicate()[1]) for p in both)
+    assert [code for code, _ in results] == [0, 2], [e[-1500:] for _, e in results]
+    assert "is in use by a live run (pid " in error_lines(results[1][1])[0]
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert len(summary["attempts"]) == 1 and summary["status"] == "completed"
+    assert [r["epoch"] for r in read_metrics(str(logdir))] == [1, 2]
+
+
+def test_rerunning_a_finished_run_says_it_is_complete_and_changes_nothing(digits_dir, tmp_path):
+    logdir = tmp_path / "done"
+    assert run(tiny_flags(digits_dir, logdir)).returncode == 0
+    before = snapshot(logdir)
+    again = run(tiny_flags(digits_dir, logdir, "--verbose=2"))  # a resumable flag may differ
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"run is complete: {logdir}" in again.stdout
+    assert snapshot(logdir) == before
+    assert json.loads((logdir / "summary.json").read_text())["images_per_sec"] > 0
+
+
+def folder_flags(root, logdir):
+    return [f"--dataset=folder:{root}", f"--logdir={logdir}", "--image_size=16",
+            "--global_batch_size=8", "--epochs=5", "--validation_steps=1", "--seed=1",
+            "--verbose=0"]
+
+
+def test_resuming_on_data_of_another_size_is_refused_in_one_line(tmp_path):
+    root, logdir = tmp_path / "sixty", tmp_path / "run"
+    write_folder_dataset(str(root), per_class=20, corrupt=0)  # 60 images, 7 steps of 8
+    killed_at(folder_flags(root, logdir), "checkpoint_committed", 2)
+    for label in os.listdir(root / "train"):  # 36 images go
+        for name in sorted(os.listdir(root / "train" / label))[8:]:
+            os.remove(root / "train" / label / name)
+    before = snapshot(logdir)
+    done = run(folder_flags(root, logdir))
+    errors = error_lines(done.stderr)
+    assert done.returncode == 2 and len(errors) == 1, done.stderr[-2000:]
+    assert "started on other data (train_examples 60->24, steps_per_epoch 7->3)" in errors[0]
+    assert "Traceback" not in done.stderr
+    assert snapshot(logdir) == before
+
+
+def test_a_class_added_or_config_keys_deleted_are_refused_in_one_line(tmp_path):
+    root, logdir = tmp_path / "animals", tmp_path / "run"
+    write_folder_dataset(str(root), classes=("cat", "dog"), corrupt=0)
+    killed_at(folder_flags(root, logdir), "checkpoint_committed", 1)
+    shutil.copytree(root / "train" / "dog", root / "train" / "emu")
+    before = snapshot(logdir)
+    done = run(folder_flags(root, logdir))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "num_classes 2->3" in error_lines(done.stderr)[0]
+    shutil.rmtree(root / "train" / "emu")
+    saved = json.loads((logdir / "config.json").read_text())
+    del saved["epochs"], saved["global_batch_size"]  # a hand-edited config.json
+    (logdir / "config.json").write_text(json.dumps(saved))
+    before = snapshot(logdir)
+    changed = run(folder_flags(root, logdir)[:-1] + ["--epochs=9"])
+    assert changed.returncode == 2, changed.stderr[-2000:]
+    assert "another config (--epochs missing, --global_batch_size missing)" in error_lines(
+        changed.stderr)[0]
+    assert snapshot(logdir) == before
+
+
+def test_a_run_folder_deleted_mid_run_is_an_error_in_one_line(digits_dir, tmp_path):
+    logdir = tmp_path / "gone"
+    process = start(longer(digits_dir, logdir))
+    assert wait_for(lambda: read_metrics(str(logdir)))
+    while logdir.exists():
+        shutil.rmtree(logdir, ignore_errors=True)
+    stdout, stderr = process.communicate(timeout=120)
+    errors = error_lines(stderr)
+    assert process.returncode == 74 and len(errors) == 1, stderr[-2000:]
+    assert f"the run folder {logdir} was deleted or replaced during the run" in errors[0]
+    assert "status: completed" not in stdout and not logdir.exists()
+
+
+def test_without_logdir_rerunning_the_same_command_resumes_the_same_folder(digits_dir,
+                                                                         tmp_path):
+    command = [f"--data_dir={digits_dir}", "--image_size=8", "--epochs=2",
+               "--steps_per_epoch=4", "--validation_steps=1", "--seed=5", "--verbose=0"]
+    killed_at(command, "checkpoint_committed", 1, cwd=tmp_path)
+    done = run(command, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    folders = os.listdir(tmp_path / "runs")
+    assert len(folders) == 1 and "resuming from runs/" in done.stdout
+    summary = json.loads((tmp_path / "runs" / folders[0] / "summary.json").read_text())
+    assert len(summary["attempts"]) == 2 and summary["epochs_completed"] == 2
