@@ -1,0 +1,113 @@
+"""Where one line is promised, one line comes, and what the app writes is strict JSON
+and honest figures (issue 15, items 14, 15, 16, 17, 18). Real processes, real files."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+from callbacks.durable import dumps, write_json_atomic
+from conftest import ROOT, error_lines, tiny_flags
+from image_files import write_folder_dataset
+from processes import run, strict_json, strict_loads
+
+
+def one_error(done, code=2):
+    """The single `error:` line of a run that was expected to end with `code`."""
+    errors = error_lines(done.stderr)
+    assert done.returncode == code and len(errors) == 1, (done.returncode, done.stderr[-2000:])
+    assert "Traceback" not in done.stderr and "FATAL" not in done.stderr
+    return errors[0]
+
+
+def test_torn_tfds_metadata_and_a_huge_batch_are_one_line(tmp_path):
+    info = tmp_path / "data" / "tiny_shapes" / "1.0.0"
+    info.mkdir(parents=True)
+    (info / "dataset_info.json").write_text('{"name": "tiny_sh')  # torn
+    done = run(["--dataset=tfds:tiny_shapes", f"--data_dir={tmp_path / 'data'}",
+                f"--logdir={tmp_path / 'a'}"])
+    assert f"{info}: its dataset metadata cannot be read" in one_error(done)
+    done = run(["--dataset=synthetic", "--image_size=32", "--global_batch_size=1000000000",
+                "--steps_per_epoch=5", f"--logdir={tmp_path / 'b'}"])
+    assert "one batch of 1,000,000,000 images of 32x32 needs at least" in one_error(done)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def report(*args):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "app", "report.py"), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_report_says_in_one_line_when_out_is_a_file_or_a_summary_is_not_one(tmp_path):
+    run_folder = tmp_path / "run"
+    run_folder.mkdir()
+    (run_folder / "summary.json").write_text(json.dumps({"backend": "jax"}))
+    (tmp_path / "a_file").write_text("x")
+    done = report(str(run_folder), "--out", str(tmp_path / "a_file"))
+    assert f"--out={tmp_path / 'a_file'} is a file" in one_error(done)
+    (run_folder / "summary.json").write_text("[]")
+    done = report(str(run_folder), "--out", str(tmp_path / "out"))
+    assert "summary.json holds a list, not a run's figures" in one_error(done)
+
+
+def test_absl_flag_errors_are_one_error_line_and_exit_2(tmp_path):
+    flagfile = tmp_path / "run.flags"
+    flagfile.write_text("--epochs=1\n--no_such_flag=3\n")
+    cases = [([f"--flagfile={tmp_path / 'missing.flags'}"], "missing.flags"),
+             ([f"--flagfile={flagfile}"], "no_such_flag"),
+             (["--verbose=3"], "--verbose")]
+    for args, named in cases:
+        assert named in one_error(run(args + [f"--logdir={tmp_path / 'x'}"], timeout=120))
+    assert not (tmp_path / "x").exists()
+
+
+def test_an_infinite_price_is_refused_and_every_json_written_is_strict(digits_dir, tmp_path):
+    done = run(tiny_flags(digits_dir, tmp_path / "inf", "--price_per_hour_usd=inf"))
+    assert "--price_per_hour_usd=inf must be a finite number" in one_error(done)
+    assert dumps({"a": math.inf, "b": [math.nan, 1.5]}) == '{"a": null, "b": [null, 1.5]}'
+    write_json_atomic(str(tmp_path / "x.json"), {"cost_usd": math.inf})
+    assert strict_json(tmp_path / "x.json") == {"cost_usd": None}
+    logdir = tmp_path / "run"
+    assert run(tiny_flags(digits_dir, logdir, "--peak_tflops_per_device=1e-12")).returncode == 0
+    written = [os.path.join(base, name) for base, _, names in os.walk(logdir)
+               for name in names if name.endswith(".json")]
+    assert len(written) >= 5  # config, summary, billing, two checkpoints' state
+    for path in written:
+        strict_json(path)
+    for line in open(logdir / "metrics.jsonl"):
+        strict_loads(line)
+
+
+def test_corrupt_images_are_counted_once_each_and_an_unreadable_validation_has_no_top1(
+        tmp_path):
+    root = tmp_path / "animals"
+    write_folder_dataset(str(root), corrupt=15)  # 15 files with the same broken bytes
+    os.symlink(tmp_path / "nowhere.jpg", root / "train" / "cat" / "dangling.jpg")
+    (root / "train" / "dog" / "a_folder.jpg").mkdir()
+    for folder, _, names in os.walk(root / "validation"):  # 12 images, none decodes
+        for name in names:
+            with open(os.path.join(folder, name), "wb") as f:
+                f.write(b"not an image")
+    logdir = tmp_path / "run"
+    done = run([f"--dataset=folder:{root}", f"--logdir={logdir}", "--image_size=16",
+                "--global_batch_size=8", "--epochs=3", "--seed=1", "--verbose=0"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (f"warning: {root}/validation: none of its 12 image files decodes; top-1 is not "
+            "measured") in done.stderr
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["corrupt_images_skipped"] == 15 + 2 + 12
+    assert summary["val_top1"] is None and summary["best_val_top1"] is None
+    assert "top-1: no validation" in done.stdout
+
+
+def test_a_nan_before_any_checkpoint_says_so_and_a_profile_past_the_end_is_warned(
+        digits_dir, tmp_path):
+    logdir = tmp_path / "nan"
+    done = run(tiny_flags(digits_dir, logdir, "--base_learning_rate=1e37",
+                          "--steps_per_epoch=12", "--profile_steps=900,901"))
+    line = one_error(done, code=76)
+    assert line.endswith("; stopped, no checkpoint was saved before it"), line
+    assert ("warning: --profile_steps=900,901 starts after the run's last step (24); no "
+            "trace will be written") in done.stderr
+    assert not (logdir / "checkpoints").exists() or not os.listdir(logdir / "checkpoints")
