@@ -4,8 +4,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -14,7 +12,8 @@ import pytest
 from callbacks import events
 from callbacks.checkpoint import latest_checkpoint
 from callbacks.metrics_file import read_metrics
-from conftest import ROOT, error_lines, run_cli
+from conftest import error_lines, run_cli
+from processes import billed, run, start, wait_for
 
 EPOCHS = 5
 
@@ -23,27 +22,6 @@ def flags(digits_dir, logdir, *extra):
     return [f"--data_dir={digits_dir}", f"--logdir={logdir}", "--image_size=8",
             f"--epochs={EPOCHS}", "--steps_per_epoch=12", "--checkpoint_every_steps=3",
             "--global_batch_size=32", "--seed=3", "--verbose=2", *extra]
-
-
-def start(args):
-    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
-    return subprocess.Popen([sys.executable, os.path.join(ROOT, "app", "main.py"), *args],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
-def wait_until_billed(logdir, pid, timeout=60):
-    """Waits until process `pid` has recorded its attempt in billing.json."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            attempts = json.loads((logdir / "billing.json").read_text())["attempts"]
-            if any(a["pid"] == pid for a in attempts):
-                return True
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(0.05)
-    return False
 
 
 def epoch_points(logdir, tag):
@@ -80,16 +58,30 @@ def test_sigterm_saves_exits_75_within_the_grace_period_and_the_rerun_resumes(
     assert summary["attempts"][1]["resumed_from"]["step"] == state["global_step"]
 
 
-def test_a_diverging_run_stops_on_nan_with_its_last_good_checkpoint(digits_dir, tmp_path):
+@pytest.mark.parametrize("backend, threads", [("tensorflow", "1"), ("tensorflow", "3"),
+                                             ("jax", "")])
+def test_a_diverging_run_stops_on_nan_with_its_last_good_checkpoint(digits_dir, tmp_path,
+                                                                   backend, threads):
+    """The divergence is certain and its step fixed, whatever the machine.
+
+    This test used to train at --base_learning_rate=1000, where whether the loss ever
+    becomes NaN depends on rounding, which depends on TensorFlow's intra-op thread
+    count (the cores the process sees): NaN at step 25 with 2 threads, 44 with 1,
+    never in 60 steps with 3 (exit 0). At 1e37 the first update leaves the weights
+    finite by orders of magnitude and the second step overflows by orders of
+    magnitude: no rounding can change either, as the thread counts here show.
+    """
     logdir = tmp_path / "nan"
-    done = run_cli(*flags(digits_dir, logdir, "--base_learning_rate=1000", "--warmup_epochs=2",
-                          "--label_smoothing=0", "--seed=1"))
+    done = run_cli(*flags(digits_dir, logdir, "--base_learning_rate=1e37",
+                          "--checkpoint_every_steps=1", f"--backend={backend}"),
+                   env={"TF_NUM_INTRAOP_THREADS": threads} if threads else None)
     assert done.returncode == 76, done.stderr[-2000:]
-    message = error_lines(done.stderr)[0]
-    assert "training loss became nan at step" in message
-    step = int(message.split("at step ")[1].split(";")[0])
+    (message,) = error_lines(done.stderr)
+    step = {"tensorflow": 2, "jax": 3}[backend]  # JAX's weights after step 2 are already
+    assert f"training loss became nan at step {step}; stopped, the last good checkpoint " \
+           f"is kept: {logdir}/checkpoints/ckpt-0000000001" in message  # not finite
     path, state = latest_checkpoint(str(logdir))
-    assert state["global_step"] < step
+    assert state["global_step"] == 1
     import h5py
 
     with h5py.File(os.path.join(path, "model.weights.h5")) as weights:
@@ -98,55 +90,95 @@ def test_a_diverging_run_stops_on_nan_with_its_last_good_checkpoint(digits_dir, 
                            if isinstance(item, h5py.Dataset) else None)
     assert arrays and all(np.isfinite(a).all() for a in arrays if a.dtype.kind == "f")
     summary = json.loads((logdir / "summary.json").read_text())
-    assert summary["status"] == "diverged"
-    assert [r["epoch"] for r in read_metrics(str(logdir))] == list(
-        range(1, summary["epochs_completed"] + 1))
+    assert summary["status"] == "diverged" and read_metrics(str(logdir)) == []
 
 
-def test_repeated_sigkill_anywhere_loses_nothing(digits_dir, tmp_path):
-    """Killed again and again (in steps, in evaluation, in checkpoint writes), the
-    run ends like an uninterrupted one: every epoch once, the bill continuous."""
+def test_step_series_after_a_mid_epoch_resume_hold_each_step_once_on_both_backends(tmp_path):
+    """SIGTERM after epoch 2 lands mid-epoch 3; the resumed run's step-level series
+    (every 2 steps) has each step exactly once, in order."""
+    for backend in ("tensorflow", "jax"):
+        logdir = tmp_path / backend
+        args = ["--dataset=synthetic", "--image_size=32", "--global_batch_size=16",
+                "--epochs=4", "--steps_per_epoch=5", "--validation_steps=2", "--seed=1",
+                "--log_every_steps=2", f"--backend={backend}", f"--logdir={logdir}",
+                "--verbose=0"]
+        process = start(args)
+        deadline = time.time() + 180
+        while len(read_metrics(str(logdir))) < 2 and time.time() < deadline:
+            time.sleep(0.02)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 75, stderr[-2000:]
+        done = run_cli(*args)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert epoch_points(logdir / "steps", "loss/loss") == list(range(2, 21, 2)), backend
+        assert epoch_points(logdir, "loss/loss") == [1, 2, 3, 4], backend
+
+
+KILLS = ("random", "metrics_line", "mid_save", "checkpoint_committed", "second_run")
+
+
+def kill_attempt(kind, args, logdir, rng):
+    """Runs one attempt and ends it the `kind` way; returns (process, its stderr, was
+    it killed mid-save). "metrics_line" and "checkpoint_committed" are SIGKILLs at those exact
+    points (callbacks/faults.py); "second_run" first starts a second run on the live
+    folder, which must be refused without a trace."""
+    exact = kind in ("metrics_line", "checkpoint_committed")
+    process = start(args, env={"BENCH_KILL_AT": kind} if exact else None)
+    assert wait_for(lambda: billed(logdir, process.pid) or process.poll() is not None, 60)
+    saving = False
+    if exact:
+        return process, process.communicate(timeout=120)[1], False
+    if kind == "second_run":
+        second = run(args)
+        assert second.returncode == 2, second.stderr[-2000:]
+        assert f"in use by a live run (pid {process.pid})" in error_lines(second.stderr)[0]
+    if kind == "mid_save":
+        staging, folder = f".tmp-{process.pid}", logdir / "checkpoints"
+        saving = wait_for(lambda: process.poll() is not None or (folder.exists() and any(
+            n.endswith(staging) for n in os.listdir(folder))), 60, every=0.001)
+        saving = saving and process.poll() is None
+    else:
+        time.sleep(rng.uniform(0.0, 3.0))
+    process.kill()
+    return process, process.communicate()[1], saving
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_repeated_sigkill_anywhere_loses_nothing(digits_dir, tmp_path, backend):
+    """Killed again and again (in steps, in evaluation, in checkpoint writes, right
+    after a checkpoint commits, right before a metrics line, with a second run
+    knocking), the run ends like an uninterrupted one: every epoch once, the bill
+    continuous."""
     epochs = 8  # about 14 s of training after a 6 s start: several kills fit in
     longer = ["--image_size=16", f"--epochs={epochs}", "--steps_per_epoch=40",
-              "--checkpoint_every_steps=4"]
+              "--checkpoint_every_steps=4", f"--backend={backend}"]
     reference = run_cli(*flags(digits_dir, tmp_path / "reference", *longer))
     assert reference.returncode == 0, reference.stderr[-2000:]
     best_reference = json.loads((tmp_path / "reference" / "summary.json").read_text())[
         "best_val_top1"]
 
     logdir = tmp_path / "killed"
+    args = flags(digits_dir, logdir, *longer)
     rng = random.Random(11)
-    walls, kills, during_save = [], 0, 0
-    # The run trains for about 14 s; each attempt is killed 0-3 s after it has put
-    # itself on the bill (a process killed before it could write anything cannot
-    # bill itself), or in the middle of one of its checkpoint writes, then resumed.
-    attempt = 0
-    while (kills < 5 or during_save < 2) and attempt < 14:
-        attempt += 1
+    walls, kills, during_save, done_kinds = [], 0, 0, set()
+    # Each attempt is put on the bill first (a process killed before it could write
+    # anything cannot bill itself), then ended one of the KILLS ways, then resumed.
+    for attempt in range(14):
+        kind = KILLS[attempt % len(KILLS)]
         began = time.time()
-        process = start(flags(digits_dir, logdir, *longer))
-        saving = False
-        wait_until_billed(logdir, process.pid)  # from here on, the attempt is on the bill
-        if attempt % 3 == 0:  # kill while this process writes a checkpoint
-            staging = f".tmp-{process.pid}"
-            deadline = time.time() + 60
-            while time.time() < deadline and process.poll() is None and not saving:
-                folder = logdir / "checkpoints"
-                saving = folder.exists() and any(n.endswith(staging) for n in os.listdir(folder))
-                time.sleep(0.001)
-        else:  # at a random moment: in a step or in an evaluation
-            time.sleep(rng.uniform(0.0, 3.0))
-        if process.poll() is not None:
-            walls.append(time.time() - began)
-            break  # it finished before the kill
-        process.kill()
-        process.communicate()
+        process, stderr, saving = kill_attempt(kind, args, logdir, rng)
         walls.append(time.time() - began)
-        kills += 1
-        during_save += saving
-    assert kills >= 5 and during_save >= 2
+        if process.returncode != -9:
+            assert process.returncode == 0, stderr[-2000:]
+            break  # it finished before the kill
+        kills, during_save = kills + 1, during_save + saving
+        done_kinds.add(kind)
+        if kills >= 5 and during_save >= 1 and len(done_kinds) == len(KILLS):
+            break
+    assert kills >= 5 and during_save >= 1 and len(done_kinds) == len(KILLS), done_kinds
     began = time.time()
-    done = run_cli(*flags(digits_dir, logdir, *longer))
+    done = run_cli(*args)
     walls.append(time.time() - began)
     assert done.returncode == 0, done.stderr[-2000:]
 
@@ -154,7 +186,8 @@ def test_repeated_sigkill_anywhere_loses_nothing(digits_dir, tmp_path):
     assert summary["epochs_completed"] == epochs and summary["status"] == "completed"
     assert [r["epoch"] for r in read_metrics(str(logdir))] == list(range(1, epochs + 1))
     assert epoch_points(logdir / "validation", "accuracy/epoch_top1") == list(range(1, epochs + 1))
-    # Billing covers every attempt: at most a heartbeat (2 s) lost per kill.
+    # Billing covers every attempt (the refused second runs bill nothing): at most a
+    # heartbeat (2 s) lost per kill.
     assert len(summary["attempts"]) == len(walls)
     assert sum(walls) - 2.5 * kills - 2 <= summary["billed_seconds"] <= sum(walls) + 2
     assert summary["cost_usd"] == pytest.approx(
