@@ -224,11 +224,11 @@ def test_dollars_per_million_images_mean_one_thing_everywhere(digits_dir, tmp_pa
     lines = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     assert all("billed_usd_per_million_images" in line for line in lines)
     assert not any("usd_per_million_images" in line for line in lines)
-    events = EventAccumulator(str(logdir))
+    events = EventAccumulator(str(logdir / "train"))
     events.Reload()
     tags = events.Tags()["tensors"] + events.Tags()["scalars"]
-    assert "cost/billed_usd_per_million_images" in tags
-    assert not [t for t in tags if t.endswith("/usd_per_million_images")]
+    assert "cost/epoch_billed_usd_per_million_images" in tags
+    assert not [t for t in tags if t.endswith("_usd_per_million_images") and "billed" not in t]
     content = report.write([report.load_run(str(logdir))], [], str(tmp_path / "report"))
     assert content["rows"][0]["usd_per_million_images"] == pytest.approx(steady, rel=1e-3)
     text = (tmp_path / "report" / "report.md").read_text()

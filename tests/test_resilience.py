@@ -111,8 +111,9 @@ def test_step_series_after_a_mid_epoch_resume_hold_each_step_once_on_both_backen
         assert process.returncode == 75, stderr[-2000:]
         done = run_cli(*args)
         assert done.returncode == 0, done.stderr[-2000:]
-        assert epoch_points(logdir / "steps", "loss/loss") == list(range(2, 21, 2)), backend
-        assert epoch_points(logdir, "loss/loss") == [1, 2, 3, 4], backend
+        assert epoch_points(logdir / "train", "loss/batch_loss") == list(range(2, 21, 2)), \
+            backend
+        assert epoch_points(logdir / "train", "loss/epoch_loss") == [1, 2, 3, 4], backend
 
 
 KILLS = ("random", "metrics_line", "mid_save", "checkpoint_committed", "second_run")
