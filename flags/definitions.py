@@ -26,7 +26,8 @@ D = {f.name: (list(f.default) if isinstance(f.default, tuple) else f.default)
 GROUPS = {
     "run": ("epochs", "global_batch_size", "steps_per_epoch", "validation_steps",
             "steps_per_execution", "seed", "target_top1", "sweep_batch_sizes", "benchmark"),
-    "data": ("dataset", "data_dir", "manual_dir", "download", "image_size", "preprocessing"),
+    "data": ("dataset", "data_dir", "manual_dir", "download", "image_size", "preprocessing",
+             "input_pipeline"),
     "model": ("model", "precision", "base_learning_rate", "lr_schedule", "warmup_epochs",
               "momentum", "weight_decay", "label_smoothing"),
     "distribution": ("accelerator", "backend", "num_devices", "tpu", "num_processes",
