@@ -26,6 +26,7 @@ ACCELERATORS = ("cpu", "gpu", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 PRICINGS = ("on_demand", "spot", "one_year", "three_year")
 LR_SCHEDULES = ("cosine", "step")
+BATCHNORM_STATISTICS = ("per_replica", "global")
 PREPROCESSINGS = ("auto",) + PRESETS
 VERBOSITIES = ("auto", "0", "1", "2")
 BENCHMARKS = ("none", "input")
@@ -79,6 +80,7 @@ class Config:
     coordinator_timeout_seconds: int = 60
     model: str = "small_resnet"
     precision: str = "auto"
+    batchnorm_statistics: str = "per_replica"
     base_learning_rate: float = 0.4
     lr_schedule: str = "cosine"
     warmup_epochs: float = 1.0
@@ -148,6 +150,9 @@ class Config:
                f"--model={self.model!r} is unknown; accepted: {', '.join(MODELS)}")
         _check(self.precision in PRECISIONS,
                f"--precision={self.precision!r} is unknown; accepted: {', '.join(PRECISIONS)}")
+        _check(self.batchnorm_statistics in BATCHNORM_STATISTICS,
+               f"--batchnorm_statistics={self.batchnorm_statistics!r} is unknown; accepted: "
+               f"{', '.join(BATCHNORM_STATISTICS)}")
         _check(not (self.precision == "mixed_float16" and self.accelerator == "tpu"),
                "--precision=mixed_float16 is not supported on TPU; use mixed_bfloat16")
         self._validate_dataset()

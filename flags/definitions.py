@@ -28,7 +28,7 @@ GROUPS = {
             "steps_per_execution", "seed", "target_top1", "sweep_batch_sizes", "benchmark"),
     "data": ("dataset", "data_dir", "manual_dir", "download", "image_size", "preprocessing",
              "input_pipeline"),
-    "model": ("model", "precision", "base_learning_rate", "lr_schedule", "warmup_epochs",
+    "model": ("model", "precision", "batchnorm_statistics", "base_learning_rate", "lr_schedule", "warmup_epochs",
               "momentum", "weight_decay", "label_smoothing"),
     "distribution": ("accelerator", "backend", "num_devices", "tpu", "num_processes",
                      "process_id", "coordinator_address", "coordinator_timeout_seconds"),
@@ -103,6 +103,12 @@ def define_flags():
                            list(choices.PRECISIONS),
                            "Keras dtype policy; auto = float32 on CPU, "
                            "mixed_bfloat16 on GPU and TPU.")
+    absl_flags.DEFINE_enum("batchnorm_statistics", D["batchnorm_statistics"],
+                           list(choices.BATCHNORM_STATISTICS),
+                           "BatchNorm's training statistics: per_replica (each replica's own "
+                           "slice of the batch, no cross-device reduction; MLPerf's choice) "
+                           "or global (over the whole global batch; for small per-replica "
+                           "batches).")
     absl_flags.DEFINE_float("base_learning_rate", D["base_learning_rate"],
                             "Peak learning rate for 256 images; scaled linearly "
                             "with the global batch. (ImageNet recipes use 0.1-0.256; "

@@ -43,12 +43,17 @@ class LayerSet:
     """Which implementation of the layers that dominate a step (see app/engine/layers.py).
 
     batchnorm: "keras", "fast" (bf16 apply) or "fast_f32" (float32 apply);
-    pool: "keras" or "slices"; stem: "keras" or "s2d" (space-to-depth).
+    pool: "keras" or "slices"; stem: "keras" or "s2d" (space-to-depth);
+    batchnorm_groups: BatchNorm statistics per slice of the batch, one slice per
+    replica (JAX's data parallelism; 1 = over the whole batch);
+    batchnorm_synchronized: statistics over every replica of a TensorFlow strategy.
     """
 
     batchnorm: str = "fast"
     pool: str = "slices"
     stem: str = "s2d"
+    batchnorm_groups: int = 1
+    batchnorm_synchronized: bool = False
 
 
 FAST = LayerSet()
@@ -63,9 +68,12 @@ def _conv(x, filters, kernel, stride, name):
 def _bn(x, name, ls: LayerSet, zero_init=False):
     options = dict(momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name=name,
                    gamma_initializer="zeros" if zero_init else "ones")
+    if ls.batchnorm_synchronized:
+        options["synchronized"] = True
     if ls.batchnorm == "keras":
         return layers.BatchNormalization(**options)(x)
-    return fast.BatchNorm(apply_in_compute_dtype=ls.batchnorm == "fast", **options)(x)
+    return fast.BatchNorm(apply_in_compute_dtype=ls.batchnorm == "fast",
+                          groups=ls.batchnorm_groups, **options)(x)
 
 
 def _shortcut(x, filters, stride, name, ls):

@@ -10,6 +10,7 @@ is ignored by all three.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import keras
@@ -118,6 +119,23 @@ def compile_model(model, config, num_classes: int, steps_per_epoch: int,
     return model
 
 
+def layer_set(config, topology):
+    """The model's layers for this run: BatchNorm statistics per replica or global
+    (--batchnorm_statistics), as each backend's data parallelism needs it.
+
+    JAX shards one global batch over the replicas, so a BatchNorm sees the whole
+    batch: per_replica splits it into one group per replica. TensorFlow's strategies
+    run one copy per replica on its own slice: global synchronizes them.
+    """
+    from app.engine import models
+
+    replicas = topology.num_replicas
+    per_replica = config.batchnorm_statistics == "per_replica"
+    if config.backend == "jax":
+        return dataclasses.replace(models.FAST, batchnorm_groups=replicas if per_replica else 1)
+    return dataclasses.replace(models.FAST, batchnorm_synchronized=not per_replica and replicas > 1)
+
+
 def make_compiled_model(config, topology, num_classes: int, image_size: int,
                         steps_per_epoch: int):
     """The model of --model, built and compiled in the distribution scope.
@@ -128,6 +146,7 @@ def make_compiled_model(config, topology, num_classes: int, image_size: int,
     from app.engine import models
 
     with topology.scope():
-        model = models.make_model(config.model, num_classes, image_size)
+        model = models.make_model(config.model, num_classes, image_size,
+                                  layer_set(config, topology))
         compile_model(model, config, num_classes, steps_per_epoch, topology.jit_compile)
     return model, models.train_flops_per_image(model)
