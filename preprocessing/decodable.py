@@ -12,11 +12,14 @@ so that the JAX path never imports TensorFlow.
 
 from __future__ import annotations
 
+import os
 import sys
 
 
 def decodes(path: str) -> bool:
     """Whether the file at `path` can be read and decoded as the pipeline decodes it."""
+    if not os.path.isfile(path):  # a FIFO or a device: reading it could block forever
+        return False
     if "tensorflow" in sys.modules:
         import tensorflow as tf
 

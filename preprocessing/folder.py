@@ -75,6 +75,8 @@ def median_side(root: str) -> int | None:
     paths = [path for path, _ in list_split(root, "train")[0]]
     sides = []
     for path in paths[::max(1, len(paths) // SIZE_SAMPLE)][:SIZE_SAMPLE]:
+        if not os.path.isfile(path):  # a FIFO or a device would block the open
+            continue
         try:
             with Image.open(path) as image:  # lazy: the pixels are not decoded
                 sides.append(min(image.size))

@@ -1,9 +1,9 @@
 """The repository cites only what a reader can open: URLs and its own files, never the
 team's notes or a path outside it (shared/..., ../shared, /work/...)."""
 
+import os
 import re
 import subprocess
-
 
 from conftest import ROOT
 
@@ -17,10 +17,24 @@ PRICES = "app/engine/prices.csv"
 RECORDS = "benchmarks/results/raw/"
 
 
+# Outside a git checkout (a source archive): everything but what .gitignore leaves out.
+IGNORED = {".git", ".venv", ".whl", "runs", "build", "test-artifacts", "__pycache__",
+           ".pytest_cache"}
+
+
+def _walk() -> list[str]:
+    paths = []
+    for folder, folders, names in os.walk(ROOT):
+        folders[:] = [f for f in folders if f not in IGNORED and not f.endswith(".egg-info")]
+        paths += [os.path.relpath(os.path.join(folder, name), ROOT) for name in names]
+    return paths
+
+
 def _files() -> list[str]:
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-                            cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    return [path for path in listed.splitlines()
+                            cwd=ROOT, capture_output=True, text=True)
+    paths = listed.stdout.splitlines() if listed.returncode == 0 else _walk()
+    return [path for path in paths
             if path != "tests/test_citations.py" and not path.startswith(RECORDS)]
 
 

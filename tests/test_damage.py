@@ -95,7 +95,7 @@ def test_a_torn_ledger_gives_back_every_attempt_it_still_holds(tmp_path):
 
 def test_a_damaged_state_json_and_event_file_are_set_aside_not_tracebacks(digits_dir, copy):
     (copy / "checkpoints" / "ckpt-0000000012" / "state.json").write_text("{}")
-    (path,) = events.event_files(str(copy))
+    (path,) = events.event_files(str(copy / "train"))  # the training scalars
     data = bytearray(open(path, "rb").read())
     first_length = struct.unpack_from("<Q", data, 0)[0]
     second = 12 + first_length + 4
@@ -107,7 +107,7 @@ def test_a_damaged_state_json_and_event_file_are_set_aside_not_tracebacks(digits
     shown = "\n".join(warnings_of(done.stderr))
     assert "state.json lacks epoch, step_in_epoch, global_step, images_seen" in shown
     assert f"{path}: bad record length at byte {second}" in shown
-    assert os.path.exists(os.path.join(copy, "damaged." + os.path.basename(path).replace(
+    assert os.path.exists(os.path.join(copy, "train", "damaged." + os.path.basename(path).replace(
         "events.out.tfevents.", "events.")))
     _, state = latest_checkpoint(str(copy))
     assert file_crc(os.path.join(copy, "checkpoints", f"ckpt-{state['global_step']:010d}",

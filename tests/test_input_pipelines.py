@@ -56,7 +56,8 @@ def test_folder_of_jpegs_trains_on_grain_without_tensorflow(tmp_path):
     logdir = tmp_path / "folder-grain"
     done = run_cli("--backend=jax", "--input_pipeline=grain", f"--dataset=folder:{root}",
                    "--model=small_resnet", "--image_size=32", "--global_batch_size=8",
-                   "--epochs=2", "--verbose=0", "--seed=2", f"--logdir={logdir}", env=NO_TF)
+                   "--preprocessing=standard", "--epochs=2", "--verbose=0", "--seed=2",
+                   f"--logdir={logdir}", env=NO_TF)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = summary_of(logdir)
     assert summary["input_pipeline"] == "grain" and summary["preprocessing"] == "standard"
@@ -100,10 +101,13 @@ def test_a_mid_epoch_resume_on_grain_continues_the_same_input_order(digits_dir, 
     assert straight.returncode == 0, straight.stderr[-3000:]
 
     logdir = tmp_path / "stopped"
-    process = _start([*flags, f"--logdir={logdir}"])
+    # A checkpoint every 5 steps: ckpt-25 lands mid-epoch 2; SIGTERM once it is
+    # there stops the run at step 25 or the step after, mid-epoch either way.
+    process = _start([*flags, f"--logdir={logdir}", "--checkpoint_every_steps=5"])
     deadline = time.time() + 300
-    while not read_metrics(str(logdir)) and time.time() < deadline:
-        time.sleep(0.05)  # epoch 1 logged: the process is inside epoch 2 now
+    mid_epoch = logdir / "checkpoints" / "ckpt-0000000025"
+    while not mid_epoch.exists() and time.time() < deadline:
+        time.sleep(0.02)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == 75, stderr[-3000:]
@@ -112,7 +116,7 @@ def test_a_mid_epoch_resume_on_grain_continues_the_same_input_order(digits_dir, 
     assert 20 < step < 40, saved  # a mid-epoch checkpoint
     state = json.loads((logdir / "checkpoints" / saved / "state.json").read_text())
     assert state["input_state"] is not None
-    resumed = run_cli(*flags, f"--logdir={logdir}", env=NO_TF)
+    resumed = run_cli(*flags, f"--logdir={logdir}", "--checkpoint_every_steps=5", env=NO_TF)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"step {step})" in resumed.stdout
     want = read_metrics(str(tmp_path / "straight"))[-1]["val_loss"]
