@@ -205,7 +205,8 @@ class NvImageCodecCanvases:
             apply_exif_orientation=False,  # TensorFlow's decoders ignore EXIF too
             color_spec=nvimgcodec.ColorSpec.SRGB, allow_any_depth=False,
             sample_format=nvimgcodec.SampleFormat.I_RGB)
-        self.free = []  # (canvas, done, slot images), oldest first
+        self.free = {}  # canvas shape -> [(canvas, done, slot images)], oldest first
+        self.allocations = 0  # canvases made (each waits for XLA's queue once)
         self.copies = 0  # images that needed a device-to-device copy
         self.direct_error = None  # why decoding straight into the canvas was given up
 
@@ -227,14 +228,18 @@ class NvImageCodecCanvases:
     def _acquire(self, shape):
         import jax.numpy as jnp
 
-        for n, (canvas, done, targets) in enumerate(self.free):
-            if canvas.shape == shape:
-                del self.free[n]
-                if done is not None:
-                    done.block_until_ready()
-                return canvas, targets
+        pool = self.free.get(tuple(shape))
+        if pool:
+            canvas, done, targets = pool.pop(0)
+            if done is not None:
+                done.block_until_ready()
+            return canvas, targets
         canvas = jnp.zeros(shape, jnp.uint8, device=self.device)
-        canvas.block_until_ready()  # XLA's zero fill must land before our writes
+        # XLA's zero fill must land before our writes. It is queued behind every step
+        # already dispatched, so this waits for the GPU to drain: it happens once per
+        # canvas, never per batch (the pools below keep each shape's canvases).
+        canvas.block_until_ready()
+        self.allocations += 1
         _, height, width, _ = shape
         base, slot_bytes = canvas.unsafe_buffer_pointer(), height * width * 3
         targets = [self.nv.as_image(_Slot(base + i * slot_bytes, height, width),
@@ -243,8 +248,12 @@ class NvImageCodecCanvases:
 
     def release(self, canvas, done, targets) -> None:
         """Gives a canvas back once the step reading it is dispatched (done: its marker)."""
-        self.free.append((canvas, done, targets))
-        del self.free[:-self.keep]  # dropping a canvas is safe: JAX frees it once unused
+        # One pool per shape: batches alternate between canvas buckets, and a pool
+        # shared by all shapes would drop one bucket's canvases for another's, so
+        # each return to that bucket allocated again and waited for the GPU to drain.
+        pool = self.free.setdefault(tuple(canvas.shape), [])
+        pool.append((canvas, done, targets))
+        del pool[:-self.keep]  # dropping a canvas is safe: JAX frees it once unused
 
     def fill(self, shape, slots):
         """A canvas of `shape` with every gpu- and host-route slot written into it.
