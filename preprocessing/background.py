@@ -1,9 +1,9 @@
 """The threads and processes behind a GpuJpegStream.
 
 `Running` is one pass of a stream: a thread that submits batch plans to the worker
-processes and collects them in order, and a thread that decodes each plan onto the
-devices (GpuJpegStream._materialize), each `prefetch` batches ahead, handing errors
-to the consumer. `process_pool` holds the planning processes, shared by every
+processes and collects them in order, and one or more threads (lanes) that decode
+plans onto the devices at the same time (GpuJpegStream._materialize), handing the
+batches to the consumer in order, and errors too. `process_pool` holds the planning processes, shared by every
 stream of the training process.
 """
 
@@ -32,17 +32,31 @@ def process_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
 
 
 class Running:
-    """A stream's two threads: one collects plans in order, one decodes them."""
+    """A stream's threads: one collects plans in order, `stream.decoders` decode them.
+
+    Each plan carries its sequence number; the decoding threads (lanes) take plans as
+    they come and may finish out of order, so finished batches wait in `done` until
+    the consumer reaches them: the stream's order never depends on the threads'
+    timing. A lane starts a batch only while it is fewer than `prefetch + decoders`
+    batches ahead of the consumer, which bounds the canvases in flight.
+    """
 
     def __init__(self, stream, start):
         self.stream, self.start = stream, start
-        self.plans = queue.Queue(maxsize=stream.prefetch)
-        self.batches = queue.Queue(maxsize=stream.prefetch)
+        self.plans = queue.Queue(maxsize=stream.prefetch + stream.decoders)
+        self.ahead = stream.prefetch + stream.decoders  # batches made before they are taken
+        self.done = {}  # sequence number -> (position, batch) or None (dropped)
+        self.taken = 0  # sequence number of the next batch the consumer takes
+        self.end = None  # number of plans in a finite pass, once known
+        self.failure = None  # the first exception of a background thread
+        self.changed = threading.Condition()
         self.stopping = threading.Event()
         _RUNNING.add(self)
-        self.threads = [threading.Thread(target=self._guard, args=(fn,), daemon=True,
-                                         name=f"jpeg{fn.__name__}")
-                        for fn in (self._planning, self._decoding)]
+        self.threads = [threading.Thread(target=self._guard, args=(self._planning,),
+                                         daemon=True, name="jpeg_planning")]
+        self.threads += [threading.Thread(target=self._guard, args=(self._decoding, lane),
+                                          daemon=True, name=f"jpeg_decoding{lane or ''}")
+                         for lane in range(stream.decoders)]
         for thread in self.threads:
             thread.start()
 
@@ -63,17 +77,21 @@ class Running:
                 continue
         return END
 
-    def _guard(self, fn):
+    def _guard(self, fn, *args):
         try:
-            fn()
+            fn(*args)
         except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
-            self._put(self.batches, _Error(e))
+            with self.changed:
+                if self.failure is None:
+                    self.failure = e
+                self.changed.notify_all()
 
     def _planning(self):
         stream = self.stream
         ahead = max(2, 2 * stream.workers)  # batches being planned at once
         pending = collections.deque()
         positions = stream._positions(self.start)
+        sequence = 0
         while not self.stopping.is_set():
             while len(pending) < ahead:
                 position = next(positions, None)
@@ -84,39 +102,59 @@ class Running:
                 break
             position, records, future = pending.popleft()
             plan = stream._finish(position, records, future.result())
-            if not self._put(self.plans, plan):
+            if not self._put(self.plans, (sequence, plan)):
                 break
+            sequence += 1
         for _, _, future in pending:
             future.cancel()
-        self._put(self.plans, END)
+        if not self.stopping.is_set():
+            with self.changed:
+                self.end = sequence
+                self.changed.notify_all()
+        for _ in range(stream.decoders):  # one END for each lane
+            self._put(self.plans, END)
 
-    def _decoding(self):
+    def _decoding(self, lane: int):
         while True:
-            plan = self._get(self.plans)
-            if plan is END:
-                self._put(self.batches, END)
+            item = self._get(self.plans)
+            if item is END:
                 return
-            position, parts = plan
-            batch = self.stream._materialize(parts)
-            if batch is not None and not self._put(self.batches, (position, batch)):
+            sequence, (position, parts) = item
+            with self.changed:
+                while sequence >= self.taken + self.ahead and not self.stopping.is_set():
+                    self.changed.wait(0.1)
+            if self.stopping.is_set():
                 return
+            batch = self.stream._materialize(parts, lane)
+            with self.changed:
+                self.done[sequence] = None if batch is None else (position, batch)
+                self.changed.notify_all()
 
     def take(self):
-        item = self.batches.get()
-        if isinstance(item, _Error):
-            raise RuntimeError(f"the JPEG input pipeline failed: {item.error!r}") from item.error
-        return item
+        """The next batch in the stream's order (position, batch), or END."""
+        with self.changed:
+            while True:
+                if self.failure is not None:
+                    e = self.failure
+                    raise RuntimeError(f"the JPEG input pipeline failed: {e!r}") from e
+                if self.taken in self.done:
+                    item = self.done.pop(self.taken)
+                    self.taken += 1
+                    self.changed.notify_all()
+                    if item is not None:  # None: a batch dropped (no image decoded)
+                        return item
+                elif self.end is not None and self.taken >= self.end:
+                    return END
+                else:
+                    self.changed.wait(0.1)
 
     def stop(self):
         self.stopping.set()
+        with self.changed:
+            self.changed.notify_all()
         for thread in self.threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=60)
-
-
-class _Error:
-    def __init__(self, error: BaseException):
-        self.error = error
 
 
 _RUNNING = weakref.WeakSet()

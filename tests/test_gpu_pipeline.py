@@ -342,6 +342,31 @@ def test_planning_in_worker_processes_or_in_process_gives_the_same_batches(jpegs
     there.close()
 
 
+def test_several_decoding_lanes_hand_out_the_same_batches_in_the_same_order(jpegs):
+    """Lanes finish out of order; the consumer still gets one lane's sequence."""
+    one = GpuJpegStream(jpegs, 6, 24, seed=2, train=True, decoder="cpu", decoders=1)
+    three = GpuJpegStream(jpegs, 6, 24, seed=2, train=True, decoder="cpu", decoders=3,
+                          prefetch=1)
+    assert (one.decoders, three.decoders) == (1, 3)
+    for x, y in zip(batches(one, 9), batches(three, 9)):
+        np.testing.assert_array_equal(x[0], y[0])
+        np.testing.assert_array_equal(x[1], y[1])
+    assert one.get_state() == three.get_state()
+    evaluation = [GpuJpegStream(jpegs, 4, 24, seed=2, train=False, decoder="cpu",
+                                decoders=n) for n in (1, 3)]
+    for _ in range(2):  # each pass ends, and a new one starts from the beginning
+        passes = [[tuple(np.asarray(a) for a in batch) for batch in stream]
+                  for stream in evaluation]
+        assert len(passes[0]) == len(passes[1]) == -(-len(jpegs) // 4)
+        for x, y in zip(*passes):
+            for a, b in zip(x, y):
+                np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="decoders"):
+        GpuJpegStream(jpegs, 6, 24, seed=2, train=True, decoder="cpu", decoders=0)
+    for s in (one, three, *evaluation):
+        s.close()
+
+
 def test_windows_too_large_for_any_canvas_are_resized_on_the_host(jpegs):
     import tensorflow as tf
 
