@@ -37,8 +37,9 @@ def choose(spec: InputSpec, preset: str) -> str:
     """The pipeline that `spec.input_pipeline` means for a dataset of `preset`.
 
     `auto` is grain on JAX and tf.data on TensorFlow. Not gpu, as measured on one
-    H200 with 16 and 32 host cores (benchmarks/results/2026-11-30-h200-real-data.json):
-    grain fed ResNet-50 at 95-100% of its synthetic rate, the gpu pipeline at 63-65%.
+    H200 with 16 and 32 host cores (benchmarks/results/2026-11-30-h200-real-data.json,
+    2026-12-01-h200-gpu-pipeline.json): grain fed ResNet-50 at 85-100% of its
+    synthetic rate, the gpu pipeline at 65%, 76% with three decoding lanes.
     """
     del preset  # every pipeline implements every preset it accepts
     if spec.input_pipeline != "auto":
