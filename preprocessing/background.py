@@ -131,7 +131,8 @@ class Running:
                 self.changed.notify_all()
 
     def take(self):
-        """The next batch in the stream's order (position, batch), or END."""
+        """The next batch in the stream's order (position, batch), or END (the pass is
+        over, or the stream was stopped)."""
         with self.changed:
             while True:
                 if self.failure is not None:
@@ -143,7 +144,7 @@ class Running:
                     self.changed.notify_all()
                     if item is not None:  # None: a batch dropped (no image decoded)
                         return item
-                elif self.end is not None and self.taken >= self.end:
+                elif (self.end is not None and self.taken >= self.end) or self.stopping.is_set():
                     return END
                 else:
                     self.changed.wait(0.1)
