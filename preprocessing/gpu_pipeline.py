@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import math
 import os
 
 import numpy as np
@@ -242,7 +243,7 @@ class GpuJpegStream:
 
         # Canvases kept per shape and lane: the batches a lane can have in flight (made
         # ahead of the consumer, shared by the lanes), plus the one it is making.
-        keep = -(-(self.prefetch + self.decoders) // self.decoders) + 1
+        keep = math.ceil((self.prefetch + self.decoders) / self.decoders) + 1
         if options is None:
             options = decoder_options(self.per_device, self.canvas_sides[-1])
         return [NvImageCodecCanvases(d, backend=backend, write=write, keep=keep,
