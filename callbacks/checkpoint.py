@@ -108,6 +108,7 @@ class Checkpoint(keras.callbacks.Callback):
         self._last_loss = None
         self._last_saved_step = resume_step
         self._epoch = 0
+        self._lost_ours = False  # the failed save's folders vanished (set by _commit)
 
     # ---------------------------------------------------------------- signals
     def on_train_begin(self, logs=None):
@@ -172,13 +173,14 @@ class Checkpoint(keras.callbacks.Callback):
         return all(np.isfinite(keras.ops.convert_to_numpy(v.value)).all() for v in variables
                    if "float" in str(v.dtype))
 
-    def _check_folder(self):
-        """The run folder is still the one this attempt started in."""
+    def _check_folder(self, deleted: bool = False):
+        """The run folder is still the one this attempt started in (deleted: it is
+        being deleted, though it still stands)."""
         try:
             same = _identity(self.logdir) == self._folder_identity
         except OSError:
             same = False
-        if not same:
+        if deleted or not same:
             raise StorageError(f"the run folder {self.logdir} was deleted or replaced during "
                                "the run; nothing more can be saved there")
 
@@ -210,12 +212,15 @@ class Checkpoint(keras.callbacks.Callback):
             "saved_at": time.time(), "data": self.data_facts, **self.extra_state(step),
         }
         final = os.path.join(self.directory, f"ckpt-{step:010d}")
+        self._lost_ours = False
         try:
             self._check_space()
             self._commit(final, state)
         except (OSError, RuntimeError) as error:  # h5py raises RuntimeError for some
             if self._folder_identity is not None:
                 self._check_folder()  # the folder went during the save: say that
+                if self._lost_ours:  # or is going: what we made vanished under us
+                    self._check_folder(deleted=True)
             raise StorageError(f"cannot write checkpoint {final}: {_reason(error)}; the last "
                                f"good checkpoint is kept ({self.latest_path()})") from None
         self._last_saved_step = step
@@ -242,11 +247,14 @@ class Checkpoint(keras.callbacks.Callback):
     def _commit(self, final: str, state: dict) -> None:
         """Stages, syncs and renames one checkpoint into place; cleans up on failure."""
         staging = final + f".tmp-{os.getpid()}"
+        made = []  # folders this save made or found: if one vanishes, the folder is going
         try:
             if not os.path.isdir(self.directory):
                 os.mkdir(self.directory)  # not makedirs: never re-create a lost run folder
+            made.append(self.directory)
             shutil.rmtree(staging, ignore_errors=True)
             os.mkdir(staging)
+            made.append(staging)
             weights = os.path.join(staging, WEIGHTS_FILE)
             self.model.save_weights(weights)
             state["weights_bytes"], state["weights_crc32"] = file_crc(weights)
@@ -256,9 +264,13 @@ class Checkpoint(keras.callbacks.Callback):
             if os.path.exists(final):  # same step saved by an earlier attempt
                 shutil.rmtree(final)
             os.replace(staging, final)
+            made[-1] = final  # renamed, not vanished
             durable.sync_folder(self.directory)
             faults.reached("checkpoint_committed")
         except BaseException:
+            # A run folder deleted during a save fails it: tell that from a full or
+            # read-only disk by what this save had made (or found) disappearing.
+            self._lost_ours = any(not os.path.isdir(folder) for folder in made)
             shutil.rmtree(staging, ignore_errors=True)
             raise
 

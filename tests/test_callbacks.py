@@ -1,8 +1,10 @@
 """Each callback alone: built from plain values, publishing into logs and attributes."""
 
+import errno
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -19,7 +21,7 @@ from callbacks.metrics_file import read_metrics
 from callbacks.metrics_logger import MetricsLogger, hparam_value
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.nan_guard import NanGuard
-from callbacks.stops import Diverged, Preempted
+from callbacks.stops import Diverged, Preempted, StorageError
 from callbacks.throughput import Throughput
 
 
@@ -271,6 +273,37 @@ def test_sigterm_saves_at_the_next_step_and_raises_preempted(tmp_path):
     assert stop.value.step == 3 and stop.value.path.endswith("ckpt-0000000003")
     assert json.load(open(os.path.join(stop.value.path, "state.json")))["step_in_epoch"] == 3
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+@pytest.mark.parametrize("vanishes", ["checkpoints", "staging", None])
+def test_a_save_failing_because_the_run_folder_is_being_deleted_says_so(tmp_path, vanishes):
+    """A run folder deleted while a checkpoint is written (rmtree takes the checkpoint
+    folder, or the save's own staging folder, before the run folder itself) is
+    reported as the folder deleted, not as a disk that cannot be written; a save that
+    fails with everything in place is a write failure."""
+    model = tiny_model()
+    saver = Checkpoint(str(tmp_path / "run"), steps_per_epoch=8)
+    saver.set_model(model)
+    saver.on_train_begin()
+    write = model.save_weights
+
+    def save_weights(path):
+        write(path)
+        if vanishes == "checkpoints":
+            shutil.rmtree(tmp_path / "run" / "checkpoints")
+        elif vanishes == "staging":
+            shutil.rmtree(os.path.dirname(path))
+        raise OSError(errno.ENOENT if vanishes else errno.ENOSPC, "the write failed")
+
+    model.save_weights = save_weights
+    with pytest.raises(StorageError) as failure:
+        saver.save(1, 8)
+    message = str(failure.value)
+    if vanishes:
+        assert message.startswith(f"the run folder {tmp_path / 'run'} was deleted or replaced")
+    else:
+        assert message.startswith("cannot write checkpoint") and "the write failed" in message
+    saver.on_train_end()
 
 
 def test_non_finite_weights_are_never_checkpointed_and_nan_stops_training(tmp_path):
