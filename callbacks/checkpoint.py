@@ -218,9 +218,9 @@ class Checkpoint(keras.callbacks.Callback):
             self._commit(final, state)
         except (OSError, RuntimeError) as error:  # h5py raises RuntimeError for some
             if self._folder_identity is not None:
-                self._check_folder()  # the folder went during the save: say that
-                if self._lost_ours:  # or is going: what we made vanished under us
-                    self._check_folder(deleted=True)
+                # The folder went during the save, or is going (what the save made
+                # vanished under it): say that.
+                self._check_folder(deleted=self._lost_ours)
             raise StorageError(f"cannot write checkpoint {final}: {_reason(error)}; the last "
                                f"good checkpoint is kept ({self.latest_path()})") from None
         self._last_saved_step = step

@@ -3,8 +3,8 @@
 `Running` is one pass of a stream: a thread that submits batch plans to the worker
 processes and collects them in order, and one or more threads (lanes) that decode
 plans onto the devices at the same time (GpuJpegStream._materialize), handing the
-batches to the consumer in order, and errors too. `process_pool` holds the planning processes, shared by every
-stream of the training process.
+batches to the consumer in order, and errors too. `process_pool` holds the planning
+processes, shared by every stream of the training process.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ class Running:
 
     def __init__(self, stream, start):
         self.stream, self.start = stream, start
-        self.plans = queue.Queue(maxsize=stream.prefetch + stream.decoders)
         self.ahead = stream.prefetch + stream.decoders  # batches made before they are taken
+        self.plans = queue.Queue(maxsize=self.ahead)
         self.done = {}  # sequence number -> (position, batch) or None (dropped)
         self.taken = 0  # sequence number of the next batch the consumer takes
         self.end = None  # number of plans in a finite pass, once known
