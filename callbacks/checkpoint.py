@@ -108,7 +108,6 @@ class Checkpoint(keras.callbacks.Callback):
         self._last_loss = None
         self._last_saved_step = resume_step
         self._epoch = 0
-        self._lost_ours = False  # the failed save's folders vanished (set by _commit)
 
     # ---------------------------------------------------------------- signals
     def on_train_begin(self, logs=None):
@@ -212,15 +211,11 @@ class Checkpoint(keras.callbacks.Callback):
             "saved_at": time.time(), "data": self.data_facts, **self.extra_state(step),
         }
         final = os.path.join(self.directory, f"ckpt-{step:010d}")
-        self._lost_ours = False
         try:
-            self._check_space()
             self._commit(final, state)
         except (OSError, RuntimeError) as error:  # h5py raises RuntimeError for some
             if self._folder_identity is not None:
-                # The folder went during the save, or is going (what the save made
-                # vanished under it): say that.
-                self._check_folder(deleted=self._lost_ours)
+                self._check_folder()
             raise StorageError(f"cannot write checkpoint {final}: {_reason(error)}; the last "
                                f"good checkpoint is kept ({self.latest_path()})") from None
         self._last_saved_step = step
@@ -245,39 +240,63 @@ class Checkpoint(keras.callbacks.Callback):
                           f"{needed / 2**20:.1f} MiB, {free / 2**20:.1f} MiB are free)")
 
     def _commit(self, final: str, state: dict) -> None:
-        """Stages, syncs and renames one checkpoint into place; cleans up on failure."""
+        """Checks the space, stages, syncs and renames one checkpoint into place;
+        cleans up on failure.
+
+        Raises:
+            StorageError: the save failed because the run folder is being deleted:
+                rmtree takes a folder's contents before the folder itself, so
+                something this save found (the newest checkpoint, whose size the
+                space check reads) or made vanished while the run folder stands.
+            OSError, RuntimeError: the save failed otherwise (a full or read-only disk).
+        """
         staging = final + f".tmp-{os.getpid()}"
-        made = []  # folders this save made or found: if one vanishes, the folder is going
+        newest = committed(self.directory)[-1:]
+        standing = [self.directory] + [  # what vanishing means the folder is going
+            os.path.join(self.directory, *parts) for name in newest
+            if name != os.path.basename(final)
+            for parts in ((name,), (name, WEIGHTS_FILE), (name, STATE_FILE))]
+        standing = [path for path in standing if os.path.exists(path)]
         try:
+            self._check_space()
             if not os.path.isdir(self.directory):
                 os.mkdir(self.directory)  # not makedirs: never re-create a lost run folder
-            made.append(self.directory)
+                standing.append(self.directory)
             shutil.rmtree(staging, ignore_errors=True)
             os.mkdir(staging)
-            made.append(staging)
+            standing.append(staging)
             weights = os.path.join(staging, WEIGHTS_FILE)
             self.model.save_weights(weights)
+            standing.append(weights)
             state["weights_bytes"], state["weights_crc32"] = file_crc(weights)
             with open(os.path.join(staging, STATE_FILE), "w") as f:
                 f.write(durable.dumps(state, indent=2))
+            standing.append(os.path.join(staging, STATE_FILE))
             durable.sync_tree(staging)
             if os.path.exists(final):  # same step saved by an earlier attempt
                 shutil.rmtree(final)
             os.replace(staging, final)
-            made[-1] = final  # renamed, not vanished
+            standing = [path.replace(staging, final, 1) for path in standing]  # moved
             durable.sync_folder(self.directory)
             faults.reached("checkpoint_committed")
-        except BaseException:
-            # A run folder deleted during a save fails it: tell that from a full or
-            # read-only disk by what this save had made (or found) disappearing.
-            self._lost_ours = any(not os.path.isdir(folder) for folder in made)
+        except BaseException as error:
+            vanished = any(not os.path.exists(path) for path in standing)
             shutil.rmtree(staging, ignore_errors=True)
+            if (vanished and isinstance(error, (OSError, RuntimeError))
+                    and self._folder_identity is not None):
+                self._check_folder(deleted=True)
             raise
 
     def _prune(self):
         for name in committed(self.directory)[:-self.keep]:
             shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
-        for name in os.listdir(self.directory):  # leftovers of killed saves
+        try:
+            leftovers = os.listdir(self.directory)
+        except FileNotFoundError:  # gone since the commit: the run folder is being deleted
+            if self._folder_identity is None:
+                raise
+            self._check_folder(deleted=True)
+        for name in leftovers:  # leftovers of killed saves
             if ".tmp-" in name and not name.endswith(f".tmp-{os.getpid()}"):
                 shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
 

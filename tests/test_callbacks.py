@@ -275,16 +275,26 @@ def test_sigterm_saves_at_the_next_step_and_raises_preempted(tmp_path):
     assert signal.getsignal(signal.SIGTERM) == before
 
 
-@pytest.mark.parametrize("vanishes", ["checkpoints", "staging", None])
+@pytest.mark.parametrize("vanishes", ["checkpoints", "staging", "newest", None])
 def test_a_save_failing_because_the_run_folder_is_being_deleted_says_so(tmp_path, vanishes):
     """A run folder deleted while a checkpoint is written (rmtree takes the checkpoint
-    folder, or the save's own staging folder, before the run folder itself) is
-    reported as the folder deleted, not as a disk that cannot be written; a save that
-    fails with everything in place is a write failure."""
+    folder, the save's own staging folder, or the newest checkpoint's weights, which
+    the space check reads, before the run folder itself) is reported as the folder
+    deleted, not as a disk that cannot be written; a save that fails with everything
+    in place is a write failure."""
     model = tiny_model()
     saver = Checkpoint(str(tmp_path / "run"), steps_per_epoch=8)
     saver.set_model(model)
     saver.on_train_begin()
+    assert saver.save(0, 4).endswith("ckpt-0000000004")
+    if vanishes == "newest":
+        check_space = saver._check_space
+
+        def take_the_newest_weights_first():
+            os.remove(tmp_path / "run" / "checkpoints" / "ckpt-0000000004" / "model.weights.h5")
+            check_space()
+
+        saver._check_space = take_the_newest_weights_first
     write = model.save_weights
 
     def save_weights(path):
