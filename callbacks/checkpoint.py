@@ -172,16 +172,18 @@ class Checkpoint(keras.callbacks.Callback):
         return all(np.isfinite(keras.ops.convert_to_numpy(v.value)).all() for v in variables
                    if "float" in str(v.dtype))
 
-    def _check_folder(self, deleted: bool = False):
-        """The run folder is still the one this attempt started in (deleted: it is
-        being deleted, though it still stands)."""
+    def _check_folder(self):
+        """The run folder is still the one this attempt started in."""
         try:
             same = _identity(self.logdir) == self._folder_identity
         except OSError:
             same = False
-        if deleted or not same:
-            raise StorageError(f"the run folder {self.logdir} was deleted or replaced during "
-                               "the run; nothing more can be saved there")
+        if not same:
+            self._folder_lost()
+
+    def _folder_lost(self):
+        raise StorageError(f"the run folder {self.logdir} was deleted or replaced during "
+                           "the run; nothing more can be saved there")
 
     def save(self, epoch: int, step: int) -> str | None:
         """Writes checkpoint `step` (epoch = epochs completed); returns its path.
@@ -223,10 +225,10 @@ class Checkpoint(keras.callbacks.Callback):
         self._prune()
         return final
 
-    def _check_space(self) -> None:
+    def _check_space(self, newest: list[str]) -> None:
         """Refuses a save that cannot fit, before HDF5 starts it: an HDF5 file whose
-        writes failed crashes the library's exit handler (a segfault at exit)."""
-        newest = committed(self.directory)
+        writes failed crashes the library's exit handler (a segfault at exit).
+        `newest`: the newest committed checkpoint's name, if any, as a list."""
         if newest:
             needed = os.path.getsize(os.path.join(self.directory, newest[-1], WEIGHTS_FILE))
         else:
@@ -258,7 +260,7 @@ class Checkpoint(keras.callbacks.Callback):
             for parts in ((name,), (name, WEIGHTS_FILE), (name, STATE_FILE))]
         standing = [path for path in standing if os.path.exists(path)]
         try:
-            self._check_space()
+            self._check_space(newest)
             if not os.path.isdir(self.directory):
                 os.mkdir(self.directory)  # not makedirs: never re-create a lost run folder
                 standing.append(self.directory)
@@ -284,7 +286,7 @@ class Checkpoint(keras.callbacks.Callback):
             shutil.rmtree(staging, ignore_errors=True)
             if (vanished and isinstance(error, (OSError, RuntimeError))
                     and self._folder_identity is not None):
-                self._check_folder(deleted=True)
+                self._folder_lost()
             raise
 
     def _prune(self):
@@ -295,7 +297,7 @@ class Checkpoint(keras.callbacks.Callback):
         except FileNotFoundError:  # gone since the commit: the run folder is being deleted
             if self._folder_identity is None:
                 raise
-            self._check_folder(deleted=True)
+            self._folder_lost()
         for name in leftovers:  # leftovers of killed saves
             if ".tmp-" in name and not name.endswith(f".tmp-{os.getpid()}"):
                 shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)

@@ -290,9 +290,9 @@ def test_a_save_failing_because_the_run_folder_is_being_deleted_says_so(tmp_path
     if vanishes == "newest":
         check_space = saver._check_space
 
-        def take_the_newest_weights_first():
+        def take_the_newest_weights_first(*args):
             os.remove(tmp_path / "run" / "checkpoints" / "ckpt-0000000004" / "model.weights.h5")
-            check_space()
+            check_space(*args)
 
         saver._check_space = take_the_newest_weights_first
     write = model.save_weights
