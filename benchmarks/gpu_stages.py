@@ -24,7 +24,10 @@ of the GIL: SWITCH_INTERVAL=seconds sets sys.setswitchinterval (Python's default
 the GPU: SHADOW_FOLDER=DIR runs a GpuJpegStream over DIR/train (batch 256, 224 px,
 bfloat16) in a thread beside training, its batches dropped: with --dataset=synthetic,
 how much decoding on the GPU alone slows the training step (SHADOW_NO_STEP=1: without
-the compiled crop/resize step, nvImageCodec's decoding alone). A benchmark,
+the compiled crop/resize step, nvImageCodec's decoding alone). PYTHON_TRACE=1 makes
+the app's profile (--profile_steps) trace Python calls and host threads as well;
+TRACE_BATCHES=FIRST,LAST TRACE_DIR=DIR traces the same between two batches without the
+profiler callback (which makes Keras run callbacks synchronously). A benchmark,
 not part of the app: it patches the pipeline's classes in this process only.
 """
 
@@ -129,6 +132,29 @@ def _shadow_on_first_batch(folder):
     feed.Feed.__getitem__ = getitem
 
 
+def _trace_batches(first, last, logdir):
+    """Traces (Python too) from the `first` to the `last` batch fit takes, without the
+    app's profiler callback, which is not async_safe and so makes Keras run every
+    batch's callbacks synchronously: this shows the run as it runs unprofiled."""
+    from preprocessing import feed
+
+    original = feed.Feed.__getitem__
+
+    def getitem(self, index):
+        import jax
+
+        if self._count is None and self.served + 1 in (first, last):
+            if self.served + 1 == first:
+                options = jax.profiler.ProfileOptions()
+                options.python_tracer_level, options.host_tracer_level = 1, 2
+                jax.profiler.start_trace(logdir, profiler_options=options)
+            else:
+                jax.profiler.stop_trace()
+        return original(self, index)
+
+    feed.Feed.__getitem__ = getitem
+
+
 def main():
     out = os.environ.get("STAGES_OUT", "stages.json")
     extra = json.loads(os.environ.get("STREAM_KW", "{}"))
@@ -138,6 +164,19 @@ def main():
         sys.setswitchinterval(float(os.environ["SWITCH_INTERVAL"]))
     if os.environ.get("SHADOW_FOLDER"):
         _shadow_on_first_batch(os.environ["SHADOW_FOLDER"])
+    if os.environ.get("PYTHON_TRACE"):  # the profile (--profile_steps) traces Python too
+        import jax
+
+        start_trace = jax.profiler.start_trace
+
+        def traced(logdir, *args, **kwargs):
+            options = jax.profiler.ProfileOptions()
+            options.python_tracer_level, options.host_tracer_level = 1, 2
+            return start_trace(logdir, *args, profiler_options=options, **kwargs)
+
+        jax.profiler.start_trace = traced
+    if os.environ.get("TRACE_BATCHES"):
+        _trace_batches(*map(int, os.environ["TRACE_BATCHES"].split(",")), os.environ["TRACE_DIR"])
     if os.environ.get("BUSY_THREAD"):
         def spin():
             while True:

@@ -14,7 +14,7 @@ staged() {
   local name=$1 gpus=$2; shift 2; local envs=(STAGES_OUT=$L/$name.stages.json)
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
   local visible=0; [ "$gpus" = 2 ] && visible=0,1
-  env "${envs[@]}" CUDA_VISIBLE_DEVICES=$visible timeout 100 \
+  env "${envs[@]}" CUDA_VISIBLE_DEVICES=$visible timeout ${STAGED_TIMEOUT:-100} \
     python3 benchmarks/gpu_stages.py --accelerator=gpu --backend=jax --model=resnet50 \
     --global_batch_size=$((256 * gpus)) --verbose=2 --validation_steps=-1 --epochs=3 \
     --logdir=/tmp/$name "$@" > $L/$name.log 2>&1

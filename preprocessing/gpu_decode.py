@@ -139,7 +139,7 @@ def nvimgcodec_available() -> bool:
     return True
 
 
-BACKENDS = ("default", "hw", "hybrid")
+BACKENDS = ("default", "hw", "hybrid", "hw+cuda")
 # Fancy (smooth) chroma upsampling, as libjpeg-turbo and so TensorFlow do it.
 DECODER_OPTIONS = ":fancy_upsampling=1"
 
@@ -171,18 +171,23 @@ class NvImageCodecCanvases:
         device: the jax Device.
         backend: "default" (nvImageCodec picks: the hardware JPEG engines, then
             CUDA), "hw" (the hardware engines only, no SMs; what they refuse is
-            decoded on the CPU), "hybrid" (HYBRID_CPU_GPU). (GPU_ONLY alone could
-            not create a decoder on the H200, "Code: 7".)
+            decoded on the CPU), "hybrid" (HYBRID_CPU_GPU: nvJPEG's CUDA decoder),
+            "hw+cuda" (each batch split: `hw_share` of it to the hardware engines,
+            the rest to the CUDA decoder, the split adapted batch by batch so
+            neither waits for the other). (GPU_ONLY alone could not create a
+            decoder on the H200, "Code: 7".)
         write: "direct" (decode into the slot) or "copy" (decode into nvImageCodec's
             own buffers, then a device-to-device copy into the slot).
         options: nvImageCodec decoder options (space-separated, see its docs: e.g.
             "nvjpeg_hw_decoder:preallocate_width_hint=768 ...").
         keep: canvases kept for reuse (the batches in flight).
         high_priority: decode on a stream of the highest priority.
+        hw_share: with backend "hw+cuda", the hardware engines' first share of a batch.
     """
 
     def __init__(self, device, backend: str = "default", write: str = "direct",
-                 options: str = DECODER_OPTIONS, keep: int = 4, high_priority: bool = True):
+                 options: str = DECODER_OPTIONS, keep: int = 4, high_priority: bool = True,
+                 hw_share: float = 0.75):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if write not in ("direct", "copy"):
@@ -196,9 +201,14 @@ class NvImageCodecCanvases:
         self.cuda = CudaDriver.get()
         self.cuda.use(self.ordinal)
         self.stream, self.stream_priority = self.cuda.new_stream(high_priority)
-        kinds = {"hw": [nvimgcodec.BackendKind.HW_GPU_ONLY],
-                 "hybrid": [nvimgcodec.BackendKind.HYBRID_CPU_GPU]}.get(backend)
-        backends = None if kinds is None else [nvimgcodec.Backend(k) for k in kinds]
+        kind = nvimgcodec.BackendKind
+        backends = {"default": None,
+                    "hw": [nvimgcodec.Backend(kind.HW_GPU_ONLY)],
+                    "hybrid": [nvimgcodec.Backend(kind.HYBRID_CPU_GPU)],
+                    "hw+cuda": [nvimgcodec.Backend(
+                        kind.HW_GPU_ONLY, load_hint=hw_share,
+                        load_hint_policy=nvimgcodec.LoadHintPolicy.ADAPTIVE_MINIMIZE_IDLE_TIME),
+                        nvimgcodec.Backend(kind.HYBRID_CPU_GPU)]}[backend]
         self.decoder = nvimgcodec.Decoder(device_id=self.ordinal, backends=backends,
                                           options=options)
         self.params = nvimgcodec.DecodeParams(

@@ -37,6 +37,7 @@ import numpy as np
 
 from preprocessing.background import END, Running, process_pool
 from preprocessing.canvas_ops import canvas_step
+from preprocessing.gpu_decode import BACKENDS
 from preprocessing.jpeg_plan import PlanSpec, host_decode, host_window, plan_batch, read_file
 
 CANVAS_SIDES = (256, 384, 512, 768, 1024)  # canvas sides (square), in buckets
@@ -81,6 +82,8 @@ class GpuJpegStream:
         decoders: batches decoded at the same time (lanes), each with its own decoder,
             stream and canvases per device. None: 3 for the GPU decoder (the best of 1-3
             measured), 1 for the CPU.
+        hw_share: with backend "hw+cuda", the hardware engines' first share of each
+            batch (nvImageCodec then adapts it; the CUDA decoder takes the rest).
     """
 
     def __init__(self, records, batch_size: int, image_size: int, seed: int | None,
@@ -88,7 +91,8 @@ class GpuJpegStream:
                  prefetch: int = 2, roi: bool = True, backend: str = "hw",
                  canvas_sides=CANVAS_SIDES, workers: int | None = None,
                  write: str = "direct", decoder_options: str | None = None,
-                 high_priority: bool = True, decoders: int | None = None):
+                 high_priority: bool = True, decoders: int | None = None,
+                 hw_share: float = 0.75):
         import jax
 
         self.records = [(str(path), int(label)) for path, label in records]
@@ -104,6 +108,10 @@ class GpuJpegStream:
             raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
         if decoder not in DECODERS:
             raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if not 0.0 < hw_share <= 1.0:
+            raise ValueError(f"hw_share must be in (0, 1], got {hw_share}")
         self.canvas_sides = tuple(sorted(int(s) for s in canvas_sides))
         if image_size > self.canvas_sides[-1]:
             raise ValueError(f"image_size {image_size} exceeds the largest canvas side "
@@ -134,8 +142,8 @@ class GpuJpegStream:
             raise ValueError(f"decoders must be >= 1, got {decoders}")
         self.decoders = decoders
         self._step = canvas_step(image_size, dtype)
-        self._lanes = [self._make_fillers(backend, write, decoder_options, high_priority)
-                       for _ in range(decoders)]
+        self._lanes = [self._make_fillers(backend, write, decoder_options, high_priority,
+                                          hw_share) for _ in range(decoders)]
         self._fillers = [filler for lane in self._lanes for filler in lane]
         self._threads = concurrent.futures.ThreadPoolExecutor(
             max(len(self.devices) * decoders, 4), thread_name_prefix="jpeg")
@@ -236,7 +244,8 @@ class GpuJpegStream:
                                  "(pip install nvidia-nvimgcodec-cu13 nvidia-nvjpeg)")
         return decoder
 
-    def _make_fillers(self, backend: str, write: str, options, high_priority: bool):
+    def _make_fillers(self, backend: str, write: str, options, high_priority: bool,
+                      hw_share: float):
         if self.decoder == "cpu":
             return [_HostCanvases(d) for d in self.devices]
         from preprocessing.gpu_decode import NvImageCodecCanvases, decoder_options
@@ -247,7 +256,8 @@ class GpuJpegStream:
         if options is None:
             options = decoder_options(self.per_device, self.canvas_sides[-1])
         return [NvImageCodecCanvases(d, backend=backend, write=write, keep=keep,
-                                     options=options, high_priority=high_priority)
+                                     options=options, high_priority=high_priority,
+                                     hw_share=hw_share)
                 for d in self.devices]
 
     # ---- the order and the plans ----------------------------------------------------

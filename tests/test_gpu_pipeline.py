@@ -389,6 +389,12 @@ def test_arguments_are_checked(jpegs):
         GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="pil")
     with pytest.raises(ValueError, match="needs GPU devices"):
         GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="nvimgcodec")
+    with pytest.raises(ValueError, match=r"backend must be one of .*'hw\+cuda'.*got 'cuda'"):
+        GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", backend="cuda")
+    for share in (0.0, 1.5):
+        with pytest.raises(ValueError, match="hw_share must be in"):
+            GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", backend="hw+cuda",
+                          hw_share=share)
 
 
 # ---- in fresh processes: no TensorFlow, and two devices --------------------------------
