@@ -38,6 +38,9 @@ VARIANTS = {
     "hw_lanes6": {"decoders": 6, "backend": "hw"},
     "hw+cuda_lanes3": {"decoders": 3, "backend": "hw+cuda"},
     "default_lanes3": {"decoders": 3, "backend": "default"},
+    "c_hw_lanes1": {"decoders": 1, "backend": "hw", "api": "c"},
+    "c_hw_lanes3": {"decoders": 3, "backend": "hw", "api": "c"},
+    "c_hw_lanes6": {"decoders": 6, "backend": "hw", "api": "c"},
 }
 LOADS = ("idle", "shallow", "deep", "python")
 

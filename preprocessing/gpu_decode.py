@@ -102,6 +102,23 @@ class CudaDriver:
         self._check(self.lib.cuStreamCreate(ctypes.byref(stream), _NON_BLOCKING), "cuStreamCreate")
         return stream.value, None
 
+    def alloc(self, size: int, pinned: bool = False) -> int:
+        """`size` bytes of device memory (or of pinned host memory) of the current context."""
+        pointer = ctypes.c_uint64() if not pinned else ctypes.c_void_p()
+        if pinned:
+            self._check(self.lib.cuMemHostAlloc(ctypes.byref(pointer), ctypes.c_size_t(size), 0),
+                        "cuMemHostAlloc")
+        else:
+            self._check(self.lib.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(size)),
+                        "cuMemAlloc")
+        return int(pointer.value)
+
+    def free(self, pointer: int, pinned: bool = False) -> None:
+        if pinned:
+            self._check(self.lib.cuMemFreeHost(ctypes.c_void_p(pointer)), "cuMemFreeHost")
+        else:
+            self._check(self.lib.cuMemFree_v2(ctypes.c_uint64(pointer)), "cuMemFree")
+
     def synchronize(self, stream: int) -> None:
         self._check(self.lib.cuStreamSynchronize(ctypes.c_void_p(stream)), "cuStreamSynchronize")
 
@@ -140,6 +157,7 @@ def nvimgcodec_available() -> bool:
 
 
 BACKENDS = ("default", "hw", "hybrid", "hw+cuda")
+APIS = ("python", "c")
 # Fancy (smooth) chroma upsampling, as libjpeg-turbo and so TensorFlow do it.
 DECODER_OPTIONS = ":fancy_upsampling=1"
 
@@ -183,24 +201,37 @@ class NvImageCodecCanvases:
         keep: canvases kept for reuse (the batches in flight).
         high_priority: decode on a stream of the highest priority.
         hw_share: with backend "hw+cuda", the hardware engines' first share of a batch.
+        api: "python" (nvImageCodec's Python binding) or "c" (its C API through
+            preprocessing/nvimgcodec_c.py: one GIL release per batch instead of a GIL
+            take per image, and the decoder's memory from pools that never free, so no
+            cudaFree waits for the GPU to drain; `write` does not apply).
     """
 
     def __init__(self, device, backend: str = "default", write: str = "direct",
                  options: str = DECODER_OPTIONS, keep: int = 4, high_priority: bool = True,
-                 hw_share: float = 0.75):
+                 hw_share: float = 0.75, api: str = "python"):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if write not in ("direct", "copy"):
             raise ValueError(f"write must be 'direct' or 'copy', got {write!r}")
-        from nvidia import nvimgcodec
-
-        self.nv = nvimgcodec
-        self.device, self.write, self.keep = device, write, keep
+        if api not in APIS:
+            raise ValueError(f"api must be one of {APIS}, got {api!r}")
+        self.device, self.write, self.keep, self.api = device, write, keep, api
         hardware_id = getattr(device, "local_hardware_id", None)  # the CUDA ordinal
         self.ordinal = int(device.id if hardware_id is None else hardware_id)
         self.cuda = CudaDriver.get()
         self.cuda.use(self.ordinal)
         self.stream, self.stream_priority = self.cuda.new_stream(high_priority)
+        self.free = {}  # canvas shape -> [(canvas, done, slot images)], oldest first
+        self.allocations = 0  # canvases made (each waits for XLA's queue once)
+        self.copies = 0  # images that needed a device-to-device copy
+        self.direct_error = None  # why decoding straight into the canvas was given up
+        if api == "c":
+            self._make_c_decoder(backend, options, hw_share)
+            return
+        from nvidia import nvimgcodec
+
+        self.nv = nvimgcodec
         kind = nvimgcodec.BackendKind
         backends = {"default": None,
                     "hw": [nvimgcodec.Backend(kind.HW_GPU_ONLY)],
@@ -215,13 +246,29 @@ class NvImageCodecCanvases:
             apply_exif_orientation=False,  # TensorFlow's decoders ignore EXIF too
             color_spec=nvimgcodec.ColorSpec.SRGB, allow_any_depth=False,
             sample_format=nvimgcodec.SampleFormat.I_RGB)
-        self.free = {}  # canvas shape -> [(canvas, done, slot images)], oldest first
-        self.allocations = 0  # canvases made (each waits for XLA's queue once)
-        self.copies = 0  # images that needed a device-to-device copy
-        self.direct_error = None  # why decoding straight into the canvas was given up
+
+    def _make_c_decoder(self, backend: str, options: str, hw_share: float) -> None:
+        from preprocessing import nvimgcodec_c
+
+        def pool(pinned: bool):
+            def allocate(size):
+                self.cuda.use(self.ordinal)  # called from nvImageCodec's threads
+                return self.cuda.alloc(size, pinned)
+            return nvimgcodec_c.Pool(allocate, lambda pointer: self.cuda.free(pointer, pinned))
+
+        backends = {"default": [], "hw": [("hw", 1.0)], "hybrid": [("hybrid", 1.0)],
+                    "hw+cuda": [("hw", hw_share), ("hybrid", 1.0)]}[backend]
+        self.device_pool, self.pinned_pool = pool(False), pool(True)
+        self.decoder = nvimgcodec_c.Decoder(self.ordinal, backends, options,
+                                            self.device_pool, self.pinned_pool)
 
     def code_stream(self, path: str, region=None):
         """A CodeStream of the file (read by nvImageCodec), limited to region (y, x, h, w)."""
+        if self.api == "c":
+            stream = self.decoder.code_stream(path, region)
+            if stream is None:
+                raise ValueError(f"nvImageCodec cannot parse {path} as a JPEG")
+            return stream
         stream = self.nv.CodeStream(path)
         if region is not None:
             y, x, h, w = region
@@ -250,6 +297,8 @@ class NvImageCodecCanvases:
         # canvas, never per batch (the pools below keep each shape's canvases).
         canvas.block_until_ready()
         self.allocations += 1
+        if self.api == "c":  # its images are made per batch (each slot's window differs)
+            return canvas, None
         _, height, width, _ = shape
         base, slot_bytes = canvas.unsafe_buffer_pointer(), height * width * 3
         targets = [self.nv.as_image(_Slot(base + i * slot_bytes, height, width),
@@ -278,7 +327,14 @@ class NvImageCodecCanvases:
         base, pitch = canvas.unsafe_buffer_pointer(), width * 3
         gpu = [s for s in slots if s.route == "gpu" and s.code_stream is not None]
         failed = [s for s in slots if s.route == "gpu" and s.code_stream is None]
-        if gpu:
+        if gpu and self.api == "c":
+            images = [self.decoder.image(base + s.index * height * pitch, *s.content, pitch,
+                                         self.stream) for s in gpu]
+            decoded = self.decoder.decode([s.code_stream for s in gpu], images)
+            failed += [s for s, ok in zip(gpu, decoded) if not ok]
+            self.cuda.synchronize(self.stream)
+            del images
+        elif gpu:
             streams = [s.code_stream for s in gpu]
             images = None
             if self.write == "direct":

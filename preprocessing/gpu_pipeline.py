@@ -37,7 +37,7 @@ import numpy as np
 
 from preprocessing.background import END, Running, process_pool
 from preprocessing.canvas_ops import canvas_step
-from preprocessing.gpu_decode import BACKENDS
+from preprocessing.gpu_decode import APIS, BACKENDS
 from preprocessing.jpeg_plan import PlanSpec, host_decode, host_window, plan_batch, read_file
 
 CANVAS_SIDES = (256, 384, 512, 768, 1024)  # canvas sides (square), in buckets
@@ -84,6 +84,9 @@ class GpuJpegStream:
             measured), 1 for the CPU.
         hw_share: with backend "hw+cuda", the hardware engines' first share of each
             batch (nvImageCodec then adapts it; the CUDA decoder takes the rest).
+        api: how nvImageCodec is called, gpu_decode.APIS: "python" (its Python
+            binding) or "c" (its C API, preprocessing/nvimgcodec_c.py: no GIL take
+            per image, no cudaFree waiting for the GPU; see NvImageCodecCanvases).
     """
 
     def __init__(self, records, batch_size: int, image_size: int, seed: int | None,
@@ -92,7 +95,7 @@ class GpuJpegStream:
                  canvas_sides=CANVAS_SIDES, workers: int | None = None,
                  write: str = "direct", decoder_options: str | None = None,
                  high_priority: bool = True, decoders: int | None = None,
-                 hw_share: float = 0.75):
+                 hw_share: float = 0.75, api: str = "python"):
         import jax
 
         self.records = [(str(path), int(label)) for path, label in records]
@@ -112,6 +115,8 @@ class GpuJpegStream:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if not 0.0 < hw_share <= 1.0:
             raise ValueError(f"hw_share must be in (0, 1], got {hw_share}")
+        if api not in APIS:
+            raise ValueError(f"api must be one of {APIS}, got {api!r}")
         self.canvas_sides = tuple(sorted(int(s) for s in canvas_sides))
         if image_size > self.canvas_sides[-1]:
             raise ValueError(f"image_size {image_size} exceeds the largest canvas side "
@@ -143,7 +148,7 @@ class GpuJpegStream:
         self.decoders = decoders
         self._step = canvas_step(image_size, dtype)
         self._lanes = [self._make_fillers(backend, write, decoder_options, high_priority,
-                                          hw_share) for _ in range(decoders)]
+                                          hw_share, api) for _ in range(decoders)]
         self._fillers = [filler for lane in self._lanes for filler in lane]
         self._threads = concurrent.futures.ThreadPoolExecutor(
             max(len(self.devices) * decoders, 4), thread_name_prefix="jpeg")
@@ -245,7 +250,7 @@ class GpuJpegStream:
         return decoder
 
     def _make_fillers(self, backend: str, write: str, options, high_priority: bool,
-                      hw_share: float):
+                      hw_share: float, api: str):
         if self.decoder == "cpu":
             return [_HostCanvases(d) for d in self.devices]
         from preprocessing.gpu_decode import NvImageCodecCanvases, decoder_options
@@ -257,7 +262,7 @@ class GpuJpegStream:
             options = decoder_options(self.per_device, self.canvas_sides[-1])
         return [NvImageCodecCanvases(d, backend=backend, write=write, keep=keep,
                                      options=options, high_priority=high_priority,
-                                     hw_share=hw_share)
+                                     hw_share=hw_share, api=api)
                 for d in self.devices]
 
     # ---- the order and the plans ----------------------------------------------------
