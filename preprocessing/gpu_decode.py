@@ -204,7 +204,9 @@ class NvImageCodecCanvases:
         api: "python" (nvImageCodec's Python binding) or "c" (its C API through
             preprocessing/nvimgcodec_c.py: one GIL release per batch instead of a GIL
             take per image, and the decoder's memory from pools that never free, so no
-            cudaFree waits for the GPU to drain; `write` does not apply).
+            cudaFree waits for the GPU to drain; `write` does not apply). With "c" the
+            device may be a CPU: nvImageCodec's CPU backend (libjpeg-turbo) then
+            decodes into the host canvas (how the CPU tests run this path).
     """
 
     def __init__(self, device, backend: str = "default", write: str = "direct",
@@ -217,14 +219,21 @@ class NvImageCodecCanvases:
         if api not in APIS:
             raise ValueError(f"api must be one of {APIS}, got {api!r}")
         self.device, self.write, self.keep, self.api = device, write, keep, api
-        hardware_id = getattr(device, "local_hardware_id", None)  # the CUDA ordinal
-        self.ordinal = int(device.id if hardware_id is None else hardware_id)
-        self.cuda = CudaDriver.get()
-        self.cuda.use(self.ordinal)
-        self.stream, self.stream_priority = self.cuda.new_stream(high_priority)
+        self.on_gpu = device.platform == "gpu"
+        if not self.on_gpu and api != "c":
+            raise ValueError(f"api='python' decodes on GPUs only, got a {device.platform} "
+                             "device (api='c' can decode on the CPU)")
+        self.cuda = self.ordinal = self.stream = self.stream_priority = None
+        if self.on_gpu:
+            hardware_id = getattr(device, "local_hardware_id", None)  # the CUDA ordinal
+            self.ordinal = int(device.id if hardware_id is None else hardware_id)
+            self.cuda = CudaDriver.get()
+            self.cuda.use(self.ordinal)
+            self.stream, self.stream_priority = self.cuda.new_stream(high_priority)
         self.free = {}  # canvas shape -> [(canvas, done, slot images)], oldest first
         self.allocations = 0  # canvases made (each waits for XLA's queue once)
         self.copies = 0  # images that needed a device-to-device copy
+        self.decoded = 0  # images nvImageCodec decoded (the others: the CPU, or skipped)
         self.direct_error = None  # why decoding straight into the canvas was given up
         if api == "c":
             self._make_c_decoder(backend, options, hw_share)
@@ -249,6 +258,11 @@ class NvImageCodecCanvases:
 
     def _make_c_decoder(self, backend: str, options: str, hw_share: float) -> None:
         from preprocessing import nvimgcodec_c
+
+        if not self.on_gpu:
+            self.decoder = nvimgcodec_c.Decoder(nvimgcodec_c.CPU_ONLY_DEVICE, [("cpu", 1.0)],
+                                                options)
+            return
 
         def pool(pinned: bool):
             def allocate(size):
@@ -321,7 +335,7 @@ class NvImageCodecCanvases:
             (canvas, slot images, the gpu slots that did not decode: the caller
             decodes them on the CPU and hands them to `fill_host`).
         """
-        self.cuda.use(self.ordinal)
+        self._use()
         canvas, targets = self._acquire(shape)
         _, height, width, _ = shape
         base, pitch = canvas.unsafe_buffer_pointer(), width * 3
@@ -332,7 +346,8 @@ class NvImageCodecCanvases:
                                          self.stream) for s in gpu]
             decoded = self.decoder.decode([s.code_stream for s in gpu], images)
             failed += [s for s, ok in zip(gpu, decoded) if not ok]
-            self.cuda.synchronize(self.stream)
+            self.decoded += sum(decoded)
+            self._synchronize()
             del images
         elif gpu:
             streams = [s.code_stream for s in gpu]
@@ -349,15 +364,18 @@ class NvImageCodecCanvases:
                 h, w = slot.content
                 if image is None or tuple(image.shape) != (h, w, 3):
                     failed.append(slot)
-                elif image is not targets[slot.index]:
-                    interface = image.__cuda_array_interface__
-                    row = (interface.get("strides") or (w * 3,))[0]
-                    target = base + slot.index * height * pitch
-                    if interface["data"][0] != target or (h > 1 and row != pitch):
-                        # Decoded elsewhere (copy mode): copy it into its slot.
-                        self.cuda.copy_2d(target, pitch, interface["data"][0], row, w * 3, h,
-                                          self.stream)
-                        self.copies += 1
+                    continue
+                self.decoded += 1
+                if image is targets[slot.index]:
+                    continue
+                interface = image.__cuda_array_interface__
+                row = (interface.get("strides") or (w * 3,))[0]
+                target = base + slot.index * height * pitch
+                if interface["data"][0] != target or (h > 1 and row != pitch):
+                    # Decoded elsewhere (copy mode): copy it into its slot.
+                    self.cuda.copy_2d(target, pitch, interface["data"][0], row, w * 3, h,
+                                      self.stream)
+                    self.copies += 1
             # The decoded images (and nvImageCodec's buffers behind them) must live
             # until the copies that read them have run.
             self.cuda.synchronize(self.stream)
@@ -366,11 +384,27 @@ class NvImageCodecCanvases:
         return canvas, targets, failed
 
     def fill_host(self, canvas, slots) -> None:
-        self.cuda.use(self.ordinal)
+        self._use()
         self._copy_host(canvas, slots)
+
+    def _use(self) -> None:
+        if self.on_gpu:
+            self.cuda.use(self.ordinal)
+
+    def _synchronize(self) -> None:
+        if self.on_gpu:
+            self.cuda.synchronize(self.stream)
 
     def _copy_host(self, canvas, slots) -> None:
         if not slots:
+            return
+        if not self.on_gpu:  # the canvas is host memory: write it in place
+            view = np.ctypeslib.as_array(
+                (ctypes.c_uint8 * canvas.size).from_address(canvas.unsafe_buffer_pointer()))
+            view = view.reshape(canvas.shape)
+            for slot in slots:
+                h, w = slot.pixels.shape[:2]
+                view[slot.index, :h, :w] = slot.pixels
             return
         _, height, width, _ = canvas.shape
         base, pitch = canvas.unsafe_buffer_pointer(), width * 3

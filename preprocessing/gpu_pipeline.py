@@ -62,8 +62,9 @@ class GpuJpegStream:
         sharding: a NamedSharding of the global batch (batch_size x processes) over
             devices, this process's among them (keras.distribution.DataParallel's
             data layout); each local device decodes its own slice. None: one device.
-        decoder: "nvimgcodec" (GPU), "cpu" (host_ops.decode), or "auto" (nvimgcodec
-            when it imports and the devices are GPUs, else cpu; see `decoder`).
+        decoder: "nvimgcodec" (on GPUs; with api="c" also on the CPU, through
+            nvImageCodec's CPU backend, as the tests run it), "cpu" (host_ops.decode),
+            or "auto" (nvimgcodec when it imports and the devices are GPUs, else cpu).
         prefetch: batches made ahead of the consumer.
         roi: decode only each crop window on the GPU (False: the whole image).
         backend: nvImageCodec backend, see gpu_decode.BACKENDS. "hw" (the default, the
@@ -131,7 +132,7 @@ class GpuJpegStream:
             raise ValueError(f"{self.per_device} images per device of canvases up to "
                              f"{self.canvas_sides[-1]}^2 overflow int32 indices; lower "
                              "canvas_sides or the batch")
-        self.decoder = self._pick_decoder(decoder)
+        self.decoder = self._pick_decoder(decoder, api)
         self.steps_per_epoch = len(self.records) // batch_size if train else 0
         self.num_batches = -(-len(self.records) // batch_size) if not train else 0
         self._spec = PlanSpec(seed=self.seed, train=train, roi=roi,
@@ -234,14 +235,14 @@ class GpuJpegStream:
                              f"process's {len(devices)} devices")
         return devices, global_batch
 
-    def _pick_decoder(self, decoder: str) -> str:
+    def _pick_decoder(self, decoder: str, api: str) -> str:
         from preprocessing import gpu_decode
 
         on_gpu = all(d.platform == "gpu" for d in self.devices)
         if decoder == "auto":
             return "nvimgcodec" if on_gpu and gpu_decode.nvimgcodec_available() else "cpu"
         if decoder == "nvimgcodec":
-            if not on_gpu:
+            if not on_gpu and api != "c":  # the C API can use nvImageCodec's CPU backend
                 raise ValueError(f"decoder='nvimgcodec' needs GPU devices, got "
                                  f"{self.devices[0].platform}")
             if not gpu_decode.nvimgcodec_available():
