@@ -254,6 +254,7 @@ class Decoder:
                 allocator = cls(malloc=_ALLOC(self._malloc(pool)), free=_FREE(self._free(pool)))
                 setattr(params, field, ctypes.pointer(allocator))
                 self._keep.append(allocator)
+        self._keep.append(params)  # in case the decoder keeps pointers into it
         self.handle = _void_p()
         self.lib.check(self.lib.quick.nvimgcodecDecoderCreate(
             self.lib.handle, ctypes.byref(self.handle), ctypes.byref(params),

@@ -3,9 +3,10 @@
 TensorFlow and XLA log from C++ about every device they probe, and some lines
 ("Could not find cuda drivers") come before their logging reads
 TF_CPP_MIN_LOG_LEVEL, so no setting hides them. On a CPU run the lines about
-other devices are dropped. On a GPU or TPU run they are held until the devices
+other devices are dropped. On a GPU or TPU run every line is held until the devices
 are found (`release`, called by app/engine/distribute.py), else printed at exit,
-so a device error comes first. Python's own stderr (error lines, tracebacks) is
+so a device error comes first (not, say, TensorFlow's oneDNN notice, which it
+prints on CPUs with AVX-512 VNNI). Python's own stderr (error lines, tracebacks) is
 not filtered: it writes to the terminal directly.
 
 Only the command line starts the filter (`start`); tests that run in-process do not.
@@ -62,12 +63,11 @@ class _Filter:
 
     def _line(self, line: bytes):
         with self._lock:
-            if FOREIGN_DEVICE_LINE.search(line.decode("utf-8", "replace")):
-                if self._drop:
-                    return
-                if not self._released:
-                    self._held.append(line)
-                    return
+            if self._drop and FOREIGN_DEVICE_LINE.search(line.decode("utf-8", "replace")):
+                return
+            if not self._released:  # an accelerator run: everything waits for the devices
+                self._held.append(line)
+                return
             os.write(self._terminal, line)
 
     def release(self):
