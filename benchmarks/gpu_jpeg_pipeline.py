@@ -136,7 +136,7 @@ def decode_only(paths, batch: int):
     from nvidia import nvimgcodec
 
     from preprocessing import augment
-    from preprocessing.gpu_decode import CudaDriver
+    from preprocessing.cuda_driver import CudaDriver
     from preprocessing.jpeg_header import read_jpeg_header
 
     import jax
@@ -315,7 +315,8 @@ def decode_under_load(paths, batch: int, seconds: float = 3.0):
 
     from nvidia import nvimgcodec
 
-    from preprocessing.gpu_decode import DECODER_OPTIONS, CudaDriver
+    from preprocessing.cuda_driver import CudaDriver
+    from preprocessing.gpu_decode import DECODER_OPTIONS
 
     heavy, fixed = _heavy()
     cuda = CudaDriver.get()
