@@ -9,7 +9,8 @@ meanwhile blocks the training thread's launches. Here:
   allocators: blocks are reused, never given back while the decoder lives, so no
   free waits for the GPU (DALI gives nvImageCodec its own memory pools likewise);
 - quick calls (a code stream, an image) are made holding the GIL (ctypes.PyDLL: no
-  release and re-take per call), the decode itself releases it once for the batch.
+  release and re-take per call); the decode releases it once for the batch, and so
+  do the calls that may run the pools (a Python callback) on nvImageCodec's threads.
 
 Only what preprocessing/gpu_pipeline.py needs: code streams read from files with a
 region, images over caller memory (device or host, interleaved 8-bit RGB, a row
@@ -167,7 +168,7 @@ class Library:
                                    extension_modules_path=os.path.join(folder, "extensions")
                                    .encode(), create_debug_messenger=0)
         self.handle = _void_p()
-        self.check(self.quick.nvimgcodecInstanceCreate(ctypes.byref(self.handle),
+        self.check(self.slow.nvimgcodecInstanceCreate(ctypes.byref(self.handle),
                                                        ctypes.byref(info)),
                    "nvimgcodecInstanceCreate")
 
@@ -256,7 +257,9 @@ class Decoder:
                 self._keep.append(allocator)
         self._keep.append(params)  # in case the decoder keeps pointers into it
         self.handle = _void_p()
-        self.lib.check(self.lib.quick.nvimgcodecDecoderCreate(
+        # Released GIL: creating (pre_init) may call the pools from nvImageCodec's
+        # threads, which take the GIL to run them.
+        self.lib.check(self.lib.slow.nvimgcodecDecoderCreate(
             self.lib.handle, ctypes.byref(self.handle), ctypes.byref(params),
             options.encode()), "nvimgcodecDecoderCreate")
         self._params = _DecodeParams(apply_exif_orientation=0)
