@@ -21,8 +21,9 @@ from conftest import ROOT, error_lines, run_cli, tiny_flags
 from flags import Config
 from tensorboard_server import serving
 
-# Lines the frameworks print about devices (CUDA probes, TPU probes) and their preamble.
-DEVICE_NOISE = re.compile(r"cuda|cuInit|tpu|absl::InitializeLog", re.IGNORECASE)
+# Lines the frameworks print about devices (CUDA probes, TPU probes) and their preamble,
+# and TensorFlow's oneDNN notice (printed on CPUs with AVX-512 VNNI).
+DEVICE_NOISE = re.compile(r"cuda|cuInit|tpu|absl::InitializeLog|oneDNN", re.IGNORECASE)
 
 
 @pytest.fixture(scope="module")

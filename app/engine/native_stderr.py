@@ -3,10 +3,10 @@
 TensorFlow and XLA log from C++ about every device they probe, and some lines
 ("Could not find cuda drivers") come before their logging reads
 TF_CPP_MIN_LOG_LEVEL, so no setting hides them. On a CPU run the lines about
-other devices are dropped. On a GPU or TPU run every line is held until the devices
-are found (`release`, called by app/engine/distribute.py), else printed at exit,
-so a device error comes first (not, say, TensorFlow's oneDNN notice, which it
-prints on CPUs with AVX-512 VNNI). Python's own stderr (error lines, tracebacks) is
+other devices are dropped, and TensorFlow's oneDNN notice (on CPUs with AVX-512
+VNNI) on every run. Every other line is held until the devices are found
+(`release`, called by app/engine/distribute.py), else printed at exit, so a
+device error comes first. Python's own stderr (error lines, tracebacks) is
 not filtered: it writes to the terminal directly.
 
 Only the command line starts the filter (`start`); tests that run in-process do not.
@@ -24,6 +24,9 @@ import threading
 # on a CPU run, noise.
 FOREIGN_DEVICE_LINE = re.compile(
     r"cuda|cuInit|libtpu|backend 'tpu'|absl::InitializeLog|TensorRT", re.IGNORECASE)
+# What TensorFlow prints at import on CPUs with AVX-512 VNNI (before it reads
+# TF_CPP_MIN_LOG_LEVEL), whatever the run: a notice about its CPU kernels, dropped.
+START_NOTICE = re.compile(r"oneDNN custom operations are on")
 
 
 class _Filter:
@@ -63,7 +66,8 @@ class _Filter:
 
     def _line(self, line: bytes):
         with self._lock:
-            if self._drop and FOREIGN_DEVICE_LINE.search(line.decode("utf-8", "replace")):
+            text = line.decode("utf-8", "replace")
+            if START_NOTICE.search(text) or (self._drop and FOREIGN_DEVICE_LINE.search(text)):
                 return
             if not self._released:  # an accelerator run: everything waits for the devices
                 self._held.append(line)
