@@ -14,6 +14,7 @@ import numpy as np
 
 _HOST, _DEVICE = 1, 2  # CUmemorytype
 _NON_BLOCKING = 1  # CU_STREAM_NON_BLOCKING
+_DISABLE_TIMING = 2  # CU_EVENT_DISABLE_TIMING
 
 
 class _Memcpy2D(ctypes.Structure):
@@ -105,6 +106,18 @@ class CudaDriver:
             self._check(self.lib.cuMemFreeHost(ctypes.c_void_p(pointer)), "cuMemFreeHost")
         else:
             self._check(self.lib.cuMemFree_v2(ctypes.c_uint64(pointer)), "cuMemFree")
+
+    def fence(self, stream):
+        """A CUDA event recorded on `stream` now; returns wait(), which waits for the
+        stream's work queued before it (not the device's) and destroys the event."""
+        event = ctypes.c_void_p()
+        self._check(self.lib.cuEventCreate(ctypes.byref(event), _DISABLE_TIMING), "cuEventCreate")
+        self._check(self.lib.cuEventRecord(event, ctypes.c_void_p(stream)), "cuEventRecord")
+
+        def wait():
+            self._check(self.lib.cuEventSynchronize(event), "cuEventSynchronize")
+            self._check(self.lib.cuEventDestroy_v2(event), "cuEventDestroy")
+        return wait
 
     def synchronize(self, stream: int) -> None:
         self._check(self.lib.cuStreamSynchronize(ctypes.c_void_p(stream)), "cuStreamSynchronize")

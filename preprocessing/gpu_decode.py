@@ -158,7 +158,18 @@ class NvImageCodecCanvases:
             def allocate(size):
                 self.cuda.use(self.ordinal)  # called from nvImageCodec's threads
                 return self.cuda.alloc(size, pinned)
-            return nvimgcodec_c.Pool(allocate, lambda pointer: self.cuda.free(pointer, pinned))
+
+            def fence(stream):  # called from nvImageCodec's threads, like the wait
+                self.cuda.use(self.ordinal)
+                wait = self.cuda.fence(stream)
+
+                def waited():
+                    self.cuda.use(self.ordinal)
+                    wait()
+                return waited
+
+            return nvimgcodec_c.Pool(allocate, lambda pointer: self.cuda.free(pointer, pinned),
+                                     fence)
 
         backends = {"default": [], "hw": [("hw", 1.0)], "hybrid": [("hybrid", 1.0)],
                     "hw+cuda": [("hw", hw_share), ("hybrid", 1.0)]}[backend]

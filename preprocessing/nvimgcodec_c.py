@@ -188,29 +188,41 @@ class Library:
 class Pool:
     """Blocks from `allocate(size) -> pointer`, reused and never freed while the pool
     lives: a freed block goes back to the pool; a request takes the smallest free block
-    at least its size (at most twice it), else a new one with 25% to spare."""
+    at least its size (at most twice it), else a new one with 25% to spare.
 
-    def __init__(self, allocate, release):
-        self._allocate, self._release = allocate, release
-        self._free = []  # (size, pointer), sorted
+    nvImageCodec frees in stream order: work queued on the freeing stream may still
+    use the block. With `fence(stream) -> wait` (e.g. a CUDA event recorded on that
+    stream, and a wait for it), a block is handed out again only after `wait()`, so
+    the next user never overlaps the last one's queued work; the wait is on that one
+    stream's work up to the free, never on the whole device.
+    """
+
+    def __init__(self, allocate, release, fence=None):
+        self._allocate, self._release, self._fence = allocate, release, fence
+        self._free = []  # (size, pointer, wait or None), sorted by size
         self._sizes = {}  # pointer -> size of every block made
         self._lock = threading.Lock()
 
     def malloc(self, size: int) -> int:
         with self._lock:
-            for index, (capacity, pointer) in enumerate(self._free):
+            for index, (capacity, pointer, wait) in enumerate(self._free):
                 if size <= capacity <= 2 * max(size, 1 << 20):
                     del self._free[index]
-                    return pointer
-            capacity = max(size + size // 4, 1 << 20)
-            pointer = self._allocate(capacity)
-            self._sizes[pointer] = capacity
-            return pointer
+                    break
+            else:
+                capacity = max(size + size // 4, 1 << 20)
+                pointer = self._allocate(capacity)
+                self._sizes[pointer] = capacity
+                return pointer
+        if wait is not None:
+            wait()  # the last user's queued work is done with the block
+        return pointer
 
-    def free(self, pointer: int) -> None:
+    def free(self, pointer: int, stream=None) -> None:
+        wait = self._fence(stream) if self._fence is not None else None
         with self._lock:
-            self._free.append((self._sizes[pointer], pointer))
-            self._free.sort()
+            self._free.append((self._sizes[pointer], pointer, wait))
+            self._free.sort(key=lambda block: block[:2])
 
     @property
     def blocks(self) -> int:
@@ -218,6 +230,9 @@ class Pool:
 
     def close(self) -> None:
         with self._lock:
+            for _, _, wait in self._free:
+                if wait is not None:
+                    wait()
             for pointer in self._sizes:
                 self._release(pointer)
             self._sizes, self._free = {}, []
@@ -277,8 +292,11 @@ class Decoder:
     @staticmethod
     def _free(pool):
         def free(ctx, pointer, size, stream):
-            pool.free(pointer)
-            return 0
+            try:
+                pool.free(pointer, stream)
+                return 0
+            except Exception:  # noqa: BLE001 - a failure is a status, not a raise
+                return 1
         return free
 
     def code_stream(self, path: str, region=None) -> "CodeStream | None":

@@ -113,6 +113,24 @@ def test_a_pool_reuses_blocks_and_frees_them_only_when_closed():
     assert sorted(released) == [4096 * (i + 1) for i in range(4)] and pool.blocks == 0
 
 
+def test_a_block_freed_in_stream_order_is_reused_only_after_its_stream_got_there():
+    log = []
+
+    def fence(stream):
+        log.append(("fence", stream))
+        return lambda: log.append(("wait", stream))
+
+    pool = c.Pool(lambda size: 4096 * (len(log) + 1), lambda pointer: None, fence)
+    first = pool.malloc(1 << 20)
+    assert log == []  # a new block: nobody used it, nothing to wait for
+    pool.free(first, stream=5)
+    assert log == [("fence", 5)]  # marked where stream 5 is now
+    assert pool.malloc(1 << 20) == first and log == [("fence", 5), ("wait", 5)]
+    pool.free(first, stream=6)
+    pool.close()  # waits for the last user before giving memory back
+    assert log[-2:] == [("fence", 6), ("wait", 6)]
+
+
 def test_a_decoder_takes_pools_as_its_allocators(tmp_path):
     pools = [c.Pool(lambda size: 0, lambda pointer: None) for _ in range(2)]
     decoder = c.Decoder(c.CPU_ONLY_DEVICE, backends=[("cpu", 1.0)], device_pool=pools[0],
