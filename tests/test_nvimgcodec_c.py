@@ -6,8 +6,11 @@ every struct the binding lays out (instance, decoder, code stream views, image
 infos, backends, allocators) and the statuses, against PIL on the same files.
 """
 
+import ctypes
 import io
 import os
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -141,3 +144,59 @@ def test_a_decoder_takes_pools_as_its_allocators(tmp_path):
                           canvas_images(decoder, canvas, [(24, 32)])) == [True]
     assert np.abs(canvas[0].astype(int) - pixels).max() <= 1
     decoder.close()
+
+
+# (ctypes class, C type, fields to place) for every struct the binding lays out.
+LAYOUTS = [
+    (c._Region, "nvimgcodecRegion_t", ["ndim", "end", "out_of_bounds_samples"]),
+    (c._CodeStreamView, "nvimgcodecCodeStreamView_t", ["region", "bitstream_offset"]),
+    (c._Orientation, "nvimgcodecOrientation_t", ["flip_y"]),
+    (c._PlaneInfo, "nvimgcodecImagePlaneInfo_t", ["row_stride", "sample_type", "precision"]),
+    (c._ImageInfo, "nvimgcodecImageInfo_t", ["color_spec", "orientation", "num_planes",
+                                             "plane_info", "buffer", "buffer_kind",
+                                             "cuda_stream"]),
+    (c._BackendParams, "nvimgcodecBackendParams_t", ["load_hint", "load_hint_policy"]),
+    (c._Backend, "nvimgcodecBackend_t", ["kind", "params"]),
+    (c._DeviceAllocator, "nvimgcodecDeviceAllocator_t", [("device_malloc", "malloc"),
+                                                          ("device_mem_padding", "padding")]),
+    (c._PinnedAllocator, "nvimgcodecPinnedAllocator_t", [("pinned_free", "free"),
+                                                          ("pinned_mem_padding", "padding")]),
+    (c._ExecutionParams, "nvimgcodecExecutionParams_t", ["pinned_allocator", "executor",
+                                                         "device_id", "skip_pre_sync",
+                                                         "num_backends", "backends"]),
+    (c._DecodeParams, "nvimgcodecDecodeParams_t", ["apply_exif_orientation"]),
+    (c._InstanceCreateInfo, "nvimgcodecInstanceCreateInfo_t", ["extension_modules_path",
+                                                               "message_category"]),
+]
+TYPES = {c._Region: "REGION", c._CodeStreamView: "CODE_STREAM_VIEW",
+         c._Orientation: "ORIENTATION", c._PlaneInfo: "IMAGE_PLANE_INFO",
+         c._ImageInfo: "IMAGE_INFO", c._BackendParams: "BACKEND_PARAMS", c._Backend: "BACKEND",
+         c._DeviceAllocator: "DEVICE_ALLOCATOR", c._PinnedAllocator: "PINNED_ALLOCATOR",
+         c._ExecutionParams: "EXECUTION_PARAMS", c._DecodeParams: "DECODE_PARAMS",
+         c._InstanceCreateInfo: "INSTANCE_CREATE_INFO"}
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to compile nvimgcodec.h")
+def test_every_struct_matches_the_header_compiled_by_a_c_compiler(tmp_path):
+    """Sizes, field offsets and structure-type numbers of the ctypes structs against
+    nvimgcodec.h from the installed wheel, as a C compiler lays it out."""
+    (tmp_path / "cuda_runtime_api.h").write_text("typedef struct CUstream_st* cudaStream_t;\n")
+    lines, expected = [], []
+    for cls, ctype, fields in LAYOUTS:
+        lines.append(f'printf("%zu\\n", sizeof({ctype}));')
+        expected.append(ctypes.sizeof(cls))
+        for field in fields:
+            c_name, py_name = field if isinstance(field, tuple) else (field, field)
+            lines.append(f'printf("%zu\\n", offsetof({ctype}, {c_name}));')
+            expected.append(getattr(cls, py_name).offset)
+        lines.append(f'printf("%d\\n", (int)NVIMGCODEC_STRUCTURE_TYPE_{TYPES[cls]});')
+        expected.append(cls.TYPE)
+    source = tmp_path / "layout.c"
+    source.write_text("#include <stdio.h>\n#include <stddef.h>\n#include \"nvimgcodec.h\"\n"
+                      "int main(void) {\n" + "\n".join(lines) + "\nreturn 0;\n}\n")
+    include = os.path.join(c.package_dir(), "include")
+    subprocess.run(["gcc", f"-I{tmp_path}", f"-I{include}", str(source), "-o",
+                    str(tmp_path / "layout")], check=True, capture_output=True)
+    printed = subprocess.run([str(tmp_path / "layout")], check=True, capture_output=True,
+                             text=True).stdout.split()
+    assert [int(v) for v in printed] == expected
