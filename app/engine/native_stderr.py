@@ -69,7 +69,7 @@ class _Filter:
             text = line.decode("utf-8", "replace")
             if START_NOTICE.search(text) or (self._drop and FOREIGN_DEVICE_LINE.search(text)):
                 return
-            if not self._released:  # an accelerator run: everything waits for the devices
+            if not self._released:  # until the devices are found, every line waits
                 self._held.append(line)
                 return
             os.write(self._terminal, line)
