@@ -132,6 +132,15 @@ def _shadow_on_first_batch(folder):
     feed.Feed.__getitem__ = getitem
 
 
+def _trace_options():
+    """Profiler options that trace Python calls and host threads too."""
+    import jax
+
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level, options.host_tracer_level = 1, 2
+    return options
+
+
 def _trace_batches(first, last, logdir):
     """Traces (Python too) from the `first` to the `last` batch fit takes, without the
     app's profiler callback, which is not async_safe and so makes Keras run every
@@ -145,9 +154,7 @@ def _trace_batches(first, last, logdir):
 
         if self._count is None and self.served + 1 in (first, last):
             if self.served + 1 == first:
-                options = jax.profiler.ProfileOptions()
-                options.python_tracer_level, options.host_tracer_level = 1, 2
-                jax.profiler.start_trace(logdir, profiler_options=options)
+                jax.profiler.start_trace(logdir, profiler_options=_trace_options())
             else:
                 jax.profiler.stop_trace()
         return original(self, index)
@@ -170,9 +177,7 @@ def main():
         start_trace = jax.profiler.start_trace
 
         def traced(logdir, *args, **kwargs):
-            options = jax.profiler.ProfileOptions()
-            options.python_tracer_level, options.host_tracer_level = 1, 2
-            return start_trace(logdir, *args, profiler_options=options, **kwargs)
+            return start_trace(logdir, *args, profiler_options=_trace_options(), **kwargs)
 
         jax.profiler.start_trace = traced
     if os.environ.get("TRACE_BATCHES"):

@@ -29,6 +29,7 @@ import numpy as np
 
 from preprocessing.cuda_driver import CudaDriver
 
+
 class _Slot:
     """A slot of the canvas as a __cuda_array_interface__ (no stream: we sync ourselves)."""
 
@@ -48,6 +49,13 @@ def nvimgcodec_available() -> bool:
 
 BACKENDS = ("default", "hw", "hybrid", "hw+cuda")
 APIS = ("python", "c")
+
+
+def backend_plan(backend: str, hw_share: float) -> list[tuple[str, float]]:
+    """The nvImageCodec backends a BACKENDS name allows, in order, each with its
+    share of a batch (below 1: adapted batch by batch); [] lets nvImageCodec pick."""
+    return {"default": [], "hw": [("hw", 1.0)], "hybrid": [("hybrid", 1.0)],
+            "hw+cuda": [("hw", hw_share), ("hybrid", 1.0)]}[backend]
 # Fancy (smooth) chroma upsampling, as libjpeg-turbo and so TensorFlow do it.
 DECODER_OPTIONS = ":fancy_upsampling=1"
 
@@ -131,15 +139,13 @@ class NvImageCodecCanvases:
         from nvidia import nvimgcodec
 
         self.nv = nvimgcodec
-        kind = nvimgcodec.BackendKind
-        backends = {"default": None,
-                    "hw": [nvimgcodec.Backend(kind.HW_GPU_ONLY)],
-                    "hybrid": [nvimgcodec.Backend(kind.HYBRID_CPU_GPU)],
-                    "hw+cuda": [nvimgcodec.Backend(
-                        kind.HW_GPU_ONLY, load_hint=hw_share,
-                        load_hint_policy=nvimgcodec.LoadHintPolicy.ADAPTIVE_MINIMIZE_IDLE_TIME),
-                        nvimgcodec.Backend(kind.HYBRID_CPU_GPU)]}[backend]
-        self.decoder = nvimgcodec.Decoder(device_id=self.ordinal, backends=backends,
+        kinds = {"hw": nvimgcodec.BackendKind.HW_GPU_ONLY,
+                 "hybrid": nvimgcodec.BackendKind.HYBRID_CPU_GPU}
+        policy = nvimgcodec.LoadHintPolicy
+        backends = [nvimgcodec.Backend(kinds[kind], load_hint=share, load_hint_policy=(
+            policy.ADAPTIVE_MINIMIZE_IDLE_TIME if share < 1 else policy.FIXED))
+            for kind, share in backend_plan(backend, hw_share)]
+        self.decoder = nvimgcodec.Decoder(device_id=self.ordinal, backends=backends or None,
                                           options=options)
         self.params = nvimgcodec.DecodeParams(
             apply_exif_orientation=False,  # TensorFlow's decoders ignore EXIF too
@@ -171,11 +177,9 @@ class NvImageCodecCanvases:
             return nvimgcodec_c.Pool(allocate, lambda pointer: self.cuda.free(pointer, pinned),
                                      fence)
 
-        backends = {"default": [], "hw": [("hw", 1.0)], "hybrid": [("hybrid", 1.0)],
-                    "hw+cuda": [("hw", hw_share), ("hybrid", 1.0)]}[backend]
         self.device_pool, self.pinned_pool = pool(False), pool(True)
-        self.decoder = nvimgcodec_c.Decoder(self.ordinal, backends, options,
-                                            self.device_pool, self.pinned_pool)
+        self.decoder = nvimgcodec_c.Decoder(self.ordinal, backend_plan(backend, hw_share),
+                                            options, self.device_pool, self.pinned_pool)
 
     def code_stream(self, path: str, region=None):
         """A CodeStream of the file (read by nvImageCodec), limited to region (y, x, h, w)."""
