@@ -41,6 +41,18 @@ VARIANTS = {
     "c_hw_lanes1": {"decoders": 1, "backend": "hw", "api": "c"},
     "c_hw_lanes3": {"decoders": 3, "backend": "hw", "api": "c"},
     "c_hw_lanes6": {"decoders": 6, "backend": "hw", "api": "c"},
+    "nvjpeg_lanes1": {"decoders": 1, "backend": "hw", "api": "nvjpeg"},
+    "nvjpeg_lanes3": {"decoders": 3, "backend": "hw", "api": "nvjpeg"},
+    "nvjpeg_lanes3_low": {"decoders": 3, "backend": "hw", "api": "nvjpeg",
+                          "high_priority": False},
+    "nvjpeg_lanes6": {"decoders": 6, "backend": "hw", "api": "nvjpeg"},
+    # nvjpegCreateEx flags (nvjpeg.h): 0 = the engines' own chroma upsampling (not
+    # libjpeg's interpolation), 1 = HW_DECODE_NO_PIPELINE, 2 = ENABLE_MEMORY_POOLS
+    "nvjpeg_lanes3_flags0": {"decoders": 3, "backend": "hw", "api": "nvjpeg", "nvjpeg_flags": 0},
+    "nvjpeg_lanes3_nopipe": {"decoders": 3, "backend": "hw", "api": "nvjpeg",
+                             "nvjpeg_flags": 32 | 1},
+    "nvjpeg_lanes3_pools": {"decoders": 3, "backend": "hw", "api": "nvjpeg",
+                            "nvjpeg_flags": 32 | 2},
 }
 LOADS = ("idle", "shallow", "deep", "python")
 
@@ -86,6 +98,8 @@ def main():
     parser.add_argument("--out", default="")
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--trace_dir", default="",
+                        help="trace the first variant under the shallow load here")
     args = parser.parse_args()
 
     import jax
@@ -117,15 +131,23 @@ def main():
     results["load_alone_calls_per_sec"] = alone
     print(json.dumps(results), flush=True)
 
-    for name in args.variants.split(","):
-        kwargs = VARIANTS[name]
-        row = {"kwargs": kwargs}
+    for number, name in enumerate(args.variants.split(",")):
+        kwargs = dict(VARIANTS[name])
+        row = {"kwargs": dict(kwargs)}
+        if "nvjpeg_flags" in kwargs:  # every HardwareDecoder this variant makes
+            from preprocessing import nvjpeg_c
+            nvjpeg_c.HardwareDecoder.__init__.__defaults__ = (kwargs.pop("nvjpeg_flags"),)
         try:
             stream = GpuJpegStream(records, 256, 224, seed=0, train=True, dtype="bfloat16",
                                    **kwargs)
             for _ in range(3 * stream.decoders + 6):  # canvases, compiles, plans warm
                 next(stream)[0].block_until_ready()
             for kind in LOADS:
+                tracing = args.trace_dir and number == 0 and kind == "shallow"
+                if tracing:  # host threads and CUDA calls, no Python tracer
+                    options = jax.profiler.ProfileOptions()
+                    options.host_tracer_level = 2
+                    jax.profiler.start_trace(args.trace_dir, profiler_options=options)
                 load = Load(kind, step, x)
                 images, started = 0, time.perf_counter()
                 while time.perf_counter() - started < args.seconds:
@@ -133,6 +155,8 @@ def main():
                     images += batch[0].shape[0]
                 batch[0].block_until_ready()
                 seconds = time.perf_counter() - started
+                if tracing:
+                    jax.profiler.stop_trace()
                 row[kind] = {"images_per_sec": round(images / seconds, 1),
                              "load_calls_per_sec": round(load.stop(), 2)}
             row["skipped"] = stream.skipped_images()

@@ -66,6 +66,7 @@ def _patch(extra: dict, streams: list):
     canvases._acquire = _timed("acquire", canvases._acquire)
     canvases.fill = _timed("fill", canvases.fill)
     gpu_decode.CudaDriver.synchronize = _timed("sync", gpu_decode.CudaDriver.synchronize)
+    _patch_c_api()
     stream_class = gpu_pipeline.GpuJpegStream
     stream_class._materialize = _timed("materialize", stream_class._materialize)
     stream_class._finish = _timed("finish", stream_class._finish)
@@ -96,6 +97,25 @@ def _patch(extra: dict, streams: list):
     import concurrent.futures
     future = concurrent.futures.Future
     future.result = _timed("future_result", future.result)
+
+
+def _patch_c_api():
+    """Times the C API's batch decode and its memory pools (called from nvImageCodec's
+    threads: named by them), and counts the frees per CUDA stream (0: the legacy default
+    stream, whose work waits for every blocking stream of the device)."""
+    from preprocessing import nvimgcodec_c
+
+    decoder, pool = nvimgcodec_c.Decoder, nvimgcodec_c.Pool
+    decoder.decode = _timed("c_decode", decoder.decode)
+    pool.malloc = _timed("pool_malloc", pool.malloc)
+    original_free = pool.free
+
+    def free(self, pointer, stream=None):
+        with _LOCK:
+            _CALLS[f"pool_free_stream/{'0' if not stream else 'own'}"] += 1
+        return original_free(self, pointer, stream)
+
+    pool.free = _timed("pool_free", free)
 
 
 def _shadow_on_first_batch(folder):

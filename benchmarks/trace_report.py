@@ -11,7 +11,11 @@ Python traced). It prints, for the busiest GPU stream (XLA's compute stream):
 - the CUDA driver calls and copies by total time, with their longest (a device-wide
   synchronizing call such as cuMemFree shows here);
 - each host launch of a step's CUDA graph that blocked for over 3 ms, and the CUDA calls
-  and copies other threads were in meanwhile (summed over threads).
+  and copies other threads were in meanwhile (summed over threads);
+- how long GPU work waited between its launch on the host and its start on the GPU,
+  for XLA's compute stream and for every other stream (the decoder's), by kernel or
+  copy name: work on a stream that shares a hardware queue with XLA's waits behind
+  the training step's queued kernels (CUDA_DEVICE_MAX_CONNECTIONS).
 Needs xprof (installed with tensorboard-plugin-profile). A benchmark tool.
 """
 
@@ -107,6 +111,20 @@ def report(spans) -> None:
                     e["ts"], launch["ts"])
         for name, overlap in meanwhile.most_common(5):
             print(f"      {overlap / 1e3:7.1f} ms  {name}")
+
+    print("\nGPU work from launch to start (ms), by stream and name:")
+    launches = {e["bind_id"]: e for e in spans if e.get("bind_id") and e.get("flow_out")
+                and not e["thread"].startswith("Stream")}
+    delays = collections.defaultdict(list)
+    for e in spans:
+        launch = launches.get(e.get("bind_id")) if e["thread"].startswith("Stream") else None
+        if launch is not None:
+            where = "XLA's compute stream" if e["thread"] == compute else "other streams"
+            delays[(where, e["name"][:50])].append((e["ts"] - launch["ts"]) / 1e3)
+    for (where, name), waits in sorted(delays.items(), key=lambda kv: -len(kv[1]))[:8]:
+        waits.sort()
+        print(f"  {where:22s} {len(waits):6d}  p50 {waits[len(waits) // 2]:6.2f}  p90 "
+              f"{waits[int(len(waits) * 0.9)]:6.2f}  max {waits[-1]:6.2f}  {name}")
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ def nvimgcodec_available() -> bool:
 
 
 BACKENDS = ("default", "hw", "hybrid", "hw+cuda")
-APIS = ("python", "c")
+APIS = ("python", "c", "nvjpeg")
 
 
 def backend_plan(backend: str, hw_share: float) -> list[tuple[str, float]]:
@@ -105,11 +105,15 @@ class NvImageCodecCanvases:
             cudaFree waits for the GPU to drain; `write` does not apply). With "c" the
             device may be a CPU: nvImageCodec's CPU backend (libjpeg-turbo) then
             decodes into the host canvas (how the CPU tests run this path).
+            "nvjpeg": no nvImageCodec, nvJPEG's hardware decoder called directly
+            (preprocessing/nvjpeg_c.py; the fastest measured); backend must be "hw".
+        preallocate: (images, side) nvJPEG's buffers are made for up front (api
+            "nvjpeg"; the other APIs take the same from `options`).
     """
 
     def __init__(self, device, backend: str = "default", write: str = "direct",
                  options: str = DECODER_OPTIONS, keep: int = 4, high_priority: bool = True,
-                 hw_share: float = 0.75, api: str = "python"):
+                 hw_share: float = 0.75, api: str = "python", preallocate=(256, 1024)):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if write not in ("direct", "copy"):
@@ -119,8 +123,11 @@ class NvImageCodecCanvases:
         self.device, self.write, self.keep, self.api = device, write, keep, api
         self.on_gpu = device.platform == "gpu"
         if not self.on_gpu and api != "c":
-            raise ValueError(f"api='python' decodes on GPUs only, got a {device.platform} "
+            raise ValueError(f"api={api!r} decodes on GPUs only, got a {device.platform} "
                              "device (api='c' can decode on the CPU)")
+        if api == "nvjpeg" and backend != "hw":
+            raise ValueError(f"api='nvjpeg' drives the hardware JPEG engines only: backend "
+                             f"must be 'hw', got {backend!r}")
         self.cuda = self.ordinal = self.stream = self.stream_priority = None
         if self.on_gpu:
             hardware_id = getattr(device, "local_hardware_id", None)  # the CUDA ordinal
@@ -133,8 +140,14 @@ class NvImageCodecCanvases:
         self.copies = 0  # images that needed a device-to-device copy
         self.decoded = 0  # images nvImageCodec decoded (the others: the CPU, or skipped)
         self.direct_error = None  # why decoding straight into the canvas was given up
+        self.refused_batches = 0  # api "nvjpeg": batches nvJPEG refused (the CPU decoded)
         if api == "c":
             self._make_c_decoder(backend, options, hw_share)
+            return
+        if api == "nvjpeg":
+            from preprocessing.nvjpeg_c import HardwareDecoder
+
+            self.decoder = HardwareDecoder(*preallocate)
             return
         from nvidia import nvimgcodec
 
@@ -182,7 +195,11 @@ class NvImageCodecCanvases:
                                             options, self.device_pool, self.pinned_pool)
 
     def code_stream(self, path: str, region=None):
-        """A CodeStream of the file (read by nvImageCodec), limited to region (y, x, h, w)."""
+        """A CodeStream of the file (read by nvImageCodec), limited to region (y, x, h, w);
+        with api "nvjpeg" the file's bytes and the region."""
+        if self.api == "nvjpeg":
+            with open(path, "rb") as f:
+                return f.read(), region
         if self.api == "c":
             stream = self.decoder.code_stream(path, region)
             if stream is None:
@@ -216,7 +233,7 @@ class NvImageCodecCanvases:
         # canvas, never per batch (the pools below keep each shape's canvases).
         canvas.block_until_ready()
         self.allocations += 1
-        if self.api == "c":  # its images are made per batch (each slot's window differs)
+        if self.api != "python":  # images are made per batch (each slot's window differs)
             return canvas, None
         _, height, width, _ = shape
         base, slot_bytes = canvas.unsafe_buffer_pointer(), height * width * 3
@@ -246,7 +263,16 @@ class NvImageCodecCanvases:
         base, pitch = canvas.unsafe_buffer_pointer(), width * 3
         gpu = [s for s in slots if s.route == "gpu" and s.code_stream is not None]
         failed = [s for s in slots if s.route == "gpu" and s.code_stream is None]
-        if gpu and self.api == "c":
+        if gpu and self.api == "nvjpeg":
+            datas, regions = zip(*[s.code_stream for s in gpu])
+            pointers = [base + s.index * height * pitch for s in gpu]
+            if self.decoder.decode(datas, regions, pointers, [pitch] * len(gpu), self.stream):
+                self.decoded += len(gpu)
+            else:  # nvJPEG refused the batch: the CPU decodes it
+                failed += gpu
+                self.refused_batches += 1
+            self._synchronize()
+        elif gpu and self.api == "c":
             images = [self.decoder.image(base + s.index * height * pitch, *s.content, pitch,
                                          self.stream) for s in gpu]
             decoded = self.decoder.decode([s.code_stream for s in gpu], images)

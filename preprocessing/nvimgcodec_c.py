@@ -4,7 +4,10 @@ Why not the Python binding (`nvidia.nvimgcodec.Decoder`): measured on an H200 un
 training (benchmarks/results/2026-12-01-h200-decode-contention.json), its decode
 call takes the GIL once per image, and the decoder allocates and frees its working
 memory with cudaMalloc/cudaFree; a cudaFree waits for the whole GPU to drain and
-meanwhile blocks the training thread's launches. Here:
+meanwhile blocks the training thread's launches. (Measured later, 2026-12-01-h200-nvjpeg.json:
+those frees were not what held decoding back, the hardware queues it shared with XLA
+were, see preprocessing/nvjpeg_c.py; with 32 queues this path gives 0.84 of synthetic
+data's images/sec, calling nvJPEG directly 0.93.) Here:
 - memory comes from `Pool`s handed to the decoder as its device and pinned
   allocators: blocks are reused, never given back while the decoder lives, so no
   free waits for the GPU (DALI gives nvImageCodec its own memory pools likewise);

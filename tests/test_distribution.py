@@ -129,3 +129,26 @@ def test_tpu_strategy_trains_on_a_tpu_vm(digits_dir, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((tmp_path / "tpu" / "summary.json").read_text())
     assert summary["strategy"] == "TPUStrategy" and summary["precision"] == "mixed_bfloat16"
+
+
+@pytest.mark.parametrize("accelerator,preset,expected", [
+    ("gpu", None, "32"), ("gpu", "4", "4"), ("cpu", None, None)])
+def test_gpu_runs_on_jax_get_32_hardware_queues_unless_the_user_chose(accelerator, preset,
+                                                                       expected):
+    """CUDA_DEVICE_MAX_CONNECTIONS=32 on the JAX GPU path (nvJPEG's streams otherwise share
+    hardware queues with XLA's and wait behind training steps), set before JAX starts;
+    a value the user set is kept, and other runs are left alone."""
+    code = ("import json, os, sys, types\n"
+            f"sys.path.insert(0, {ROOT!r})\n"
+            "from app.engine.distribute import prepare_backend\n"
+            f"prepare_backend(types.SimpleNamespace(backend='jax', accelerator={accelerator!r},"
+            " num_devices=1))\n"
+            "print(json.dumps([os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS'),"
+            " 'jax' in sys.modules]))\n")
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
+    if preset:
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = preset
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [expected, False]

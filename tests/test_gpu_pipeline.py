@@ -434,8 +434,13 @@ def test_arguments_are_checked(jpegs):
         GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="nvimgcodec")
     with pytest.raises(ValueError, match=r"backend must be one of .*'hw\+cuda'.*got 'cuda'"):
         GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", backend="cuda")
-    with pytest.raises(ValueError, match=r"api must be one of \('python', 'c'\), got 'cffi'"):
+    with pytest.raises(ValueError, match=r"api must be one of \('python', 'c', 'nvjpeg'\), "
+                                         "got 'cffi'"):
         GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", api="cffi")
+    with pytest.raises(ValueError, match="api='nvjpeg' drives the hardware JPEG engines only: "
+                                         "backend must be 'hw', got 'hybrid'"):
+        GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", api="nvjpeg",
+                      backend="hybrid")
     for share in (0.0, 1.5):
         with pytest.raises(ValueError, match="hw_share must be in"):
             GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", backend="hw+cuda",

@@ -50,6 +50,33 @@ def test_auto_means_grain_on_jax_and_tf_data_on_tensorflow(digits_dir, tmp_path)
     assert summary_of(tmp_path / "tf")["input_pipeline"] == "tf.data"
 
 
+def test_auto_means_gpu_only_where_the_gpu_pipeline_serves(monkeypatch):
+    """On JAX, auto is the gpu pipeline for JPEG files with the standard preset on GPUs
+    with nvImageCodec installed; every other case keeps grain (tf.data on TensorFlow),
+    and a pipeline named on the command line is always kept."""
+    from preprocessing import InputSpec, streams
+
+    jpegs = [("a/x.JPEG", 0), ("b/y.jpg", 1)]
+    monkeypatch.setattr(streams, "nvimgcodec_installed", lambda: True)
+
+    def auto(jpeg_records=jpegs, preset="standard", **spec):
+        spec = {"data_dir": "", "image_size": 0, "batch_size": 8, "backend": "jax",
+                "accelerator": "gpu", **spec}
+        return streams.choose(InputSpec(**spec), preset, streams.jpeg_paths(jpeg_records))
+
+    assert auto() == "gpu"
+    assert auto(jpeg_records=[("a/x.png", 0)] + jpegs) == "grain"  # digits' PNGs
+    assert auto(jpeg_records=[(b"bytes", 0)]) == "grain"  # TFDS records
+    assert auto(jpeg_records=[]) == "grain"
+    assert auto(preset="heavy") == "grain"  # the gpu pipeline has the standard preset only
+    assert auto(accelerator="cpu") == "grain"
+    assert auto(accelerator="tpu") == "grain"
+    assert auto(backend="tensorflow") == "tf.data"
+    assert auto(input_pipeline="grain") == "grain"
+    monkeypatch.setattr(streams, "nvimgcodec_installed", lambda: False)
+    assert auto() == "grain"
+
+
 def test_folder_of_jpegs_trains_on_grain_without_tensorflow(tmp_path):
     root = tmp_path / "pets"
     write_folder_dataset(str(root), corrupt=2)
