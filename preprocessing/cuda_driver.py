@@ -31,7 +31,21 @@ class _Memcpy2D(ctypes.Structure):
     ]
 
 
-class CudaDriver:
+class LoadedOnce:
+    """A native library loaded once per process: `get()` makes the one instance of a
+    subclass on first use, whichever thread asks first."""
+
+    _loading = threading.RLock()  # re-entrant: one library's set-up may get another
+
+    @classmethod
+    def get(cls):
+        with LoadedOnce._loading:
+            if cls.__dict__.get("_instance") is None:  # this class's own, not a parent's
+                cls._instance = cls()
+            return cls._instance
+
+
+class CudaDriver(LoadedOnce):
     """The few CUDA driver calls the canvas needs, through ctypes on libcuda.so.1.
 
     Works in JAX's primary context of each device; every thread that calls in must
@@ -39,19 +53,11 @@ class CudaDriver:
     """
 
     _lock = threading.Lock()
-    _instance = None
 
     def __init__(self):
         self.lib = ctypes.CDLL("libcuda.so.1")
         self._check(self.lib.cuInit(0), "cuInit")
         self._contexts = {}
-
-    @classmethod
-    def get(cls) -> "CudaDriver":
-        with cls._lock:
-            if cls._instance is None:
-                cls._instance = cls()
-            return cls._instance
 
     def _check(self, status: int, what: str) -> None:
         if status != 0:

@@ -28,6 +28,8 @@ import importlib.util
 import os
 import threading
 
+from preprocessing.cuda_driver import LoadedOnce
+
 CPU_ONLY_DEVICE = -99999  # NVIMGCODEC_DEVICE_CPU_ONLY
 BACKEND_KINDS = {"cpu": 1, "gpu": 2, "hybrid": 3, "hw": 4}  # nvimgcodecBackendKind_t
 _ADAPTIVE = 3  # NVIMGCODEC_LOAD_HINT_POLICY_ADAPTIVE_MINIMIZE_IDLE_TIME
@@ -154,11 +156,8 @@ def package_dir() -> str | None:
     return list(spec.submodule_search_locations)[0]
 
 
-class Library:
+class Library(LoadedOnce):
     """libnvimgcodec.so.0 and one instance with its extensions loaded (one per process)."""
-
-    _lock = threading.Lock()
-    _instance = None
 
     def __init__(self):
         folder = package_dir()
@@ -174,13 +173,6 @@ class Library:
         self.check(self.slow.nvimgcodecInstanceCreate(ctypes.byref(self.handle),
                                                        ctypes.byref(info)),
                    "nvimgcodecInstanceCreate")
-
-    @classmethod
-    def get(cls) -> "Library":
-        with cls._lock:
-            if cls._instance is None:
-                cls._instance = cls()
-            return cls._instance
 
     @staticmethod
     def check(status: int, what: str) -> None:

@@ -23,7 +23,8 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-import threading
+
+from preprocessing.cuda_driver import LoadedOnce
 
 BACKEND_HARDWARE = 3  # NVJPEG_BACKEND_HARDWARE
 OUTPUT_RGBI = 5  # NVJPEG_OUTPUT_RGBI
@@ -55,11 +56,8 @@ def library_path() -> str | None:
     return _NAME
 
 
-class Library:
+class Library(LoadedOnce):
     """libnvjpeg, loaded once per process."""
-
-    _lock = threading.Lock()
-    _instance = None
 
     def __init__(self):
         path = library_path()
@@ -75,13 +73,6 @@ class Library:
                          "nvjpegDecodeParamsDestroy", "nvjpegJpegStateDestroy",
                          "nvjpegDestroy"):
                 getattr(lib, name).restype = _int
-
-    @classmethod
-    def get(cls) -> "Library":
-        with cls._lock:
-            if cls._instance is None:
-                cls._instance = cls()
-            return cls._instance
 
     @staticmethod
     def check(status: int, what: str) -> None:

@@ -9,9 +9,10 @@ import os
 import tarfile
 
 import numpy as np
-from PIL import Image
 
 import tensorflow_datasets as tfds
+
+from photos import encode  # noqa: F401 - the tests import it from here too
 
 VALIDATION_LABELS = os.path.join(os.path.dirname(tfds.__file__), "datasets", "imagenet2012",
                                  "validation_labels.txt")
@@ -31,12 +32,6 @@ def class_image(label: str, index: int, size: int = 40) -> np.ndarray:
         image[:, stripes, :] *= 0.5
     image += rng.normal(0, 8, image.shape)
     return np.clip(image, 0, 255).astype("uint8")
-
-
-def encode(pixels: np.ndarray, fmt: str = "JPEG", mode: str = "RGB") -> bytes:
-    buffer = io.BytesIO()
-    Image.fromarray(pixels).convert(mode).save(buffer, format=fmt, quality=90)
-    return buffer.getvalue()
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:

@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from conftest import ROOT
-from image_files import encode
+from photos import encode, photo
 from preprocessing import augment
 from preprocessing.canvas_ops import make_canvas_step, normalize_host, resize_bilinear_host
 from preprocessing.gpu_pipeline import GpuJpegStream
@@ -30,16 +30,6 @@ STD = np.asarray(augment.STDDEV_RGB, np.float32)
 # libjpeg-turbo's fast integer DCT, so only chroma upsampling at the crop's edge
 # and float rounding can differ.
 MEAN_TOLERANCE, MAX_TOLERANCE = 0.5, 8.0
-
-
-def photo(height: int, width: int, seed: int) -> np.ndarray:
-    """Smooth content with some noise, like a photo (JPEG keeps it well)."""
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:height, 0:width]
-    a, b, phase = rng.uniform(0.01, 0.08, 2).tolist() + [rng.uniform(0, 6)]
-    base = (np.sin(xx * a + phase) + np.cos(yy * b)) * 60 + 128
-    image = np.stack([base, np.roll(base, 7, 1), 255 - base], -1) + rng.normal(0, 4, (height, width, 3))
-    return np.clip(image, 0, 255).astype(np.uint8)
 
 
 def write(path, data: bytes) -> str:
@@ -423,6 +413,32 @@ def test_windows_too_large_for_any_canvas_are_resized_on_the_host(jpegs):
         expected = transform(tf.constant(open(path, "rb").read())).numpy()
         diff = np.abs((image - expected) * STD)
         assert diff.mean() < MEAN_TOLERANCE + 0.5 and diff.max() < MAX_TOLERANCE  # + rounding
+
+
+def test_native_libraries_load_once_per_class_whichever_thread_asks_first():
+    import concurrent.futures
+
+    from preprocessing.cuda_driver import LoadedOnce
+
+    made = []
+
+    class First(LoadedOnce):
+        def __init__(self):
+            made.append(self)
+            if len(made) == 1:
+                raise OSError("library not found")  # a failed load is tried again
+
+    class Second(LoadedOnce):
+        def __init__(self):
+            self.first = First.get()  # one library's set-up may load another
+
+    with pytest.raises(OSError):
+        First.get()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        seconds = list(pool.map(lambda _: Second.get(), range(32)))
+    assert len({id(s) for s in seconds}) == 1 and len(made) == 2
+    assert seconds[0].first is First.get() is made[1]
+    assert not isinstance(Second.get(), First)
 
 
 def test_arguments_are_checked(jpegs):

@@ -2,15 +2,13 @@
 
 These tests need an NVIDIA GPU with JPEG engines (A100, H100, H200) and skip
 elsewhere; they import neither TensorFlow nor the TensorFlow-based test helpers, so
-the GPU machine runs them as they are: benchmarks/h200_c_api.sh does.
+the GPU machine runs them as they are: benchmarks/h200_real_data.sh does.
 """
-
-import io
 
 import numpy as np
 import pytest
-from PIL import Image
 
+from photos import encode, photo
 from preprocessing import augment
 from preprocessing.gpu_pipeline import GpuJpegStream
 from preprocessing.jpeg_header import read_jpeg_header
@@ -27,23 +25,7 @@ def gpu_with_engines():
 
     if jax.devices()[0].platform != "gpu" or nvjpeg_c.library_path() is None:
         pytest.skip("needs an NVIDIA GPU with JPEG engines (A100, H100, H200) and "
-                    "nvidia-nvjpeg; benchmarks/h200_c_api.sh runs these on the H200")
-
-
-def encode(pixels, progressive=False, mode="RGB", fmt="JPEG") -> bytes:
-    buffer = io.BytesIO()
-    Image.fromarray(pixels).convert(mode).save(buffer, format=fmt, quality=90,
-                                               progressive=progressive)
-    return buffer.getvalue()
-
-
-def photo(height, width, seed):
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:height, 0:width]
-    a, b, phase = rng.uniform(0.01, 0.08, 2).tolist() + [rng.uniform(0, 6)]
-    base = (np.sin(xx * a + phase) + np.cos(yy * b)) * 60 + 128
-    image = np.stack([base, np.roll(base, 7, 1), 255 - base], -1) + rng.normal(0, 4, base.shape + (3,))
-    return np.clip(image, 0, 255).astype(np.uint8)
+                    "nvidia-nvjpeg; benchmarks/h200_real_data.sh runs these on the H200")
 
 
 @pytest.fixture(scope="module")
