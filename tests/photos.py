@@ -23,3 +23,18 @@ def encode(pixels: np.ndarray, fmt: str = "JPEG", mode: str = "RGB",
     Image.fromarray(pixels).convert(mode).save(buffer, format=fmt, quality=90,
                                                progressive=progressive)
     return buffer.getvalue()
+
+
+def assorted_jpegs(folder) -> list:
+    """24 JPEGs of assorted sizes in `folder` (the 4th gray, the 6th progressive), as
+    (path, label) records with labels 0-5."""
+    rng = np.random.default_rng(0)
+    records = []
+    for i in range(24):
+        height, width = (int(v) for v in rng.integers(40, 160, 2))
+        data = encode(photo(height, width, i), mode="L" if i == 3 else "RGB",
+                      progressive=(i == 5))
+        path = folder / f"{i:02d}.JPEG"
+        path.write_bytes(data)
+        records.append((str(path), i % 6))
+    return records

@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from conftest import ROOT
-from photos import encode, photo
+from photos import assorted_jpegs, encode, photo
 from preprocessing import augment
 from preprocessing.canvas_ops import make_canvas_step, normalize_host, resize_bilinear_host
 from preprocessing.gpu_pipeline import GpuJpegStream
@@ -41,18 +41,7 @@ def write(path, data: bytes) -> str:
 @pytest.fixture(scope="module")
 def jpegs(tmp_path_factory):
     """24 JPEGs of assorted sizes (gray and progressive among them) with labels."""
-    folder = tmp_path_factory.mktemp("jpegs")
-    rng = np.random.default_rng(0)
-    records = []
-    for i in range(24):
-        height, width = (int(v) for v in rng.integers(40, 160, 2))
-        image = Image.fromarray(photo(height, width, i))
-        buffer = io.BytesIO()
-        if i == 3:
-            image = image.convert("L")
-        image.save(buffer, format="JPEG", quality=90, progressive=(i == 5))
-        records.append((write(folder / f"{i:02d}.JPEG", buffer.getvalue()), i % 6))
-    return records
+    return assorted_jpegs(tmp_path_factory.mktemp("jpegs"))
 
 
 @pytest.fixture(scope="module")

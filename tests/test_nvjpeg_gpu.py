@@ -8,7 +8,7 @@ the GPU machine runs them as they are: benchmarks/h200_real_data.sh does.
 import numpy as np
 import pytest
 
-from photos import encode, photo
+from photos import assorted_jpegs, encode, photo
 from preprocessing import augment
 from preprocessing.gpu_pipeline import GpuJpegStream
 from preprocessing.jpeg_header import read_jpeg_header
@@ -31,17 +31,7 @@ def gpu_with_engines():
 @pytest.fixture(scope="module")
 def jpegs(tmp_path_factory):
     """24 JPEGs of assorted (non-square) sizes, a gray and a progressive one among them."""
-    folder = tmp_path_factory.mktemp("jpegs")
-    rng = np.random.default_rng(0)
-    records = []
-    for i in range(24):
-        height, width = (int(v) for v in rng.integers(40, 160, 2))
-        pixels = photo(height, width, i)
-        data = encode(pixels, progressive=(i == 5), mode="L" if i == 3 else "RGB")
-        path = folder / f"{i:02d}.JPEG"
-        path.write_bytes(data)
-        records.append((str(path), i % 6))
-    return records
+    return assorted_jpegs(tmp_path_factory.mktemp("jpegs"))
 
 
 def pixels_of(images):
