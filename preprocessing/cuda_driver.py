@@ -82,7 +82,9 @@ class CudaDriver(LoadedOnce):
         """A non-blocking stream of the current context, and its priority (None: default).
 
         High priority: its kernels are scheduled ahead of those of default-priority
-        streams (XLA's), so decoding is not queued behind a training step's kernels.
+        streams (XLA's). The decoders do their own GPU work on streams of their own,
+        though: measured on an H200, this stream's priority changed nothing
+        (benchmarks/results/2026-12-01-h200-nvjpeg.json); the hardware queues did.
         """
         stream = ctypes.c_void_p()
         if high_priority:

@@ -97,7 +97,8 @@ class NvImageCodecCanvases:
         options: nvImageCodec decoder options (space-separated, see its docs: e.g.
             "nvjpeg_hw_decoder:preallocate_width_hint=768 ...").
         keep: canvases kept for reuse (the batches in flight).
-        high_priority: decode on a stream of the highest priority.
+        high_priority: hand the decoder a stream of the highest priority (see
+            CudaDriver.new_stream: no difference measured).
         hw_share: with backend "hw+cuda", the hardware engines' first share of a batch.
         api: "python" (nvImageCodec's Python binding) or "c" (its C API through
             preprocessing/nvimgcodec_c.py: one GIL release per batch instead of a GIL

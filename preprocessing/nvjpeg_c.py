@@ -69,7 +69,7 @@ class Library(LoadedOnce):
             for name in ("nvjpegCreateEx", "nvjpegJpegStateCreate", "nvjpegDecodeParamsCreate",
                          "nvjpegDecodeParamsSetROI", "nvjpegDecodeParamsSetOutputFormat",
                          "nvjpegDecodeBatchedInitialize", "nvjpegDecodeBatchedPreAllocate",
-                         "nvjpegDecodeBatchedEx", "nvjpegGetHardwareDecoderInfo",
+                         "nvjpegDecodeBatchedEx",
                          "nvjpegDecodeParamsDestroy", "nvjpegJpegStateDestroy",
                          "nvjpegDestroy"):
                 getattr(lib, name).restype = _int
@@ -103,11 +103,6 @@ class HardwareDecoder:
                        "nvjpegCreateEx(hardware)")
         self.lib.check(self.lib.slow.nvjpegJpegStateCreate(self.handle, ctypes.byref(self.state)),
                        "nvjpegJpegStateCreate")
-        engines, cores = ctypes.c_uint(), ctypes.c_uint()
-        self.lib.check(self.lib.quick.nvjpegGetHardwareDecoderInfo(
-            self.handle, ctypes.byref(engines), ctypes.byref(cores)),
-            "nvjpegGetHardwareDecoderInfo")
-        self.engines, self.cores_per_engine = engines.value, cores.value
         self.lib.check(self.lib.slow.nvjpegDecodeBatchedPreAllocate(
             self.handle, self.state, batch_size, max_side, max_side, CSS_444, OUTPUT_RGBI),
             "nvjpegDecodeBatchedPreAllocate")
