@@ -110,11 +110,14 @@ class NvImageCodecCanvases:
             (preprocessing/nvjpeg_c.py; the fastest measured); backend must be "hw".
         preallocate: (images, side) nvJPEG's buffers are made for up front (api
             "nvjpeg"; the other APIs take the same from `options`).
+        commit: the canvases are committed to `device`; False (only for the default
+            device): uncommitted, and so are the images the step makes of them.
     """
 
     def __init__(self, device, backend: str = "default", write: str = "direct",
                  options: str = DECODER_OPTIONS, keep: int = 4, high_priority: bool = True,
-                 hw_share: float = 0.75, api: str = "python", preallocate=(256, 1024)):
+                 hw_share: float = 0.75, api: str = "python", preallocate=(256, 1024),
+                 commit: bool = True):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if write not in ("direct", "copy"):
@@ -122,6 +125,7 @@ class NvImageCodecCanvases:
         if api not in APIS:
             raise ValueError(f"api must be one of {APIS}, got {api!r}")
         self.device, self.write, self.keep, self.api = device, write, keep, api
+        self.commit = commit
         self.on_gpu = device.platform == "gpu"
         if not self.on_gpu and api != "c":
             raise ValueError(f"api={api!r} decodes on GPUs only, got a {device.platform} "
@@ -166,6 +170,26 @@ class NvImageCodecCanvases:
             color_spec=nvimgcodec.ColorSpec.SRGB, allow_any_depth=False,
             sample_format=nvimgcodec.SampleFormat.I_RGB)
 
+    def _pool(self, pinned: bool):
+        """A memory pool of this GPU (pinned host memory, or device memory) for a
+        decoder's allocator: blocks never freed while it lives, reused in stream order."""
+        from preprocessing.memory_pool import Pool
+
+        def allocate(size):
+            self.cuda.use(self.ordinal)  # called from the decoder's threads
+            return self.cuda.alloc(size, pinned)
+
+        def fence(stream):  # called from the decoder's threads, like the wait
+            self.cuda.use(self.ordinal)
+            wait = self.cuda.fence(stream)
+
+            def waited():
+                self.cuda.use(self.ordinal)
+                wait()
+            return waited
+
+        return Pool(allocate, lambda pointer: self.cuda.free(pointer, pinned), fence)
+
     def _make_c_decoder(self, backend: str, options: str, hw_share: float) -> None:
         from preprocessing import nvimgcodec_c
 
@@ -173,34 +197,18 @@ class NvImageCodecCanvases:
             self.decoder = nvimgcodec_c.Decoder(nvimgcodec_c.CPU_ONLY_DEVICE, [("cpu", 1.0)],
                                                 options)
             return
-
-        def pool(pinned: bool):
-            def allocate(size):
-                self.cuda.use(self.ordinal)  # called from nvImageCodec's threads
-                return self.cuda.alloc(size, pinned)
-
-            def fence(stream):  # called from nvImageCodec's threads, like the wait
-                self.cuda.use(self.ordinal)
-                wait = self.cuda.fence(stream)
-
-                def waited():
-                    self.cuda.use(self.ordinal)
-                    wait()
-                return waited
-
-            return nvimgcodec_c.Pool(allocate, lambda pointer: self.cuda.free(pointer, pinned),
-                                     fence)
-
-        self.device_pool, self.pinned_pool = pool(False), pool(True)
+        self.device_pool, self.pinned_pool = self._pool(False), self._pool(True)
         self.decoder = nvimgcodec_c.Decoder(self.ordinal, backend_plan(backend, hw_share),
                                             options, self.device_pool, self.pinned_pool)
 
-    def code_stream(self, path: str, region=None):
+    def code_stream(self, path: str, region=None, data: bytes | None = None):
         """A CodeStream of the file (read by nvImageCodec), limited to region (y, x, h, w);
-        with api "nvjpeg" the file's bytes and the region."""
+        with api "nvjpeg" the file's bytes (`data`, or read now) and the region."""
         if self.api == "nvjpeg":
-            with open(path, "rb") as f:
-                return f.read(), region
+            if data is None:
+                with open(path, "rb") as f:
+                    data = f.read()
+            return data, region
         if self.api == "c":
             stream = self.decoder.code_stream(path, region)
             if stream is None:
@@ -212,10 +220,10 @@ class NvImageCodecCanvases:
             stream = stream.get_sub_code_stream(region=self.nv.Region(y, x, y + h, x + w))
         return stream
 
-    def code_stream_or_none(self, path: str, region=None):
+    def code_stream_or_none(self, path: str, region=None, data: bytes | None = None):
         """code_stream(), or None where nvImageCodec refuses the file (CPU decodes it)."""
         try:
-            return self.code_stream(path, region)
+            return self.code_stream(path, region, data)
         except Exception:  # noqa: BLE001 - any refusal sends the image to the CPU
             return None
 
@@ -228,7 +236,7 @@ class NvImageCodecCanvases:
             if done is not None:
                 done.block_until_ready()
             return canvas, targets
-        canvas = jnp.zeros(shape, jnp.uint8, device=self.device)
+        canvas = jnp.zeros(shape, jnp.uint8, device=self.device if self.commit else None)
         # XLA's zero fill must land before our writes. It is queued behind every step
         # already dispatched, so this waits for the GPU to drain: it happens once per
         # canvas, never per batch (the pools below keep each shape's canvases).

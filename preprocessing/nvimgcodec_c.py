@@ -26,9 +26,9 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
-import threading
 
 from preprocessing.cuda_driver import LoadedOnce
+from preprocessing.memory_pool import ALLOC, FREE, callbacks
 
 CPU_ONLY_DEVICE = -99999  # NVIMGCODEC_DEVICE_CPU_ONLY
 BACKEND_KINDS = {"cpu": 1, "gpu": 2, "hybrid": 3, "hw": 4}  # nvimgcodecBackendKind_t
@@ -106,8 +106,7 @@ class _Backend(_Struct):
     _fields_ = _header() + [("kind", _int), ("params", _BackendParams)]
 
 
-_ALLOC = ctypes.CFUNCTYPE(_int, _void_p, ctypes.POINTER(_void_p), _size_t, _void_p)
-_FREE = ctypes.CFUNCTYPE(_int, _void_p, _void_p, _size_t, _void_p)
+_ALLOC, _FREE = ALLOC, FREE
 
 
 class _DeviceAllocator(_Struct):
@@ -180,59 +179,6 @@ class Library(LoadedOnce):
             raise RuntimeError(f"{what} failed: nvImageCodec status {status}")
 
 
-class Pool:
-    """Blocks from `allocate(size) -> pointer`, reused and never freed while the pool
-    lives: a freed block goes back to the pool; a request takes the smallest free block
-    at least its size (at most twice it), else a new one with 25% to spare.
-
-    nvImageCodec frees in stream order: work queued on the freeing stream may still
-    use the block. With `fence(stream) -> wait` (e.g. a CUDA event recorded on that
-    stream, and a wait for it), a block is handed out again only after `wait()`, so
-    the next user never overlaps the last one's queued work; the wait is on that one
-    stream's work up to the free, never on the whole device.
-    """
-
-    def __init__(self, allocate, release, fence=None):
-        self._allocate, self._release, self._fence = allocate, release, fence
-        self._free = []  # (size, pointer, wait or None), sorted by size
-        self._sizes = {}  # pointer -> size of every block made
-        self._lock = threading.Lock()
-
-    def malloc(self, size: int) -> int:
-        with self._lock:
-            for index, (capacity, pointer, wait) in enumerate(self._free):
-                if size <= capacity <= 2 * max(size, 1 << 20):
-                    del self._free[index]
-                    break
-            else:
-                capacity = max(size + size // 4, 1 << 20)
-                pointer = self._allocate(capacity)
-                self._sizes[pointer] = capacity
-                return pointer
-        if wait is not None:
-            wait()  # the last user's queued work is done with the block
-        return pointer
-
-    def free(self, pointer: int, stream=None) -> None:
-        wait = self._fence(stream) if self._fence is not None else None
-        with self._lock:
-            self._free.append((self._sizes[pointer], pointer, wait))
-            self._free.sort(key=lambda block: block[:2])
-
-    @property
-    def blocks(self) -> int:
-        return len(self._sizes)
-
-    def close(self) -> None:
-        with self._lock:
-            for _, _, wait in self._free:
-                if wait is not None:
-                    wait()
-            for pointer in self._sizes:
-                self._release(pointer)
-            self._sizes, self._free = {}, []
-
-
 class Decoder:
     """A batch decoder of one device (or the CPU: device=CPU_ONLY_DEVICE).
 
@@ -262,7 +208,8 @@ class Decoder:
         for pool, cls, field in ((device_pool, _DeviceAllocator, "device_allocator"),
                                  (pinned_pool, _PinnedAllocator, "pinned_allocator")):
             if pool is not None:
-                allocator = cls(malloc=_ALLOC(self._malloc(pool)), free=_FREE(self._free(pool)))
+                malloc, free = callbacks(pool)
+                allocator = cls(malloc=malloc, free=free)
                 setattr(params, field, ctypes.pointer(allocator))
                 self._keep.append(allocator)
         self._keep.append(params)  # in case the decoder keeps pointers into it
@@ -273,26 +220,6 @@ class Decoder:
             self.lib.handle, ctypes.byref(self.handle), ctypes.byref(params),
             options.encode()), "nvimgcodecDecoderCreate")
         self._params = _DecodeParams(apply_exif_orientation=0)
-
-    @staticmethod
-    def _malloc(pool):
-        def malloc(ctx, pointer, size, stream):
-            try:
-                pointer[0] = pool.malloc(size)
-                return 0
-            except Exception:  # noqa: BLE001 - a failed allocation is a status, not a raise
-                return 1
-        return malloc
-
-    @staticmethod
-    def _free(pool):
-        def free(ctx, pointer, size, stream):
-            try:
-                pool.free(pointer, stream)
-                return 0
-            except Exception:  # noqa: BLE001 - a failure is a status, not a raise
-                return 1
-        return free
 
     def code_stream(self, path: str, region=None) -> "CodeStream | None":
         """A code stream of the JPEG file limited to region (y, x, h, w), or None where

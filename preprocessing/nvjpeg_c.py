@@ -93,6 +93,11 @@ class HardwareDecoder:
             make nvJPEG grow its buffers once).
         flags: nvjpegCreateEx's flags; the default, FLAG_FANCY_UPSAMPLING, upsamples
             chroma by interpolation, as libjpeg-turbo (and so TensorFlow and PIL) does.
+
+    Its memory is nvJPEG's own: nvjpegCreateExV2 accepts stream-ordered allocators
+    with the hardware backend but never calls them (benchmarks/nvjpeg_pools_probe.py
+    on an H200: no block asked for while creating, preallocating and decoding), so
+    the pools the other decoders get (preprocessing/memory_pool.py) cannot be used.
     """
 
     def __init__(self, batch_size: int, max_side: int, flags: int = FLAG_FANCY_UPSAMPLING):

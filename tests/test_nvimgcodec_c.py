@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from preprocessing import nvimgcodec_c as c
+from preprocessing.memory_pool import Pool
 
 pytestmark = pytest.mark.skipif(
     c.package_dir() is None,
@@ -93,49 +94,8 @@ def test_a_damaged_file_fails_alone_and_never_crashes_the_batch(tmp_path, decode
         assert np.abs(canvas[i].astype(int) - good).max() <= 1
 
 
-def test_a_pool_reuses_blocks_and_frees_them_only_when_closed():
-    made, released = [], []
-
-    def allocate(size):
-        made.append(size)
-        return 4096 * len(made)
-
-    pool = c.Pool(allocate, released.append)
-    first = pool.malloc(3 << 20)
-    pool.free(first)
-    assert pool.malloc(3 << 20) == first and len(made) == 1  # reused, not made again
-    second = pool.malloc(2 << 20)  # the first is taken: a new block (2.5 MiB)
-    pool.free(second)
-    assert pool.malloc(1 << 20) != second  # over twice the request: kept for larger ones
-    pool.free(pool.malloc(64 << 20))  # too small ones are never used: a new block
-    assert pool.malloc(3 << 19) == second  # a free block up to twice the request fits
-    assert made[0] >= 3 << 20 and made[1] >= 2 << 20 and max(made) >= 64 << 20
-    assert pool.blocks == len(made) == 4
-    assert released == []  # nothing given back while the pool lives
-    pool.close()
-    assert sorted(released) == [4096 * (i + 1) for i in range(4)] and pool.blocks == 0
-
-
-def test_a_block_freed_in_stream_order_is_reused_only_after_its_stream_got_there():
-    log = []
-
-    def fence(stream):
-        log.append(("fence", stream))
-        return lambda: log.append(("wait", stream))
-
-    pool = c.Pool(lambda size: 4096 * (len(log) + 1), lambda pointer: None, fence)
-    first = pool.malloc(1 << 20)
-    assert log == []  # a new block: nobody used it, nothing to wait for
-    pool.free(first, stream=5)
-    assert log == [("fence", 5)]  # marked where stream 5 is now
-    assert pool.malloc(1 << 20) == first and log == [("fence", 5), ("wait", 5)]
-    pool.free(first, stream=6)
-    pool.close()  # waits for the last user before giving memory back
-    assert log[-2:] == [("fence", 6), ("wait", 6)]
-
-
 def test_a_decoder_takes_pools_as_its_allocators(tmp_path):
-    pools = [c.Pool(lambda size: 0, lambda pointer: None) for _ in range(2)]
+    pools = [Pool(lambda size: 0, lambda pointer: None) for _ in range(2)]
     decoder = c.Decoder(c.CPU_ONLY_DEVICE, backends=[("cpu", 1.0)], device_pool=pools[0],
                         pinned_pool=pools[1])
     pixels = write_jpeg(tmp_path / "a.jpg", 24, 32, 4, quality=95)
