@@ -97,6 +97,17 @@ class GpuJpegStream:
             synthetic data against 0.84 for "c" in the same call), falling back to "c"
             with nvImageCodec's own choice of backend on a GPU without JPEG engines;
             "c" with the other backends.
+        read_in: where the GPU decoder's input bytes are read: "workers" (the
+            planning processes, which read each file for its header anyway, send
+            them with the plan) or "stream" (a thread of this process reads each
+            file again). None: "workers" with api "nvjpeg"; the nvImageCodec APIs
+            read their files themselves ("stream").
+
+    Attributes:
+        warmed: with the GPU decoder, a Future of the compiles of the step for every
+            canvas shape, started when the stream is made (None with decoder "cpu").
+        devices: this process's devices, in the order of their slices; without a
+            sharding, the default device, and the batches are uncommitted there.
     """
 
     def __init__(self, records, batch_size: int, image_size: int, seed: int | None,
@@ -105,7 +116,8 @@ class GpuJpegStream:
                  canvas_sides=CANVAS_SIDES, workers: int | None = None,
                  write: str = "direct", decoder_options: str | None = None,
                  high_priority: bool = True, decoders: int | None = None,
-                 hw_share: float = 0.75, api: str | None = None):
+                 hw_share: float = 0.75, api: str | None = None,
+                 read_in: str | None = None):
         import jax
 
         self.records = [(str(path), int(label)) for path, label in records]
@@ -139,6 +151,12 @@ class GpuJpegStream:
         self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
         self.sharding = sharding
         self.devices, self._global_batch = self._local_devices(jax, sharding)
+        # Without a sharding the batches stay uncommitted (on the default device), as
+        # Keras's state is: a committed batch would commit the state the first step
+        # returns, and every change of commitment (that step; the metrics reset at
+        # each epoch's end) makes JAX compile the training step again (ResNet-50 on
+        # an H200: ~10 s each, measured).
+        self._commit = sharding is not None
         self.per_device = batch_size // len(self.devices)
         if self.per_device * self.canvas_sides[-1] ** 2 >= 2**31:
             raise ValueError(f"{self.per_device} images per device of canvases up to "
@@ -176,6 +194,14 @@ class GpuJpegStream:
             first = self._make_fillers(backend, write, decoder_options, high_priority,
                                        hw_share, api)
         self.api = api
+        if read_in not in (None, "workers", "stream"):
+            raise ValueError(f"read_in must be 'workers' or 'stream', got {read_in!r}")
+        if read_in == "workers" and api != "nvjpeg":
+            raise ValueError(f"read_in='workers' needs api='nvjpeg' (nvImageCodec's {api!r} "
+                             "API reads its files itself)")
+        self.read_in = read_in or ("workers" if api == "nvjpeg" else "stream")
+        self._spec = dataclasses.replace(self._spec, keep_bytes=self.read_in == "workers"
+                                         and self.decoder == "nvimgcodec")
         self._lanes = [first] + [self._make_fillers(backend, write, decoder_options,
                                                     high_priority, hw_share, api)
                                  for _ in range(decoders - 1)]
@@ -186,6 +212,11 @@ class GpuJpegStream:
         self._permutation = (None, None)  # (epoch, order)
         self._position = (0, 0)  # the next batch the consumer gets
         self._running = None
+        # Compile the step for every canvas shape now, beside whatever the program does
+        # next (fit compiles the model): a shape first met in training would hold
+        # that batch, and so training, for the compile (0.2-0.5 s on an H200).
+        self.warmed = (self._threads.submit(self._compile_steps)
+                       if self.decoder == "nvimgcodec" else None)
 
     # ---- public API -------------------------------------------------------------
 
@@ -247,8 +278,8 @@ class GpuJpegStream:
 
     def _local_devices(self, jax, sharding):
         """This process's devices in the order of their slices of the batch."""
-        if sharding is None:
-            return [jax.local_devices()[0]], self.batch_size
+        if sharding is None:  # the default device: where Keras keeps the model's state
+            return list(jax.device_put(np.zeros((), np.int32)).devices()), self.batch_size
         global_batch = self.batch_size * jax.process_count()
         shape = (global_batch, self.image_size, self.image_size, 3)
         starts = {}
@@ -282,7 +313,7 @@ class GpuJpegStream:
     def _make_fillers(self, backend: str, write: str, options, high_priority: bool,
                       hw_share: float, api: str):
         if self.decoder == "cpu":
-            return [_HostCanvases(d) for d in self.devices]
+            return [_HostCanvases(d, self._commit) for d in self.devices]
         from preprocessing.gpu_decode import NvImageCodecCanvases, decoder_options
 
         # Canvases kept per shape and lane: the batches a lane can have in flight (made
@@ -293,8 +324,26 @@ class GpuJpegStream:
         return [NvImageCodecCanvases(d, backend=backend, write=write, keep=keep,
                                      options=options, high_priority=high_priority,
                                      hw_share=hw_share, api=api,
-                                     preallocate=(self.per_device, self.canvas_sides[-1]))
+                                     preallocate=(self.per_device, self.canvas_sides[-1]),
+                                     commit=self._commit)
                 for d in self.devices]
+
+    def _compile_steps(self) -> int:
+        """Runs the step once on a zero canvas of each shape and device (freed after);
+        returns the number of shapes run."""
+        import jax.numpy as jnp
+
+        count = self.per_device
+        for device in self.devices:
+            for side in self.canvas_sides:
+                canvas = jnp.zeros((count, side, side, 3), jnp.uint8,
+                                   device=device if self._commit else None)
+                boxes = np.tile(np.array([0, 0, side, side], np.int32), (count, 1))
+                images, _ = self._step(canvas, np.arange(count, dtype=np.int32), boxes,
+                                       np.zeros(count, bool), np.ones(count, bool))
+                images.block_until_ready()
+                del canvas, images
+        return len(self.devices) * len(self.canvas_sides)
 
     # ---- the order and the plans ----------------------------------------------------
 
@@ -347,7 +396,8 @@ class GpuJpegStream:
                 slot.index = index
                 if slot.route == "gpu":
                     slot.code_stream = filler.code_stream_or_none(
-                        self.records[slot.record][0], slot.region)
+                        self.records[slot.record][0], slot.region, slot.data)
+                    slot.data = None
         return position, parts
 
     # ---- the device side -------------------------------------------------------------
@@ -375,8 +425,7 @@ class GpuJpegStream:
         weights = np.concatenate([r[2] for r in results])
         if self.sharding is None:
             images = outputs[0]
-            labels = jax.device_put(labels, self.devices[0])
-            weights = jax.device_put(weights, self.devices[0])
+            labels, weights = jax.device_put(labels), jax.device_put(weights)
         else:
             shape = (self._global_batch, self.image_size, self.image_size, 3)
             images = jax.make_array_from_single_device_arrays(shape, self.sharding, outputs)
@@ -431,10 +480,10 @@ class GpuJpegStream:
 class _HostCanvases:
     """Canvases built in host memory from CPU-decoded images, then sent to the device."""
 
-    def __init__(self, device):
-        self.device = device
+    def __init__(self, device, commit: bool = True):
+        self.device, self.commit = device, commit
 
-    def code_stream_or_none(self, path, region):
+    def code_stream_or_none(self, path, region, data=None):
         return None
 
     def fill(self, shape, slots):
@@ -445,7 +494,7 @@ class _HostCanvases:
             if slot.route == "host":
                 h, w = slot.pixels.shape[:2]
                 canvas[slot.index, :h, :w] = slot.pixels
-        return jax.device_put(canvas, self.device), None, []
+        return jax.device_put(canvas, self.device if self.commit else None), None, []
 
     def fill_host(self, canvas, slots):
         raise AssertionError("the host canvases never leave an image undecoded")

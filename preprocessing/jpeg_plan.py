@@ -31,6 +31,7 @@ class PlanSpec:
     image_size: int
     gpu: bool  # False: every image is decoded on the host
     hw_only: bool = False  # the GPU decoder is the hardware engines alone
+    keep_bytes: bool = False  # gpu-route slots carry the file's bytes (no second read)
 
 
 @dataclasses.dataclass
@@ -44,6 +45,7 @@ class Slot:
     box: tuple = (0, 0, 1, 1)  # the window inside what the canvas slot holds
     content: tuple = (1, 1)  # height and width of what the canvas slot holds
     pixels: np.ndarray | None = None  # host route: the uint8 content of the slot
+    data: bytes | None = None  # gpu route with spec.keep_bytes: the file's bytes
     # Filled in by the pipeline, not by planning:
     record: int = -1  # index into the records; -1 for eval padding
     label: int = 0
@@ -125,6 +127,8 @@ def plan_batch(paths: list, position: tuple, spec: PlanSpec) -> list[Slot]:
             slot.route, slot.content = "gpu", content
             slot.region = slot.window if spec.roi else None
             slot.box = (0, 0, h, w) if spec.roi else slot.window
+            if spec.keep_bytes:
+                slot.data = data
             continue
         if pixels is None:
             pixels = host_decode(data)

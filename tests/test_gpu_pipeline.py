@@ -146,6 +146,12 @@ def test_gpu_planning_routes_each_kind_of_file(tmp_path, odd_files):
     assert whole.region is None and whole.content == (300, 200) and whole.box == (y, x, h, w)
     small = routes(max_side=128)["baseline"]  # window beyond every canvas: resized on the host
     assert small.route == "host" and small.pixels.shape == (32, 32, 3)
+    # The bytes travel with the plan only when asked, and only for the GPU's slots.
+    assert all(s.data is None for s in default.values())
+    carried = routes(keep_bytes=True)
+    for name, slot in carried.items():
+        expected = open(files[name], "rb").read() if slot.route == "gpu" else None
+        assert slot.data == expected, name
 
 
 def test_the_device_step_resizes_like_tensorflow():
@@ -430,6 +436,23 @@ def test_native_libraries_load_once_per_class_whichever_thread_asks_first():
     assert not isinstance(Second.get(), First)
 
 
+def test_the_step_is_compiled_for_every_canvas_shape_up_front(jpegs):
+    """On GPUs the stream compiles its step for each canvas shape when it is made, in
+    the background (`warmed`), so no batch waits for a compile in training: run here
+    by hand (the CPU decoder does not warm up), no batch then compiles anything."""
+    from preprocessing.canvas_ops import canvas_step
+
+    stream = GpuJpegStream(jpegs, 4, 23, seed=0, train=True, decoder="cpu", workers=0,
+                           canvas_sides=(64, 128))
+    assert stream.warmed is None
+    step = canvas_step(23, "float32")
+    assert stream._compile_steps() == 2 and step._cache_size() == 2
+    for _ in range(4):
+        next(stream)
+    assert step._cache_size() == 2
+    stream.close()
+
+
 def test_arguments_are_checked(jpegs):
     with pytest.raises(ValueError, match="cannot fill one batch"):
         GpuJpegStream(jpegs[:3], 4, 32, seed=0, train=True, decoder="cpu")
@@ -446,6 +469,11 @@ def test_arguments_are_checked(jpegs):
                                          "backend must be 'hw', got 'hybrid'"):
         GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", api="nvjpeg",
                       backend="hybrid")
+    with pytest.raises(ValueError, match="read_in must be 'workers' or 'stream', got 'disk'"):
+        GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", read_in="disk")
+    with pytest.raises(ValueError, match="read_in='workers' needs api='nvjpeg'"):
+        GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", backend="default",
+                      read_in="workers")
     for share in (0.0, 1.5):
         with pytest.raises(ValueError, match="hw_share must be in"):
             GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", backend="hw+cuda",
@@ -503,3 +531,49 @@ def test_two_devices_get_their_slices_of_a_sharded_batch(jpegs):
                                "JAX_PLATFORMS": "cpu", "PYTHONPATH": NO_TF})
     assert result == {"devices": 2, "sharding": True, "labels_sharded": True,
                       "shards": [4, 4], "same": True, "eval_weights": 24.0}
+
+
+FIT_COMPILES = """
+import json, logging, sys, numpy as np, jax
+sys.path.insert(0, {root!r})
+import keras
+from preprocessing.feed import Feed
+from preprocessing.gpu_pipeline import GpuJpegStream
+compiles = []
+
+class Count(logging.Handler):
+    def emit(self, record):
+        if "Finished XLA compilation of jit(train_step)" in record.getMessage():
+            compiles.append(record.getMessage())
+
+logging.getLogger("jax").addHandler(Count())
+jax.config.update("jax_log_compiles", True)
+sharding = None
+if {devices} > 1:
+    distribution = keras.distribution.DataParallel(devices=jax.devices())
+    keras.distribution.set_distribution(distribution)
+    sharding = distribution.get_data_layout((8, 16, 16, 3)).backend_layout
+stream = GpuJpegStream({records!r}, 8, 16, seed=1, train=True, dtype="float32",
+                       decoder="cpu", workers=0, sharding=sharding)
+x, _ = next(stream)
+model = keras.Sequential([keras.Input((16, 16, 3)), keras.layers.Conv2D(4, 3),
+                          keras.layers.BatchNormalization(),
+                          keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(4)])
+model.compile("sgd", "sparse_categorical_crossentropy", metrics=["accuracy"])
+model.fit(Feed(stream, None), epochs=3, steps_per_epoch=3, verbose=0)
+stream.close()
+print(json.dumps({{"compiles": len(compiles), "committed": x.committed}}))
+"""
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_fit_compiles_the_training_step_once(jpegs, devices):
+    """One device: the batches are uncommitted, like Keras's state; were they committed,
+    the first step would commit the state it returns and each change of commitment
+    (that step, the metrics reset at every epoch's end) would compile the step again
+    (on an H200, ~10 s each for ResNet-50). Two devices: laid out as DataParallel's."""
+    code = FIT_COMPILES.format(root=ROOT, records=jpegs, devices=devices)
+    result = run_python(code, {"XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+                               "JAX_PLATFORMS": "cpu", "KERAS_BACKEND": "jax",
+                               "PYTHONPATH": NO_TF})
+    assert result == {"compiles": 1, "committed": devices > 1}

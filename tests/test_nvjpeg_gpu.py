@@ -68,6 +68,47 @@ def test_the_hardware_decoder_gives_the_cpu_decoders_batches(jpegs):
         cpu.close()
 
 
+def test_bytes_from_the_planning_processes_decode_like_bytes_read_again(jpegs):
+    """read_in="workers" (the default: the planning processes send each file's bytes
+    with its plan) gives exactly the batches of read_in="stream" (read again here)."""
+    kwargs = dict(decoder="nvimgcodec", api="nvjpeg", backend="hw")
+    carried = GpuJpegStream(jpegs, 8, 32, seed=4, train=True, workers=2, **kwargs)
+    assert carried.read_in == "workers" and carried._spec.keep_bytes
+    again = stream(jpegs, 8, True, read_in="stream", **kwargs)
+    for ours, theirs in zip(batches(carried, 4), batches(again, 4)):
+        assert all(np.array_equal(a, b) for a, b in zip(ours, theirs))
+    carried.close()
+    again.close()
+
+
+def test_the_step_is_compiled_before_training_asks(jpegs):
+    """Each canvas shape's step is compiled when the stream is made: iterating then
+    compiles nothing (a compile in training would hold a batch, so training)."""
+    import logging
+
+    import jax
+
+    compiles = []
+
+    class Count(logging.Handler):
+        def emit(self, record):
+            if "Finished XLA compilation" in record.getMessage():
+                compiles.append(record.getMessage())
+
+    warm = stream(jpegs, 8, True, decoder="nvimgcodec", canvas_sides=(128, 256, 512))
+    assert warm.warmed.result(timeout=120) == 3
+    handler = Count()
+    logging.getLogger("jax").addHandler(handler)
+    jax.config.update("jax_log_compiles", True)
+    try:
+        batches(warm, 4)
+    finally:
+        jax.config.update("jax_log_compiles", False)
+        logging.getLogger("jax").removeHandler(handler)
+        warm.close()
+    assert [c for c in compiles if "jit(step)" in c] == []
+
+
 def test_odd_files_are_decoded_on_the_cpu_or_skipped_and_counted(tmp_path):
     """A PNG and a CMYK JPEG named .JPEG, a truncated and a corrupt file: never a crash,
     never a wrong label; the two unreadable files are skipped and counted."""
