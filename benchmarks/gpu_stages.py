@@ -27,14 +27,16 @@ how much decoding on the GPU alone slows the training step (SHADOW_NO_STEP=1: wi
 the compiled crop/resize step, nvImageCodec's decoding alone). PYTHON_TRACE=1 makes
 the app's profile (--profile_steps) trace Python calls and host threads as well;
 TRACE_BATCHES=FIRST,LAST TRACE_DIR=DIR traces the same between two batches without the
-profiler callback (which makes Keras run callbacks synchronously). A benchmark,
-not part of the app: it patches the pipeline's classes in this process only.
+profiler callback (which makes Keras run callbacks synchronously). TIMELINE=1 adds a timeline of the stages' calls
+(take, getitem: fit's wait for each batch; materialize, fill, step, acquire) and of
+every XLA compile, in seconds since start. A benchmark, not part of the app: it patches the pipeline's classes in this process only.
 """
 
 import collections
 import functools
 import json
 import os
+import re
 import runpy
 import sys
 import threading
@@ -43,6 +45,11 @@ import time
 _TIMES = collections.defaultdict(float)
 _CALLS = collections.Counter()
 _LOCK = threading.Lock()
+_T0 = time.perf_counter()
+# TIMELINE=1: every call of these stages as (start s, seconds, thread, stage), and each
+# XLA compile as (end s, seconds, thread, "compile NAME").
+_TIMELINE_STAGES = {"take", "materialize", "fill", "step", "getitem", "acquire"}
+_TIMELINE = [] if os.environ.get("TIMELINE") else None
 
 
 def _timed(name, fn):
@@ -52,11 +59,37 @@ def _timed(name, fn):
         try:
             return fn(*args, **kwargs)
         finally:
-            key = f"{threading.current_thread().name}/{name}"
+            end = time.perf_counter()
+            thread = threading.current_thread().name
+            key = f"{thread}/{name}"
             with _LOCK:
-                _TIMES[key] += time.perf_counter() - start
+                _TIMES[key] += end - start
                 _CALLS[key] += 1
+                if _TIMELINE is not None and name in _TIMELINE_STAGES:
+                    _TIMELINE.append((round(start - _T0, 4), round(end - start, 4), thread,
+                                      name))
     return wrapper
+
+
+def _log_compiles():
+    """Adds each XLA compile (JAX's jax_log_compiles messages) to the timeline."""
+    import logging
+
+    import jax
+
+    class Compiles(logging.Handler):
+        def emit(self, record):
+            message = record.getMessage()
+            match = re.search(r"Finished XLA compilation of (.*) in ([0-9.e-]+) sec", message)
+            if match:
+                with _LOCK:
+                    _TIMELINE.append((round(time.perf_counter() - _T0, 4),
+                                      round(float(match.group(2)), 4),
+                                      threading.current_thread().name,
+                                      f"compile {match.group(1)}"))
+
+    jax.config.update("jax_log_compiles", True)
+    logging.getLogger("jax").addHandler(Compiles())
 
 
 def _patch(extra: dict, streams: list):
@@ -83,6 +116,8 @@ def _patch(extra: dict, streams: list):
     original_get, original_put = running._get, running._put
     running._get, running._put = get, put
     running.take = _timed("take", running.take)
+    from preprocessing import feed
+    feed.Feed.__getitem__ = _timed("getitem", feed.Feed.__getitem__)
     original_init = stream_class.__init__
 
     def init(self, records, *args, **kwargs):
@@ -187,6 +222,8 @@ def main():
     extra = json.loads(os.environ.get("STREAM_KW", "{}"))
     streams = []
     _patch(extra, streams)
+    if _TIMELINE is not None:
+        _log_compiles()
     if os.environ.get("SWITCH_INTERVAL"):
         sys.setswitchinterval(float(os.environ["SWITCH_INTERVAL"]))
     if os.environ.get("SHADOW_FOLDER"):
@@ -224,6 +261,7 @@ def main():
             "wall_seconds": round(time.perf_counter() - started, 2),
             "seconds": {k: round(v, 3) for k, v in sorted(_TIMES.items())},
             "calls": dict(sorted(_CALLS.items())),
+            "timeline": sorted(_TIMELINE or []),
             "canvas_allocations": sum(getattr(f, "allocations", 0) for f in fillers),
             "d2d_copies": sum(getattr(f, "copies", 0) for f in fillers),
             "train_stream": [{"decoder": s.decoder, "workers": s.workers,

@@ -1,5 +1,5 @@
 # Sourced by the gpu-pipeline diagnosis scripts (repository root, on the device machine):
-# the environment, ~10,000 ImageNet-sized JPEGs in /tmp/jpegs, logs in /tmp/logs, and
+# the environment, $JPEGS_TRAIN (10,240) ImageNet-sized JPEGs in /tmp/jpegs, logs in /tmp/logs, and
 #   staged NAME GPUS [VAR=value ...] -- [app flags ...]
 # which runs the app through benchmarks/gpu_stages.py (ResNet-50 bf16, 256 per GPU,
 # every callback on, 3 epochs, no validation) with those variables set, prints one line
@@ -8,7 +8,7 @@ source benchmarks/device_env.sh
 export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 L=/tmp/logs; mkdir -p $L
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc; } > $L/machine.txt 2>&1
-python3 benchmarks/make_jpegs.py /tmp/jpegs --train=10240 --validation=256 --classes=100 > $L/jpegs.log 2>&1
+python3 benchmarks/make_jpegs.py /tmp/jpegs --train=${JPEGS_TRAIN:-10240} --validation=256 --classes=100 > $L/jpegs.log 2>&1
 cat $L/jpegs.log
 staged() {
   local name=$1 gpus=$2; shift 2; local envs=(STAGES_OUT=$L/$name.stages.json)
