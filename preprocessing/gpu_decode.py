@@ -74,6 +74,24 @@ def decoder_options(batch_size: int, max_side: int) -> str:
             f"nvjpeg_hw_decoder:preallocate_height_hint={max_side}")
 
 
+def decode_bisecting(decode, items: list) -> tuple[list, int]:
+    """Runs decode(part) -> bool (False: the whole part refused, as nvJPEG's batched
+    decoder refuses a batch for one bad image) on `items`, then on each half of a
+    refused part, down to single items. Returns (the items refused alone, calls made):
+    one bad image among n costs about 2 log2(n) calls, not n images on the CPU."""
+    refused, calls, parts = [], 0, [list(items)]
+    while parts:
+        part = parts.pop()
+        calls += 1
+        if decode(part):
+            continue
+        if len(part) == 1:
+            refused += part
+        else:
+            parts += [part[len(part) // 2:], part[:len(part) // 2]]
+    return refused, calls
+
+
 class NvImageCodecCanvases:
     """The canvases of one GPU, filled by nvImageCodec (and by copies of CPU decodes).
 
@@ -145,7 +163,7 @@ class NvImageCodecCanvases:
         self.copies = 0  # images that needed a device-to-device copy
         self.decoded = 0  # images nvImageCodec decoded (the others: the CPU, or skipped)
         self.direct_error = None  # why decoding straight into the canvas was given up
-        self.refused_batches = 0  # api "nvjpeg": batches nvJPEG refused (the CPU decoded)
+        self.refused_batches = 0  # api "nvjpeg": batches nvJPEG refused (then bisected)
         if api == "c":
             self._make_c_decoder(backend, options, hw_share)
             return
@@ -273,13 +291,16 @@ class NvImageCodecCanvases:
         gpu = [s for s in slots if s.route == "gpu" and s.code_stream is not None]
         failed = [s for s in slots if s.route == "gpu" and s.code_stream is None]
         if gpu and self.api == "nvjpeg":
-            datas, regions = zip(*[s.code_stream for s in gpu])
-            pointers = [base + s.index * height * pitch for s in gpu]
-            if self.decoder.decode(datas, regions, pointers, [pitch] * len(gpu), self.stream):
-                self.decoded += len(gpu)
-            else:  # nvJPEG refused the batch: the CPU decodes it
-                failed += gpu
-                self.refused_batches += 1
+            def decode(part):
+                datas, regions = zip(*[s.code_stream for s in part])
+                pointers = [base + s.index * height * pitch for s in part]
+                return self.decoder.decode(datas, regions, pointers, [pitch] * len(part),
+                                           self.stream)
+
+            refused, calls = decode_bisecting(decode, gpu)
+            self.decoded += len(gpu) - len(refused)
+            self.refused_batches += calls > 1
+            failed += refused  # the images nvJPEG refuses alone: the CPU decodes them
             self._synchronize()
         elif gpu and self.api == "c":
             images = [self.decoder.image(base + s.index * height * pitch, *s.content, pitch,

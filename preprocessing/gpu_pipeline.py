@@ -17,8 +17,10 @@ with the same distribution, not the same draws (numpy, not Philox).
 
 Images the GPU path does not take (PNG named .JPEG, CMYK, arithmetic-coded, 12-bit,
 truncated, a window larger than the biggest canvas) are decoded on the CPU
-(host_ops.decode) and copied into their slot; a window too large for any canvas is
-resized on the host first (then rounded to uint8: at most half a gray level off).
+(host_ops.decode) and copied into their slot (a batch nvJPEG refuses for one image is
+split in halves until only that image is left: gpu_decode.decode_bisecting); a window
+too large for any canvas is resized on the host first (then rounded to uint8: at most
+half a gray level off).
 Images no decoder can read are skipped and counted (`skipped_images()`, distinct
 files): in training another image of the same batch and device stands in for them
 (image and label together), in evaluation they get weight 0.

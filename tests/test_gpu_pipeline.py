@@ -436,6 +436,32 @@ def test_native_libraries_load_once_per_class_whichever_thread_asks_first():
     assert not isinstance(Second.get(), First)
 
 
+def test_a_refused_batch_is_bisected_down_to_the_images_refused_alone():
+    """nvJPEG refuses a whole batch for one bad image: the halves are tried again, so
+    only the bad images go to the CPU, every good one is decoded exactly once by a
+    call that succeeded, and one bad image in 256 costs 2 log2(256) + 1 calls."""
+    from preprocessing.gpu_decode import decode_bisecting
+
+    def run(items, bad):
+        calls, decoded = [], []
+
+        def decode(part):
+            calls.append(list(part))
+            ok = not any(item in bad for item in part)
+            decoded.extend(part if ok else [])
+            return ok
+
+        refused, count = decode_bisecting(decode, items)
+        assert count == len(calls)
+        assert sorted(decoded) == sorted(set(items) - set(bad))  # each exactly once
+        return refused, count
+
+    assert run(list(range(10)), set()) == ([], 1)
+    assert run(list(range(10)), {3, 7})[0] == [3, 7]  # in the batch's order
+    assert run(list(range(256)), {200}) == ([200], 17)
+    assert run(list(range(4)), {0, 1, 2, 3}) == ([0, 1, 2, 3], 7)
+
+
 def test_the_step_is_compiled_for_every_canvas_shape_up_front(jpegs):
     """On GPUs the stream compiles its step for each canvas shape when it is made, in
     the background (`warmed`), so no batch waits for a compile in training: run here

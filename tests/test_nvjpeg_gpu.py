@@ -135,6 +135,22 @@ def test_odd_files_are_decoded_on_the_cpu_or_skipped_and_counted(tmp_path):
 
 
 
+def test_one_bad_file_leaves_the_rest_of_its_batch_to_the_engines(jpegs, tmp_path):
+    """A truncated JPEG among seven good ones: if nvJPEG refuses the batch for it, the
+    halves are decoded again (decode_bisecting), so the seven still decode on the GPU;
+    the truncated one is decoded on the CPU or skipped and counted, never a crash."""
+    whole = encode(photo(96, 128, 2))
+    (tmp_path / "cut.JPEG").write_bytes(whole[: len(whole) * 2 // 3])
+    records = list(jpegs[:7]) + [(str(tmp_path / "cut.JPEG"), 0)]
+    evaluation = stream(records, 8, False, decoder="nvimgcodec", api="nvjpeg", backend="hw")
+    engines = sum(read_jpeg_header(open(path, "rb").read()).hw_decodable
+                  for path, _ in jpegs[:7])
+    images, labels, weights = (np.asarray(a) for a in next(iter(evaluation)))
+    assert sum(f.decoded for f in evaluation._fillers) >= engines
+    assert weights[:7].tolist() == [1.0] * 7 and evaluation.skipped_images() <= 1
+    evaluation.close()
+
+
 def test_by_default_the_engines_decode_and_without_them_nvimgcodec_does(jpegs, monkeypatch):
     """The default (api=None, backend "hw") is nvJPEG's hardware decoder in 6 lanes; on
     a GPU whose engines cannot be used (nvjpegCreateEx fails, as on GPUs without
