@@ -45,6 +45,20 @@ class LoadedOnce:
             return cls._instance
 
 
+class ClosedWhenCollected:
+    """A native resource's owner: `close()` runs when the object is collected too (a
+    failure then, at interpreter shutdown, is ignored). Subclasses define close()."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
 class CudaDriver(LoadedOnce):
     """The few CUDA driver calls the canvas needs, through ctypes on libcuda.so.1.
 

@@ -27,7 +27,7 @@ import ctypes
 import importlib.util
 import os
 
-from preprocessing.cuda_driver import LoadedOnce
+from preprocessing.cuda_driver import ClosedWhenCollected, LoadedOnce
 from preprocessing.memory_pool import ALLOC, FREE, callbacks
 
 CPU_ONLY_DEVICE = -99999  # NVIMGCODEC_DEVICE_CPU_ONLY
@@ -179,7 +179,7 @@ class Library(LoadedOnce):
             raise RuntimeError(f"{what} failed: nvImageCodec status {status}")
 
 
-class Decoder:
+class Decoder(ClosedWhenCollected):
     """A batch decoder of one device (or the CPU: device=CPU_ONLY_DEVICE).
 
     Args:
@@ -286,14 +286,8 @@ class Decoder:
             self.lib.slow.nvimgcodecDecoderDestroy(self.handle)
             self.handle = _void_p()
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
-
-class _Owned:
+class _Owned(ClosedWhenCollected):
     """A library handle destroyed with its Python object (before its parent's)."""
 
     DESTROY = ""
@@ -301,13 +295,10 @@ class _Owned:
     def __init__(self, lib: Library, handle, parent=None):
         self.lib, self.handle, self.parent = lib, handle, parent
 
-    def __del__(self):
-        try:
-            if self.handle.value:
-                getattr(self.lib.quick, self.DESTROY)(self.handle)
-                self.handle = _void_p()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
+    def close(self) -> None:
+        if self.handle.value:
+            getattr(self.lib.quick, self.DESTROY)(self.handle)
+            self.handle = _void_p()
 
 
 class CodeStream(_Owned):

@@ -24,7 +24,7 @@ import ctypes
 import os
 import sys
 
-from preprocessing.cuda_driver import LoadedOnce
+from preprocessing.cuda_driver import ClosedWhenCollected, LoadedOnce
 
 BACKEND_HARDWARE = 3  # NVJPEG_BACKEND_HARDWARE
 OUTPUT_RGBI = 5  # NVJPEG_OUTPUT_RGBI
@@ -80,7 +80,7 @@ class Library(LoadedOnce):
             raise RuntimeError(f"{what} failed: nvJPEG status {status}")
 
 
-class HardwareDecoder:
+class HardwareDecoder(ClosedWhenCollected):
     """Batches of JPEGs decoded by the GPU's JPEG engines into caller memory.
 
     Must be created and used with the device's CUDA context current in the thread
@@ -168,9 +168,3 @@ class HardwareDecoder:
         if self.handle.value:
             self.lib.slow.nvjpegDestroy(self.handle)
             self.handle = _void_p()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass

@@ -436,6 +436,27 @@ def test_native_libraries_load_once_per_class_whichever_thread_asks_first():
     assert not isinstance(Second.get(), First)
 
 
+def test_native_handles_are_closed_when_collected_and_failures_then_ignored():
+    import gc
+
+    from preprocessing.cuda_driver import ClosedWhenCollected
+
+    closed = []
+
+    class Handle(ClosedWhenCollected):
+        def __init__(self, fail):
+            self.fail = fail
+
+        def close(self):
+            closed.append(self.fail)
+            if self.fail:
+                raise RuntimeError("library already unloaded")
+
+    Handle(False), Handle(True)  # noqa: B018 - made and dropped at once
+    gc.collect()
+    assert sorted(closed) == [False, True]  # both closed; the failure did not escape
+
+
 def test_a_refused_batch_is_bisected_down_to_the_images_refused_alone():
     """nvJPEG refuses a whole batch for one bad image: the halves are tried again, so
     only the bad images go to the CPU, every good one is decoded exactly once by a
