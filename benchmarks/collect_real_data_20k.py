@@ -51,26 +51,33 @@ def train_step_compiles(stages: dict) -> int:
     return sum(1 for t in stages.get("timeline", []) if t[3] == "compile jit(train_step)")
 
 
-def step_ms_by_epoch(stages: dict, steps: int) -> list[float]:
-    """Mean interval between fit's batch requests after the compile, per epoch (fit
-    fetches one batch ahead: steps + 1 requests an epoch)."""
+def _requests_and_epochs(stages: dict):
+    """The times fit asked for a batch, and the index of the first request of each
+    epoch's window (after the compile; an epoch ends at a pause over 0.5 s) with the
+    end."""
     times = np.array([t[0] for t in stages["timeline"] if t[3] == "getitem"])
-    gaps = np.where(np.diff(times) > 0.5)[0]
-    bounds = [4] + [int(g) + 1 for g in gaps if g > 10] + [len(times)]
+    pauses = np.where(np.diff(times) > 0.5)[0]
+    return times, [4] + [int(p) + 1 for p in pauses if p > 10] + [len(times)]
+
+
+def step_ms_by_epoch(stages: dict) -> list[float]:
+    """Mean interval between fit's batch requests per epoch, past each window's first
+    two (fit fetches one batch ahead)."""
+    times, bounds = _requests_and_epochs(stages)
     return [round(float(np.diff(times[a + 2:b]).mean() * 1e3), 2)
             for a, b in zip(bounds, bounds[1:])]
 
 
 def fill_ms_by_epoch(stages: dict) -> list[float]:
-    times = np.array([t[0] for t in stages["timeline"] if t[3] == "getitem"])
-    gaps = [times[4]] + [times[int(g) + 1] for g in np.where(np.diff(times) > 0.5)[0]
-                         if g > 10] + [times[-1] + 1]
+    """Mean decode call (fill) per epoch, by the time it started."""
+    times, bounds = _requests_and_epochs(stages)
+    edges = [times[i] for i in bounds[:-1]] + [times[-1] + 1]
     fills = [t for t in stages["timeline"] if t[3] == "fill"]
     return [round(float(np.mean([t[1] for t in fills if a <= t[0] < b])) * 1e3, 1)
-            for a, b in zip(gaps, gaps[1:])]
+            for a, b in zip(edges, edges[1:])]
 
 
-def run(archive: Archive, name: str, steps: int | None = None) -> dict:
+def run(archive: Archive, name: str, by_epoch: bool = False) -> dict:
     summary = archive.json(f"{name}.json")
     result = {"images_per_sec": summary["images_per_sec"],
               "images_per_sec_wall": summary.get("images_per_sec_wall"),
@@ -78,8 +85,8 @@ def run(archive: Archive, name: str, steps: int | None = None) -> dict:
     if f"{name}.stages.json" in archive.names:
         stages = archive.json(f"{name}.stages.json")
         result["train_step_compiles"] = train_step_compiles(stages)
-        if steps:
-            result["step_ms_by_epoch"] = step_ms_by_epoch(stages, steps)
+        if by_epoch:
+            result["step_ms_by_epoch"] = step_ms_by_epoch(stages)
             if any(t[3] == "fill" for t in stages["timeline"]):
                 result["decode_fill_ms_by_epoch"] = fill_ms_by_epoch(stages)
     return result
@@ -91,7 +98,7 @@ def main(raw: str, out: str) -> None:
     for call, names in (("call1", ["syn", "gpu_workers", "gpu_stream"]),
                         ("call2", ["syn", "gpu_workers", "gpu_stream"])):
         diagnosis[call] = {n: run(calls[call], n) for n in names}
-    diagnosis["call3"] = {n: run(calls["call3"], n, steps=80)
+    diagnosis["call3"] = {n: run(calls["call3"], n, by_epoch=True)
                           for n in ["syn", "gpu", "gpu_stream", "gpu_switch1ms"]}
     head = {n: run(calls["call4"], n) for n in ["synthetic", "gpu", "grain"]}
     peer4 = calls["call4"].json("peer.json")["rows"][0]

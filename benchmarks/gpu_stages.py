@@ -116,6 +116,9 @@ def _patch(extra: dict, streams: list):
     original_get, original_put = running._get, running._put
     running._get, running._put = get, put
     running.take = _timed("take", running.take)
+    # Importing the feed imports Keras: with the backend these runs use (--backend=jax),
+    # or the app would find Keras set up for TensorFlow.
+    os.environ.setdefault("KERAS_BACKEND", "jax")
     from preprocessing import feed
     feed.Feed.__getitem__ = _timed("getitem", feed.Feed.__getitem__)
     original_init = stream_class.__init__
@@ -138,9 +141,9 @@ def _patch_c_api():
     """Times the C API's batch decode and its memory pools (called from nvImageCodec's
     threads: named by them), and counts the frees per CUDA stream (0: the legacy default
     stream, whose work waits for every blocking stream of the device)."""
-    from preprocessing import nvimgcodec_c
+    from preprocessing import memory_pool, nvimgcodec_c
 
-    decoder, pool = nvimgcodec_c.Decoder, nvimgcodec_c.Pool
+    decoder, pool = nvimgcodec_c.Decoder, memory_pool.Pool
     decoder.decode = _timed("c_decode", decoder.decode)
     pool.malloc = _timed("pool_malloc", pool.malloc)
     original_free = pool.free
