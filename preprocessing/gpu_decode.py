@@ -24,6 +24,7 @@ C API, made per batch for each image's window, and nothing is ever copied.
 from __future__ import annotations
 
 import ctypes
+import warnings
 
 import numpy as np
 
@@ -164,6 +165,7 @@ class NvImageCodecCanvases:
         self.decoded = 0  # images nvImageCodec decoded (the others: the CPU, or skipped)
         self.direct_error = None  # why decoding straight into the canvas was given up
         self.refused_batches = 0  # api "nvjpeg": batches nvJPEG refused (then bisected)
+        self.warmed_up = False  # api "nvjpeg": warm() ran
         if api == "c":
             self._make_c_decoder(backend, options, hw_share)
             return
@@ -347,6 +349,25 @@ class NvImageCodecCanvases:
     def fill_host(self, canvas, slots) -> None:
         self._use()
         self._copy_host(canvas, slots)
+
+    def warm(self, jpegs) -> bool:
+        """api "nvjpeg": has nvJPEG's hardware decoder grow its buffers now for batches
+        of `jpegs` (jpeg_plan.warm_up_jpegs), once; the other APIs: nothing. Call it
+        from the thread that decodes. Returns whether nvJPEG took them all."""
+        if self.api != "nvjpeg" or self.warmed_up:
+            return True
+        self.warmed_up = True  # once, whatever happens: it only saves time later
+        self._use()
+        try:
+            scratch = self.cuda.alloc(self.decoder.warm_scratch_bytes())
+            try:
+                return self.decoder.warm(jpegs, scratch, self.stream)
+            finally:
+                self.cuda.free(scratch)
+        except RuntimeError as e:  # e.g. out of device memory: train without it
+            warnings.warn(f"nvJPEG's warm-up failed ({e}); its buffers will grow while "
+                          "training instead", RuntimeWarning, stacklevel=2)
+            return False
 
     def _use(self) -> None:
         if self.on_gpu:

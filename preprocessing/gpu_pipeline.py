@@ -42,7 +42,8 @@ import numpy as np
 from preprocessing.background import END, Running, process_pool
 from preprocessing.canvas_ops import canvas_step
 from preprocessing.gpu_decode import APIS, BACKENDS
-from preprocessing.jpeg_plan import PlanSpec, host_decode, host_window, plan_batch, read_file
+from preprocessing.jpeg_plan import (PlanSpec, host_decode, host_window, plan_batch, read_file,
+                                     warm_up_jpegs)
 
 CANVAS_SIDES = (256, 384, 512, 768, 1024)  # canvas sides (square), in buckets
 DECODERS = ("auto", "nvimgcodec", "cpu")
@@ -104,6 +105,14 @@ class GpuJpegStream:
             them with the plan) or "stream" (a thread of this process reads each
             file again). None: "workers" with api "nvjpeg"; the nvImageCodec APIs
             read their files themselves ("stream").
+        warm_up: with api "nvjpeg", files drawn (from the seed) to warm nvJPEG's
+            hardware decoders up before their first batch: each decodes batches of
+            made-up JPEGs as large as the largest of these (sides up to twice the
+            largest canvas side), per chroma layout, so it grows its buffers then
+            and not in training (jpeg_plan.warm_up_jpegs;
+            measured on an H200: without it nvJPEG freed and allocated memory in 65
+            of the first epoch's 80 batches, and the training step waited for
+            those frees). 0: none.
 
     Attributes:
         warmed: with the GPU decoder, a Future of the compiles of the step for every
@@ -119,7 +128,7 @@ class GpuJpegStream:
                  write: str = "direct", decoder_options: str | None = None,
                  high_priority: bool = True, decoders: int | None = None,
                  hw_share: float = 0.75, api: str | None = None,
-                 read_in: str | None = None):
+                 read_in: str | None = None, warm_up: int = 1024):
         import jax
 
         self.records = [(str(path), int(label)) for path, label in records]
@@ -204,6 +213,17 @@ class GpuJpegStream:
         self.read_in = read_in or ("workers" if api == "nvjpeg" else "stream")
         self._spec = dataclasses.replace(self._spec, keep_bytes=self.read_in == "workers"
                                          and self.decoder == "nvimgcodec")
+        self._warm_jpegs = None  # a Future of warm_up_jpegs' JPEGs, api "nvjpeg" only
+        if self.api == "nvjpeg" and self.decoder == "nvimgcodec" and warm_up > 0:
+            rng = np.random.default_rng([self.seed, 3])
+            picks = rng.choice(len(self.records), min(warm_up, len(self.records)), replace=False)
+            paths = [self.records[i][0] for i in sorted(picks)]
+            cap = 2 * self.canvas_sides[-1]
+            if workers:
+                self._warm_jpegs = process_pool(workers).submit(warm_up_jpegs, paths, cap)
+            else:
+                self._warm_jpegs = concurrent.futures.Future()
+                self._warm_jpegs.set_result(warm_up_jpegs(paths, cap))
         self._lanes = [first] + [self._make_fillers(backend, write, decoder_options,
                                                     high_priority, hw_share, api)
                                  for _ in range(decoders - 1)]
@@ -445,6 +465,8 @@ class GpuJpegStream:
     def _device_batch(self, filler, slots):
         """One device's slice: fill its canvas, then the compiled crop/resize step."""
         # Square canvases: fewer shapes, so fewer compiles and more canvases reused.
+        if self._warm_jpegs is not None and not filler.warmed_up:
+            filler.warm(list(self._warm_jpegs.result().values()))
         side = self._bucket(max(max(s.content) for s in slots))
         canvas, targets, failed = filler.fill((len(slots), side, side, 3), slots)
         if failed:  # what the GPU could not decode, the CPU decodes into the same slot

@@ -17,6 +17,7 @@ _GPU_SOF = frozenset({0xC0, 0xC1, 0xC2})  # Huffman baseline, extended, progress
 _STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})  # markers without a length
 _SOS = 0xDA
 _HW_LUMA = frozenset({(1, 1), (2, 1), (2, 2), (1, 2)})  # 4:4:4, 4:2:2, 4:2:0, 4:4:0
+_LAYOUTS = {(1, 1): "444", (2, 1): "422", (2, 2): "420", (1, 2): "440"}  # by luma sampling
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +48,16 @@ class JpegHeader:
             return True
         luma, *chroma = self.sampling
         return all(c == (1, 1) for c in chroma) and luma in _HW_LUMA
+
+    @property
+    def layout(self) -> str:
+        """The chroma layout: "gray", "444", "422", "420", "440", or "other"."""
+        if self.components == 1:
+            return "gray"
+        luma, *chroma = self.sampling or ((0, 0),)
+        if self.components != 3 or any(c != (1, 1) for c in chroma):
+            return "other"
+        return _LAYOUTS.get(luma, "other")
 
 
 def read_jpeg_header(data: bytes) -> JpegHeader | None:

@@ -90,6 +90,63 @@ def host_window(pixels: np.ndarray | None, window, spec: PlanSpec) -> np.ndarray
     return np.ascontiguousarray(crop)
 
 
+def warm_up_jpegs(paths: list, cap: int = 2048, multiple: int = 64) -> dict[str, bytes]:
+    """Made-up JPEGs as demanding as the most demanding of the files, per chroma layout.
+
+    For each layout (JpegHeader.layout) among the files' hardware-decodable JPEGs, one
+    square JPEG of that layout whose side is their longest side (rounded up to
+    `multiple`, at most `cap`: a rare huge photo should not make every lane decode a
+    batch of huge images) and whose size in bytes is at least their largest file's
+    (or as many as noise of that side gives). nvJPEG's
+    hardware decoder grows its buffers, freeing the old ones, when a batch holds a
+    larger image of a layout than it has met (each cuMemFree waits for the GPU and
+    holds the driver's lock, which stalls the training step's launch): decoding a
+    batch of these first makes them big enough for what the files hold.
+    """
+    largest: dict[str, tuple[int, int]] = {}  # layout -> (side, bytes)
+    for path in paths:
+        data = read_file(path)
+        header = read_jpeg_header(data) if data else None
+        if header is not None and header.hw_decodable:
+            side, size = largest.get(header.layout, (0, 0))
+            largest[header.layout] = (max(side, header.height, header.width),
+                                      max(size, len(data)))
+    return {layout: made_up_jpeg(layout, min(cap, -(-side // multiple) * multiple), size)
+            for layout, (side, size) in largest.items()}
+
+
+def made_up_jpeg(layout: str, side: int, min_bytes: int = 0) -> bytes:
+    """A side x side JPEG of `layout` ("gray", "444", "422", "420", "440") of at least
+    min_bytes (or as many as quality 95 gives a picture of noise): a smooth gradient
+    whose first rows are noise, as many as it takes."""
+    import simplejpeg
+
+    rng = np.random.default_rng(0)
+    ramp = np.linspace(0, 255, side, dtype=np.float32)
+    smooth = np.stack([ramp[None, :].repeat(side, 0), ramp[:, None].repeat(side, 1),
+                       np.full((side, side), 128, np.float32)], -1).astype(np.uint8)
+    noise = rng.integers(0, 256, (side, side, 3), dtype=np.uint8)
+
+    def encode(rows: int) -> bytes:
+        pixels = smooth.copy()
+        pixels[:rows] = noise[:rows]
+        if layout == "gray":
+            return simplejpeg.encode_jpeg(np.ascontiguousarray(pixels[..., :1]), quality=95,
+                                          colorspace="GRAY")
+        return simplejpeg.encode_jpeg(pixels, quality=95, colorspace="RGB",
+                                      colorsubsampling=layout)
+
+    data = encode(0)
+    if len(data) >= min_bytes:
+        return data
+    full = encode(side)
+    # The size grows about linearly with the noisy rows: one guess, then all if short.
+    rows = min(side, int(np.ceil(side * (min_bytes - len(data)) / max(len(full) - len(data), 1)
+                                 * 1.1)))
+    data = encode(rows)
+    return data if len(data) >= min_bytes else full
+
+
 def plan_batch(paths: list, position: tuple, spec: PlanSpec) -> list[Slot]:
     """Plans the images of one batch (a path of None is eval padding: "bad").
 

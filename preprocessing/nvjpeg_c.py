@@ -24,13 +24,14 @@ import ctypes
 import os
 import sys
 
-from preprocessing.cuda_driver import ClosedWhenCollected, LoadedOnce
+from preprocessing.cuda_driver import ClosedWhenCollected, CudaDriver, LoadedOnce
 
 BACKEND_HARDWARE = 3  # NVJPEG_BACKEND_HARDWARE
 OUTPUT_RGBI = 5  # NVJPEG_OUTPUT_RGBI
 CSS_444 = 0  # NVJPEG_CSS_444
 FLAG_FANCY_UPSAMPLING = 1 << 5  # NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION (libjpeg's)
 MAX_COMPONENT = 4
+WARM_WINDOW = 64  # the window of each warm-up image decoded (HardwareDecoder.warm)
 _NAME = "libnvjpeg.so.13"
 _void_p, _size_t, _int = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
 
@@ -69,7 +70,8 @@ class Library(LoadedOnce):
             for name in ("nvjpegCreateEx", "nvjpegJpegStateCreate", "nvjpegDecodeParamsCreate",
                          "nvjpegDecodeParamsSetROI", "nvjpegDecodeParamsSetOutputFormat",
                          "nvjpegDecodeBatchedInitialize", "nvjpegDecodeBatchedPreAllocate",
-                         "nvjpegDecodeBatchedEx",
+                         "nvjpegDecodeBatchedEx", "nvjpegSetDeviceMemoryPadding",
+                         "nvjpegSetPinnedMemoryPadding",
                          "nvjpegDecodeParamsDestroy", "nvjpegJpegStateDestroy",
                          "nvjpegDestroy"):
                 getattr(lib, name).restype = _int
@@ -89,10 +91,16 @@ class HardwareDecoder(ClosedWhenCollected):
 
     Args:
         batch_size: the most images a batch holds (buffers are allocated for it).
-        max_side: the largest image side allocated for up front (larger images
-            make nvJPEG grow its buffers once).
+        max_side: the image side nvjpegDecodeBatchedPreAllocate is given. It does not
+            keep the hardware decoder from growing its buffers when a batch holds
+            larger images than it has met (on an H200: 14 of 30 batches of 20,480
+            ImageNet-sized JPEGs did, after preallocating 1,024); `warm` does.
         flags: nvjpegCreateEx's flags; the default, FLAG_FANCY_UPSAMPLING, upsamples
             chroma by interpolation, as libjpeg-turbo (and so TensorFlow and PIL) does.
+        padding: bytes nvJPEG adds to each device and pinned buffer it allocates
+            (nvjpegSet{Device,Pinned}MemoryPadding); 0: nvJPEG's default. 64 MiB did
+            not make the hardware decoder grow its buffers less often (H200, first
+            epoch: 57 of 80 batches against 65; benchmarks/h200_first_epoch.sh).
 
     Its memory is nvJPEG's own: nvjpegCreateExV2 accepts stream-ordered allocators
     with the hardware backend but never calls them (benchmarks/nvjpeg_pools_probe.py
@@ -100,17 +108,23 @@ class HardwareDecoder(ClosedWhenCollected):
     the pools the other decoders get (preprocessing/memory_pool.py) cannot be used.
     """
 
-    def __init__(self, batch_size: int, max_side: int, flags: int = FLAG_FANCY_UPSAMPLING):
+    def __init__(self, batch_size: int, max_side: int, flags: int = FLAG_FANCY_UPSAMPLING,
+                 padding: int = 0):
         self.lib = Library.get()
         self.handle, self.state = _void_p(), _void_p()
         self.lib.check(self.lib.slow.nvjpegCreateEx(BACKEND_HARDWARE, None, None, flags,
                                                     ctypes.byref(self.handle)),
                        "nvjpegCreateEx(hardware)")
+        if padding:
+            for name in ("nvjpegSetDeviceMemoryPadding", "nvjpegSetPinnedMemoryPadding"):
+                self.lib.check(getattr(self.lib.quick, name)(_size_t(padding), self.handle),
+                               name)
         self.lib.check(self.lib.slow.nvjpegJpegStateCreate(self.handle, ctypes.byref(self.state)),
                        "nvjpegJpegStateCreate")
         self.lib.check(self.lib.slow.nvjpegDecodeBatchedPreAllocate(
             self.handle, self.state, batch_size, max_side, max_side, CSS_444, OUTPUT_RGBI),
             "nvjpegDecodeBatchedPreAllocate")
+        self.batch_size = batch_size
         self._params = []  # nvjpegDecodeParams_t, one per image of the largest batch
         self._grow_params(batch_size)
         self._batch = None  # the batch size the state is initialized for
@@ -157,6 +171,25 @@ class HardwareDecoder(ClosedWhenCollected):
         if status != 0:
             self._batch = None  # re-initialize before the next batch (nvjpeg.h's advice)
         return status == 0
+
+    def warm(self, jpegs, scratch: int, stream: int) -> bool:
+        """Decodes a batch_size batch of each of `jpegs` (one JPEG's bytes repeated),
+        WARM_WINDOW x WARM_WINDOW pixels of each into `scratch` (device memory of
+        warm_scratch_bytes()), on `stream`, synchronizing it: nvJPEG grows its buffers
+        for such batches now (jpeg_plan.warm_up_jpegs says why). Returns whether
+        nvJPEG took every batch."""
+        window, count = WARM_WINDOW, self.batch_size
+        pitch = window * 3
+        pointers = [scratch + i * window * pitch for i in range(count)]
+        ok = True
+        for data in jpegs:  # one at a time: the next reuses the buffers this one reads
+            ok &= self.decode([data] * count, [(0, 0, window, window)] * count, pointers,
+                              [pitch] * count, stream)
+            CudaDriver.get().synchronize(stream)
+        return ok
+
+    def warm_scratch_bytes(self) -> int:
+        return self.batch_size * WARM_WINDOW * WARM_WINDOW * 3
 
     def close(self) -> None:
         for params in self._params:

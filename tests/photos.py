@@ -18,10 +18,12 @@ def photo(height: int, width: int, seed: int) -> np.ndarray:
 
 
 def encode(pixels: np.ndarray, fmt: str = "JPEG", mode: str = "RGB",
-           progressive: bool = False) -> bytes:
+           progressive: bool = False, subsampling: int | None = None) -> bytes:
+    """subsampling (JPEG): PIL's 0 (4:4:4), 1 (4:2:2), 2 (4:2:0); None: PIL's default."""
     buffer = io.BytesIO()
+    extra = {} if subsampling is None else {"subsampling": subsampling}
     Image.fromarray(pixels).convert(mode).save(buffer, format=fmt, quality=90,
-                                               progressive=progressive)
+                                               progressive=progressive, **extra)
     return buffer.getvalue()
 
 

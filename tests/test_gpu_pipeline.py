@@ -624,3 +624,76 @@ def test_fit_compiles_the_training_step_once(jpegs, devices):
                                "JAX_PLATFORMS": "cpu", "KERAS_BACKEND": "jax",
                                "PYTHONPATH": NO_TF})
     assert result == {"compiles": 1, "committed": devices > 1}
+
+
+def test_made_up_jpegs_have_the_layout_side_and_bytes_asked_for():
+    """nvJPEG's warm-up images: each chroma layout the engines take, square, at least
+    the bytes asked for (more noise rows), and a JPEG the CPU decodes to that size."""
+    import simplejpeg
+
+    from preprocessing.jpeg_plan import made_up_jpeg
+
+    for layout in ("gray", "444", "422", "420", "440"):
+        for min_bytes in (0, 300_000):
+            data = made_up_jpeg(layout, 640, min_bytes)
+            header = read_jpeg_header(data)
+            assert (header.layout, header.height, header.width) == (layout, 640, 640)
+            assert header.hw_decodable and len(data) >= min_bytes
+            assert simplejpeg.decode_jpeg(data).shape[:2] == (640, 640)
+    assert len(made_up_jpeg("420", 640, 300_000)) < 2 * 300_000 + 100_000  # not all noise
+
+
+def test_warm_up_jpegs_match_the_largest_file_of_each_layout(tmp_path):
+    """One made-up JPEG per layout among the files the engines take: its side the
+    longest of that layout's (rounded up to 64), its bytes at least the largest
+    file's; progressive and non-JPEG files are not counted."""
+    from preprocessing.jpeg_plan import warm_up_jpegs
+
+    files = {"a.jpg": encode(photo(300, 700, 1)),  # 4:2:0 (PIL's default)
+             "b.jpg": encode(photo(500, 410, 2)),
+             "c.jpg": encode(photo(200, 260, 3), subsampling=0),  # 4:4:4
+             "d.jpg": encode(photo(900, 1300, 4), progressive=True),  # the CPU's
+             "e.jpg": encode(photo(100, 100, 5)[..., 0], mode="L"),
+             "f.jpg": encode(photo(64, 64, 6), fmt="PNG")}
+    paths = []
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+        paths.append(str(tmp_path / name))
+    jpegs = warm_up_jpegs(paths)
+    assert sorted(jpegs) == ["420", "444", "gray"]
+    sides = {k: read_jpeg_header(v).height for k, v in jpegs.items()}
+    assert sides == {"420": 704, "444": 320, "gray": 128}
+    assert all(read_jpeg_header(v).layout == k for k, v in jpegs.items())
+    assert len(jpegs["420"]) >= max(len(files["a.jpg"]), len(files["b.jpg"]))
+    assert len(jpegs["444"]) >= len(files["c.jpg"])
+    assert warm_up_jpegs([]) == {}
+    capped = warm_up_jpegs(paths, cap=256)  # a rare huge photo: not 256 huge images
+    assert {k: read_jpeg_header(v).height for k, v in capped.items()} == {
+        "420": 256, "444": 256, "gray": 128}
+
+
+def test_a_failed_warm_up_warns_once_and_decoding_goes_on():
+    """The warm-up only saves time: if it fails (no device memory for its scratch, a
+    CUDA error), the decoder warns, counts itself warmed, and batches decode as before."""
+    import types
+
+    from preprocessing.gpu_decode import NvImageCodecCanvases
+
+    class NoMemory:
+        calls = 0
+
+        def use(self, ordinal):
+            pass
+
+        def alloc(self, size, pinned=False):
+            NoMemory.calls += 1
+            raise RuntimeError("cuMemAlloc failed: CUDA error 2")
+
+    canvases = NvImageCodecCanvases.__new__(NvImageCodecCanvases)
+    canvases.api, canvases.warmed_up, canvases.on_gpu = "nvjpeg", False, True
+    canvases.cuda, canvases.ordinal = NoMemory(), 0
+    canvases.decoder = types.SimpleNamespace(warm_scratch_bytes=lambda: 256 * 64 * 64 * 3)
+    with pytest.warns(RuntimeWarning, match="warm-up failed .*CUDA error 2"):
+        assert canvases.warm([b"jpeg"]) is False
+    assert canvases.warmed_up and canvases.warm([b"jpeg"]) is True  # not tried again
+    assert NoMemory.calls == 1

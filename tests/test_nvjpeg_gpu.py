@@ -177,3 +177,58 @@ def test_by_default_the_engines_decode_and_without_them_nvimgcodec_does(jpegs, m
     fallback.close()
     with pytest.raises(RuntimeError, match="status 6"):  # asked for by name: no fallback
         stream(jpegs, 8, False, decoder="nvimgcodec", api="nvjpeg")
+
+
+def test_after_the_warm_up_nvjpeg_takes_no_more_memory(tmp_path):
+    """nvJPEG's hardware decoder grows its buffers (cuMemFree, then a larger
+    cuMemAlloc) when a batch holds larger images than it has met. A fresh decoder
+    does so on its first batch of large photos; one warmed up with warm_up_jpegs'
+    made-up JPEGs of the same files takes no device memory over a dozen batches."""
+    import ctypes
+
+    from preprocessing.cuda_driver import CudaDriver
+    from preprocessing.gpu_decode import NvImageCodecCanvases
+    from preprocessing.jpeg_plan import warm_up_jpegs
+
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(24):  # up to 1,400 px, as ImageNet's larger photos
+        height, width = int(rng.integers(300, 1000)), int(rng.integers(400, 1400))
+        (tmp_path / f"{i}.JPEG").write_bytes(encode(photo(height, width, i)))
+        paths.append(str(tmp_path / f"{i}.JPEG"))
+    datas = [open(p, "rb").read() for p in paths]
+    headers = [read_jpeg_header(d) for d in datas]
+    cuda = CudaDriver.get()
+
+    def taken_by_batches(canvases, count):
+        decoder, taken = canvases.decoder, []
+        scratch = cuda.alloc(16 * 1024 * 1024 * 3)
+        try:
+            for _ in range(count):
+                picks = rng.choice(len(datas), 16, replace=False)
+                regions = [(0, 0, min(headers[i].height, 1024), min(headers[i].width, 1024))
+                           for i in picks]
+                free, total = ctypes.c_size_t(), ctypes.c_size_t()
+                cuda.lib.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
+                before = free.value
+                assert decoder.decode([datas[i] for i in picks], regions,
+                                      [scratch + k * 1024 * 1024 * 3 for k in range(16)],
+                                      [1024 * 3] * 16, canvases.stream)
+                cuda.synchronize(canvases.stream)
+                cuda.lib.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
+                taken.append(before - free.value)
+        finally:
+            cuda.free(scratch)
+        return taken
+
+    import jax
+
+    device = jax.devices()[0]
+    fresh = NvImageCodecCanvases(device, backend="hw", api="nvjpeg", preallocate=(16, 1024))
+    grew = taken_by_batches(fresh, 12)
+    warmed = NvImageCodecCanvases(device, backend="hw", api="nvjpeg", preallocate=(16, 1024))
+    jpegs = warm_up_jpegs(paths)
+    assert set(jpegs) == {"420"}
+    assert warmed.warm(list(jpegs.values())) and warmed.warmed_up
+    assert taken_by_batches(warmed, 12) == [0] * 12, grew
+    assert sum(grew) > 0  # the fresh decoder did grow: the warm-up is what stopped it
