@@ -116,3 +116,28 @@ def test_the_wall_clock_rate_includes_the_epoch_end_work():
     assert len(history["images_per_sec_wall"]) == 3
     # Epoch by epoch, the stalls of the epochs before are in; the latest is not yet.
     assert history["images_per_sec_wall"][0] > history["images_per_sec_wall"][-1]
+
+
+def test_frozen_heap_freezes_what_lives_and_still_collects_new_garbage():
+    """Training runs inside frozen_heap (app/engine/timing.py): full collections skip
+    what lived before it, garbage made meanwhile is still collected, and nothing stays
+    frozen after it, even when training raises."""
+    import gc
+    import weakref
+
+    from app.engine.timing import frozen_heap
+
+    class Node:
+        pass
+
+    with pytest.raises(RuntimeError):
+        with frozen_heap():
+            assert gc.get_freeze_count() > 1000  # pytest, numpy, Keras...
+            node = Node()
+            node.itself = node  # a cycle: only the cyclic collector frees it
+            alive = weakref.ref(node)
+            del node
+            gc.collect()
+            assert alive() is None
+            raise RuntimeError("training failed")
+    assert gc.get_freeze_count() == 0

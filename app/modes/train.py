@@ -19,6 +19,7 @@ import sys
 
 from app.engine.data import steps_for
 from app.engine.recipe import make_compiled_model
+from app.engine.timing import frozen_heap
 from app.modes.train_callbacks import make_callbacks
 from app.run import context as run_context
 from app.run import resume, rundir, summary
@@ -115,13 +116,14 @@ def run(context) -> dict:
     try:
         PROCESS_STOP.raise_if_requested(state.global_step, state.path)
         epoch = state.epoch
-        if state.step_in_epoch and epoch < config.epochs:
-            model.fit(data.train, epochs=epoch + 1, initial_epoch=epoch, shuffle=False,
-                      steps_per_epoch=steps_per_epoch - state.step_in_epoch, **fit_args)
-            epoch += 1
-        if epoch < config.epochs:
-            model.fit(data.train, epochs=config.epochs, initial_epoch=epoch, shuffle=False,
-                      steps_per_epoch=steps_per_epoch, **fit_args)
+        with frozen_heap():  # no full garbage collection scans the model mid-epoch
+            if state.step_in_epoch and epoch < config.epochs:
+                model.fit(data.train, epochs=epoch + 1, initial_epoch=epoch, shuffle=False,
+                          steps_per_epoch=steps_per_epoch - state.step_in_epoch, **fit_args)
+                epoch += 1
+            if epoch < config.epochs:
+                model.fit(data.train, epochs=config.epochs, initial_epoch=epoch,
+                          shuffle=False, steps_per_epoch=steps_per_epoch, **fit_args)
         if topology.is_chief:
             rundir.check_intact(context.run_dir)
         status = "completed"
