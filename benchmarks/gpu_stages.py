@@ -26,8 +26,15 @@ bfloat16) in a thread beside training, its batches dropped: with --dataset=synth
 how much decoding on the GPU alone slows the training step (SHADOW_NO_STEP=1: without
 the compiled crop/resize step, nvImageCodec's decoding alone). PYTHON_TRACE=1 makes
 the app's profile (--profile_steps) trace Python calls and host threads as well;
-TRACE_BATCHES=FIRST,LAST TRACE_DIR=DIR traces the same between two batches without the
-profiler callback (which makes Keras run callbacks synchronously). TIMELINE=1 adds a timeline of the stages' calls
+TRACE_BATCHES=FIRST,LAST[;FIRST,LAST...] TRACE_DIR=DIR traces the same between two batches
+without the profiler callback (which makes Keras run callbacks synchronously), each
+range in DIR/batches_FIRST_LAST (TRACE_PYTHON=0: GPU and CUDA calls only, no Python).
+NVJPEG_DETAIL=1 records every call of nvJPEG's batch decode (`nvjpeg_calls`: start s,
+seconds in the call, thread, images, bytes, device memory it took: cuMemGetInfo's free
+bytes before minus after); NVJPEG_PADDING=BYTES gives its decoders that padding.
+GC_LOG=1 adds Python's garbage collections to the timeline ("gc N": generation N, the
+pause); GC_FREEZE=1 collects and freezes what exists when fit asks for its first batch
+(gc.freeze: later collections do not scan it). TIMELINE=1 adds a timeline of the stages' calls
 (take, getitem: fit's wait for each batch; materialize, fill, step, acquire) and of
 every XLA compile, in seconds since start. A benchmark, not part of the app: it patches the pipeline's classes in this process only.
 """
@@ -48,8 +55,9 @@ _LOCK = threading.Lock()
 _T0 = time.perf_counter()
 # TIMELINE=1: every call of these stages as (start s, seconds, thread, stage), and each
 # XLA compile as (end s, seconds, thread, "compile NAME").
-_TIMELINE_STAGES = {"take", "materialize", "fill", "step", "getitem", "acquire"}
+_TIMELINE_STAGES = {"take", "materialize", "fill", "step", "getitem", "acquire", "sync"}
 _TIMELINE = [] if os.environ.get("TIMELINE") else None
+_NVJPEG_CALLS = []
 
 
 def _timed(name, fn):
@@ -156,6 +164,83 @@ def _patch_c_api():
     pool.free = _timed("pool_free", free)
 
 
+def _patch_nvjpeg(detail: bool, padding: int):
+    """NVJPEG_DETAIL: each batch decode's call time, images, bytes and the device memory
+    nvJPEG took meanwhile; NVJPEG_PADDING: the decoders' padding."""
+    import ctypes
+
+    from preprocessing import nvjpeg_c
+    from preprocessing.cuda_driver import CudaDriver
+
+    decoder = nvjpeg_c.HardwareDecoder
+    if padding:
+        original_init = decoder.__init__
+
+        def init(self, *args, **kwargs):
+            kwargs.setdefault("padding", padding)
+            original_init(self, *args, **kwargs)
+
+        decoder.__init__ = init
+    if not detail:
+        return
+    original_decode = decoder.decode
+
+    def free_bytes():
+        free, total = ctypes.c_size_t(), ctypes.c_size_t()
+        CudaDriver.get().lib.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
+        return free.value
+
+    def decode(self, datas, *args, **kwargs):
+        before, start = free_bytes(), time.perf_counter()
+        try:
+            return original_decode(self, datas, *args, **kwargs)
+        finally:
+            end = time.perf_counter()
+            taken = before - free_bytes()
+            with _LOCK:
+                _NVJPEG_CALLS.append((round(start - _T0, 4), round(end - start, 4),
+                                      threading.current_thread().name, len(datas),
+                                      sum(len(d) for d in datas), taken))
+
+    decoder.decode = decode
+
+
+def _log_gc():
+    import gc
+
+    started = {}
+
+    def callback(phase, info):
+        thread = threading.current_thread().name
+        if phase == "start":
+            started[thread] = time.perf_counter()
+        elif thread in started:
+            start = started.pop(thread)
+            with _LOCK:
+                _TIMELINE.append((round(start - _T0, 4), round(time.perf_counter() - start, 4),
+                                  thread, f"gc {info['generation']}"))
+
+    gc.callbacks.append(callback)
+
+
+def _freeze_gc_on_first_batch():
+    import gc
+
+    from preprocessing import feed
+
+    original = feed.Feed.__getitem__
+    frozen = []
+
+    def getitem(self, index):
+        if not frozen:
+            gc.collect()
+            gc.freeze()
+            frozen.append(gc.get_freeze_count())
+        return original(self, index)
+
+    feed.Feed.__getitem__ = getitem
+
+
 def _shadow_on_first_batch(folder):
     """Starts the shadow stream when fit asks for its first batch (JAX set up by then)."""
     from preprocessing import feed
@@ -199,22 +284,25 @@ def _trace_options():
     return options
 
 
-def _trace_batches(first, last, logdir):
-    """Traces (Python too) from the `first` to the `last` batch fit takes, without the
-    app's profiler callback, which is not async_safe and so makes Keras run every
-    batch's callbacks synchronously: this shows the run as it runs unprofiled."""
+def _trace_batches(ranges, logdir, python=True):
+    """Traces (Python too, unless `python` is False) from the first to the last batch fit
+    takes of each (first, last) range, into logdir/batches_FIRST_LAST, without the app's
+    profiler callback, which is not async_safe and so makes Keras run every batch's
+    callbacks synchronously: this shows the run as it runs unprofiled."""
     from preprocessing import feed
 
     original = feed.Feed.__getitem__
+    starts = {first: f"{logdir}/batches_{first}_{last}" for first, last in ranges}
+    stops = {last for _, last in ranges}
 
     def getitem(self, index):
         import jax
 
-        if self._count is None and self.served + 1 in (first, last):
-            if self.served + 1 == first:
-                jax.profiler.start_trace(logdir, profiler_options=_trace_options())
-            else:
-                jax.profiler.stop_trace()
+        if self._count is None and self.served + 1 in starts:
+            options = _trace_options() if python else jax.profiler.ProfileOptions()
+            jax.profiler.start_trace(starts[self.served + 1], profiler_options=options)
+        elif self._count is None and self.served + 1 in stops:
+            jax.profiler.stop_trace()
         return original(self, index)
 
     feed.Feed.__getitem__ = getitem
@@ -227,6 +315,10 @@ def main():
     _patch(extra, streams)
     if _TIMELINE is not None:
         _log_compiles()
+        if os.environ.get("GC_LOG"):
+            _log_gc()
+    if os.environ.get("GC_FREEZE"):
+        _freeze_gc_on_first_batch()
     if os.environ.get("SWITCH_INTERVAL"):
         sys.setswitchinterval(float(os.environ["SWITCH_INTERVAL"]))
     if os.environ.get("SHADOW_FOLDER"):
@@ -241,7 +333,11 @@ def main():
 
         jax.profiler.start_trace = traced
     if os.environ.get("TRACE_BATCHES"):
-        _trace_batches(*map(int, os.environ["TRACE_BATCHES"].split(",")), os.environ["TRACE_DIR"])
+        ranges = [tuple(map(int, r.split(","))) for r in os.environ["TRACE_BATCHES"].split(";")]
+        _trace_batches(ranges, os.environ["TRACE_DIR"], os.environ.get("TRACE_PYTHON") != "0")
+    if os.environ.get("NVJPEG_DETAIL") or os.environ.get("NVJPEG_PADDING"):
+        _patch_nvjpeg(bool(os.environ.get("NVJPEG_DETAIL")),
+                      int(os.environ.get("NVJPEG_PADDING", "0")))
     if os.environ.get("BUSY_THREAD"):
         def spin():
             while True:
@@ -265,6 +361,7 @@ def main():
             "seconds": {k: round(v, 3) for k, v in sorted(_TIMES.items())},
             "calls": dict(sorted(_CALLS.items())),
             "timeline": sorted(_TIMELINE or []),
+            "nvjpeg_calls": sorted(_NVJPEG_CALLS),
             "canvas_allocations": sum(getattr(f, "allocations", 0) for f in fillers),
             "d2d_copies": sum(getattr(f, "copies", 0) for f in fillers),
             "train_stream": [{"decoder": s.decoder, "workers": s.workers,
