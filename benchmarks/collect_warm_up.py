@@ -28,8 +28,8 @@ COMMANDS = {
     "call4": "bash benchmarks/h200_workers.sh (4, 6 and 8 planning processes)",
     "call5": "bash benchmarks/h200_real_data.sh (the app's defaults then: warm-up, 8 planning "
              "processes; synthetic, gpu, the PyTorch peer, grain)",
-    "call6": "bash benchmarks/h200_gc.sh (Python's collections timed; gc.freeze when fit "
-             "starts, as app/modes/train.py now does)",
+    "call6": "bash benchmarks/h200_gc.sh (Python's collections timed; gc.freeze at fit's "
+             "first batch; app/modes/train.py now freezes just before fit)",
 }
 
 
@@ -126,8 +126,8 @@ def main(raw: str, out: str) -> None:
                 "The headline pair is call6 (synthetic and the gpu pipeline in one call, "
                 "through benchmarks/gpu_stages.py, which runs app/main.py inside): the gpu "
                 "pipeline with nvJPEG warmed up, 8 planning processes, and the heap frozen "
-                "when fit asks for its first batch (GC_FREEZE), which app/modes/train.py "
-                "now does itself (frozen_heap, around fit); the app with that commit did "
+                "when fit asks for its first batch (GC_FREEZE); app/modes/train.py now "
+                "freezes it just before fit (frozen_heap); the app with that commit did "
                 "not run on a GPU: the session's device time was spent.",
                 "The peer (PyTorch, torch.compile, DataLoader of 16 workers) and grain ran "
                 "in call5 beside the app's defaults before the freeze (same_call_as_the_peer); "

@@ -361,9 +361,13 @@ class NvImageCodecCanvases:
         try:
             scratch = self.cuda.alloc(self.decoder.warm_scratch_bytes())
             try:
-                return self.decoder.warm(jpegs, scratch, self.stream)
+                ok = self.decoder.warm(jpegs, scratch, self.stream)
             finally:
                 self.cuda.free(scratch)
+            if not ok:  # e.g. no device memory for its buffers
+                warnings.warn("nvJPEG refused a warm-up batch; its buffers will grow while "
+                              "training instead", RuntimeWarning, stacklevel=2)
+            return ok
         except RuntimeError as e:  # e.g. out of device memory: train without it
             warnings.warn(f"nvJPEG's warm-up failed ({e}); its buffers will grow while "
                           "training instead", RuntimeWarning, stacklevel=2)

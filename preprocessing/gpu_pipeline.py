@@ -185,7 +185,8 @@ class GpuJpegStream:
         self._spec = PlanSpec(seed=self.seed, train=train, roi=roi,
                               max_side=self.canvas_sides[-1], image_size=image_size,
                               gpu=self.decoder == "nvimgcodec", hw_only=backend == "hw")
-        cores = os.cpu_count() or 1
+        cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                 else os.cpu_count() or 1)  # the cores this process may use
         if workers is None:
             workers = (min(8, max(1, cores // 2)) if self.decoder == "nvimgcodec"
                        else max(1, cores - 2))
@@ -234,6 +235,7 @@ class GpuJpegStream:
         self._fillers = [filler for lane in self._lanes for filler in lane]
         self._threads = concurrent.futures.ThreadPoolExecutor(
             max(len(self.devices) * decoders, 4), thread_name_prefix="jpeg")
+        self._cpu_threads = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="jpeg_cpu")
         self._skipped: set[str] = set()  # paths
         self._permutation = (None, None)  # (epoch, order)
         self._position = (0, 0)  # the next batch the consumer gets
@@ -466,15 +468,27 @@ class GpuJpegStream:
                              slot.window, self._spec)
         return slot, pixels
 
+    def _warm(self, filler) -> None:
+        """Warms `filler`'s decoder up (from its lane's thread, before its first batch)."""
+        try:
+            jpegs = self._warm_jpegs.result()
+        except Exception as e:  # noqa: BLE001 - the warm-up only saves time
+            warnings.warn(f"nvJPEG's warm-up images could not be made ({e!r}); its buffers "
+                          "will grow while training instead", RuntimeWarning, stacklevel=2)
+            filler.warmed_up = True
+            return
+        filler.warm(list(jpegs.values()))
+
     def _device_batch(self, filler, slots):
         """One device's slice: fill its canvas, then the compiled crop/resize step."""
-        # Square canvases: fewer shapes, so fewer compiles and more canvases reused.
         if self._warm_jpegs is not None and not filler.warmed_up:
-            filler.warm(list(self._warm_jpegs.result().values()))
+            self._warm(filler)
+        # Square canvases: fewer shapes, so fewer compiles and more canvases reused.
         side = self._bucket(max(max(s.content) for s in slots))
         canvas, targets, failed = filler.fill((len(slots), side, side, 3), slots)
         if failed:  # what the GPU could not decode, the CPU decodes into the same slot
-            for slot, pixels in self._threads.map(self._cpu_fallback, failed):
+            # Their own threads: every thread of _threads may be in here, waiting.
+            for slot, pixels in self._cpu_threads.map(self._cpu_fallback, failed):
                 if pixels is None or max(pixels.shape[:2]) > side:
                     slot.route = "bad"
                     self._skipped.add(self.records[slot.record][0])

@@ -97,22 +97,27 @@ def warm_up_jpegs(paths: list, cap: int = 2048, multiple: int = 64) -> dict[str,
     square JPEG of that layout whose side is their longest side (rounded up to
     `multiple`, at most `cap`: a rare huge photo should not make every lane decode a
     batch of huge images) and whose size in bytes is at least their largest file's
-    (or as many as noise of that side gives). nvJPEG's
+    (at most 4x their 99th percentile; or as many as noise of that side gives). nvJPEG's
     hardware decoder grows its buffers, freeing the old ones, when a batch holds a
     larger image of a layout than it has met (each cuMemFree waits for the GPU and
     holds the driver's lock, which stalls the training step's launch): decoding a
     batch of these first makes them big enough for what the files hold.
     """
-    largest: dict[str, tuple[int, int]] = {}  # layout -> (side, bytes)
+    sides: dict[str, int] = {}  # layout -> the longest side
+    sizes: dict[str, list] = {}  # layout -> the files' bytes
     for path in paths:
         data = read_file(path)
         header = read_jpeg_header(data) if data else None
         if header is not None and header.hw_decodable:
-            side, size = largest.get(header.layout, (0, 0))
-            largest[header.layout] = (max(side, header.height, header.width),
-                                      max(size, len(data)))
-    return {layout: made_up_jpeg(layout, min(cap, -(-side // multiple) * multiple), size)
-            for layout, (side, size) in largest.items()}
+            sides[header.layout] = max(sides.get(header.layout, 0), header.height, header.width)
+            sizes.setdefault(header.layout, []).append(len(data))
+    jpegs = {}
+    for layout, side in sides.items():
+        # The largest file, but not beyond 4x the 99th percentile: one outlier (a
+        # 10 MB photo) would make every lane hold buffers for a batch of them.
+        size = min(max(sizes[layout]), 4 * int(np.percentile(sizes[layout], 99)))
+        jpegs[layout] = made_up_jpeg(layout, min(cap, -(-side // multiple) * multiple), size)
+    return jpegs
 
 
 def made_up_jpeg(layout: str, side: int, min_bytes: int = 0) -> bytes:

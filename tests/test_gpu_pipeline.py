@@ -640,7 +640,8 @@ def test_made_up_jpegs_have_the_layout_side_and_bytes_asked_for():
             assert (header.layout, header.height, header.width) == (layout, 640, 640)
             assert header.hw_decodable and len(data) >= min_bytes
             assert simplejpeg.decode_jpeg(data).shape[:2] == (640, 640)
-    assert len(made_up_jpeg("420", 640, 300_000)) < 2 * 300_000 + 100_000  # not all noise
+    all_noise = len(made_up_jpeg("420", 640, 10**9))  # more than noise can give
+    assert len(made_up_jpeg("420", 640, 300_000)) < 0.8 * all_noise  # not all noise
 
 
 def test_warm_up_jpegs_match_the_largest_file_of_each_layout(tmp_path):
@@ -672,9 +673,27 @@ def test_warm_up_jpegs_match_the_largest_file_of_each_layout(tmp_path):
         "420": 256, "444": 256, "gray": 128}
 
 
-def test_a_failed_warm_up_warns_once_and_decoding_goes_on():
+def test_one_outsized_file_does_not_set_the_warm_up_bytes(tmp_path):
+    """The made-up JPEG's bytes stop at 4x the 99th percentile of the files': one huge
+    file among a hundred small ones would make every lane hold buffers for a batch of it."""
+    from preprocessing.jpeg_plan import warm_up_jpegs
+
+    paths = []
+    for i in range(100):
+        (tmp_path / f"{i}.jpg").write_bytes(encode(photo(64, 80, i)))
+        paths.append(str(tmp_path / f"{i}.jpg"))
+    noise = np.random.default_rng(0).integers(0, 256, (700, 900, 3), dtype=np.uint8)
+    huge = encode(noise)
+    (tmp_path / "huge.jpg").write_bytes(huge)
+    jpegs = warm_up_jpegs(paths + [str(tmp_path / "huge.jpg")])
+    assert read_jpeg_header(jpegs["420"]).height == 960  # the side still covers it
+    assert len(jpegs["420"]) < len(huge) / 2, (len(jpegs["420"]), len(huge))
+
+
+def test_a_failed_warm_up_warns_and_is_not_tried_again():
     """The warm-up only saves time: if it fails (no device memory for its scratch, a
-    CUDA error), the decoder warns, counts itself warmed, and batches decode as before."""
+    CUDA error, nvJPEG refusing the batch, the made-up JPEGs not made), it warns, the
+    decoder counts as warmed up, and it is not tried again."""
     import types
 
     from preprocessing.gpu_decode import NvImageCodecCanvases
@@ -697,3 +716,25 @@ def test_a_failed_warm_up_warns_once_and_decoding_goes_on():
         assert canvases.warm([b"jpeg"]) is False
     assert canvases.warmed_up and canvases.warm([b"jpeg"]) is True  # not tried again
     assert NoMemory.calls == 1
+
+    class Memory(NoMemory):
+        def alloc(self, size, pinned=False):
+            return 1
+
+        def free(self, pointer, pinned=False):
+            pass
+
+    canvases.cuda, canvases.warmed_up, canvases.stream = Memory(), False, 0
+    canvases.decoder.warm = lambda jpegs, scratch, stream: False  # nvJPEG said no
+    with pytest.warns(RuntimeWarning, match="refused a warm-up batch"):
+        assert canvases.warm([b"jpeg"]) is False
+
+    import concurrent.futures
+
+    stream = GpuJpegStream.__new__(GpuJpegStream)  # the lane's side: the future failed
+    stream._warm_jpegs = concurrent.futures.Future()
+    stream._warm_jpegs.set_exception(BrokenPipeError("the planning process died"))
+    filler = types.SimpleNamespace(warmed_up=False, warm=lambda jpegs: pytest.fail("warmed"))
+    with pytest.warns(RuntimeWarning, match="could not be made .*planning process died"):
+        stream._warm(filler)
+    assert filler.warmed_up

@@ -141,3 +141,9 @@ def test_frozen_heap_freezes_what_lives_and_still_collects_new_garbage():
             assert alive() is None
             raise RuntimeError("training failed")
     assert gc.get_freeze_count() == 0
+    with frozen_heap():  # nested: the inner one leaves the outer freeze alone
+        frozen = gc.get_freeze_count()
+        with frozen_heap():
+            pass
+        assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() == 0

@@ -63,8 +63,12 @@ def frozen_heap():
     and the steps' dispatch (on an H200 with the gpu pipeline one epoch in four ran
     ~5% slower; frozen, collections took 0.02-0.04 s and the epochs were even:
     benchmarks/h200_gc.sh). Garbage is collected first, nothing is frozen afterwards,
-    and cyclic garbage made meanwhile is still collected.
+    and cyclic garbage made meanwhile is still collected. Inside another, it leaves the
+    outer one's freeze as it is.
     """
+    if gc.get_freeze_count():  # frozen already (an outer frozen_heap): theirs to undo
+        yield
+        return
     gc.collect()
     gc.freeze()
     try:
