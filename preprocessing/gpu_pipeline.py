@@ -111,11 +111,11 @@ class GpuJpegStream:
         warm_up: with api "nvjpeg", files drawn (from the seed) to warm nvJPEG's
             hardware decoders up before their first batch: each decodes batches of
             made-up JPEGs as large as the largest of these (sides up to twice the
-            largest canvas side), per chroma layout, so it grows its buffers then
-            and not in training (jpeg_plan.warm_up_jpegs;
-            measured on an H200: without it nvJPEG freed and allocated memory in 65
-            of the first epoch's 80 batches, and the training step waited for
-            those frees). 0: none.
+            largest canvas side), per chroma layout, so it grows its buffers then and
+            not in training (jpeg_plan.warm_up_jpegs; on an H200 without it nvJPEG
+            freed and allocated memory in 65 of the first epoch's 80 batches, and the
+            training step waited for those frees). A failed warm-up warns; training
+            goes on. 0: none.
 
     Attributes:
         warmed: with the GPU decoder, a Future of the compiles of the step for every
