@@ -167,8 +167,6 @@ def _patch_c_api():
 def _patch_nvjpeg(detail: bool, padding: int):
     """NVJPEG_DETAIL: each batch decode's call time, images, bytes and the device memory
     nvJPEG took meanwhile; NVJPEG_PADDING: the decoders' padding."""
-    import ctypes
-
     from preprocessing import nvjpeg_c
     from preprocessing.cuda_driver import CudaDriver
 
@@ -185,18 +183,14 @@ def _patch_nvjpeg(detail: bool, padding: int):
         return
     original_decode = decoder.decode
 
-    def free_bytes():
-        free, total = ctypes.c_size_t(), ctypes.c_size_t()
-        CudaDriver.get().lib.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
-        return free.value
-
     def decode(self, datas, *args, **kwargs):
-        before, start = free_bytes(), time.perf_counter()
+        cuda = CudaDriver.get()
+        before, start = cuda.free_memory(), time.perf_counter()
         try:
             return original_decode(self, datas, *args, **kwargs)
         finally:
             end = time.perf_counter()
-            taken = before - free_bytes()
+            taken = before - cuda.free_memory()
             with _LOCK:
                 _NVJPEG_CALLS.append((round(start - _T0, 4), round(end - start, 4),
                                       threading.current_thread().name, len(datas),

@@ -26,7 +26,6 @@ so XLA's step launches waited behind it).
 """
 
 import argparse
-import ctypes
 import glob
 import os
 import time
@@ -98,19 +97,14 @@ def main():
     full_side = max(max(headers[i].height, headers[i].width) for i in ok)
     output = cuda.alloc(BATCH * full_side * full_side * 3)
 
-    def free_bytes():
-        free, total = ctypes.c_size_t(), ctypes.c_size_t()
-        cuda.lib.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
-        return free.value
-
     def decode(decoder, items, side):
         """items: (file index, region or None); returns (seconds, bytes taken, ok)."""
-        before, start = free_bytes(), time.perf_counter()
+        before, start = cuda.free_memory(), time.perf_counter()
         pointers = [output + k * side * side * 3 for k in range(len(items))]
         ok = decoder.decode([datas[i] for i, _ in items], [r for _, r in items], pointers,
                             [side * 3] * len(items), stream)
         cuda.synchronize(stream)
-        return time.perf_counter() - start, before - free_bytes(), ok
+        return time.perf_counter() - start, before - cuda.free_memory(), ok
 
     small = (0, 0, 64, 64)
     for side in (full_side, 1024):
@@ -125,11 +119,11 @@ def main():
     for name in args.strategies.split(","):
         decoder = nvjpeg_c.HardwareDecoder(BATCH, SIDE)
         if name == "app":
-            started, before = time.perf_counter(), free_bytes()
+            started, before = time.perf_counter(), cuda.free_memory()
             jpegs = warm_up_jpegs([paths[i] for i in rng.choice(len(paths), 1024, replace=False)])
             made = time.perf_counter() - started
             assert decoder.warm(list(jpegs.values()), output, stream)
-            warm = [(time.perf_counter() - started - made, before - free_bytes(), True)]
+            warm = [(time.perf_counter() - started - made, before - cuda.free_memory(), True)]
             print(f"app: made-up JPEGs {[(k, len(v)) for k, v in jpegs.items()]} in "
                   f"{made * 1e3:.0f} ms", flush=True)
         else:

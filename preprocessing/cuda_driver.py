@@ -129,6 +129,13 @@ class CudaDriver(LoadedOnce):
         else:
             self._check(self.lib.cuMemFree_v2(ctypes.c_uint64(pointer)), "cuMemFree")
 
+    def free_memory(self) -> int:
+        """Bytes of device memory free on the current context's device (cuMemGetInfo)."""
+        free, total = ctypes.c_size_t(), ctypes.c_size_t()
+        self._check(self.lib.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)),
+                    "cuMemGetInfo")
+        return free.value
+
     def fence(self, stream):
         """A CUDA event recorded on `stream` now; returns wait(), which waits for the
         stream's work queued before it (not the device's) and destroys the event."""

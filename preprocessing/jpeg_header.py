@@ -16,8 +16,8 @@ _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # start-of-frame marke
 _GPU_SOF = frozenset({0xC0, 0xC1, 0xC2})  # Huffman baseline, extended, progressive
 _STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})  # markers without a length
 _SOS = 0xDA
-_HW_LUMA = frozenset({(1, 1), (2, 1), (2, 2), (1, 2)})  # 4:4:4, 4:2:2, 4:2:0, 4:4:0
-_LAYOUTS = {(1, 1): "444", (2, 1): "422", (2, 2): "420", (1, 2): "440"}  # by luma sampling
+# The chroma layouts the hardware JPEG engines take, by luma sampling (chroma 1x1).
+_LAYOUTS = {(1, 1): "444", (2, 1): "422", (2, 2): "420", (1, 2): "440"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,12 +42,7 @@ class JpegHeader:
     def hw_decodable(self) -> bool:
         """Whether the hardware JPEG engines take it too: baseline, and chroma 4:4:4,
         4:2:2, 4:2:0, 4:4:0 or gray (nvImageCodec's hw_decoder.cpp, canDecode)."""
-        if not self.gpu_decodable or self.sof != 0xC0:
-            return False
-        if self.components == 1:
-            return True
-        luma, *chroma = self.sampling
-        return all(c == (1, 1) for c in chroma) and luma in _HW_LUMA
+        return self.gpu_decodable and self.sof == 0xC0 and self.layout != "other"
 
     @property
     def layout(self) -> str:

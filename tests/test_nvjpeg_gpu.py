@@ -184,8 +184,6 @@ def test_after_the_warm_up_nvjpeg_takes_no_more_memory(tmp_path):
     cuMemAlloc) when a batch holds larger images than it has met. A fresh decoder
     does so on its first batch of large photos; one warmed up with warm_up_jpegs'
     made-up JPEGs of the same files takes no device memory over a dozen batches."""
-    import ctypes
-
     from preprocessing.cuda_driver import CudaDriver
     from preprocessing.gpu_decode import NvImageCodecCanvases
     from preprocessing.jpeg_plan import warm_up_jpegs
@@ -208,15 +206,12 @@ def test_after_the_warm_up_nvjpeg_takes_no_more_memory(tmp_path):
                 picks = rng.choice(len(datas), 16, replace=False)
                 regions = [(0, 0, min(headers[i].height, 1024), min(headers[i].width, 1024))
                            for i in picks]
-                free, total = ctypes.c_size_t(), ctypes.c_size_t()
-                cuda.lib.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
-                before = free.value
+                before = cuda.free_memory()
                 assert decoder.decode([datas[i] for i in picks], regions,
                                       [scratch + k * 1024 * 1024 * 3 for k in range(16)],
                                       [1024 * 3] * 16, canvases.stream)
                 cuda.synchronize(canvases.stream)
-                cuda.lib.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total))
-                taken.append(before - free.value)
+                taken.append(before - cuda.free_memory())
         finally:
             cuda.free(scratch)
         return taken
