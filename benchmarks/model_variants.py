@@ -27,7 +27,10 @@ VARIANTS = {
     "fast_batchnorm": ("fast", "keras", "keras"),
     "fast_batchnorm+slice_pool": ("fast", "slices", "keras"),
     "fast_batchnorm+s2d_stem": ("fast", "keras", "s2d"),
-    "all_fast": ("fast", "slices", "s2d"),  # the app's default
+    "all_fast": ("fast", "slices", "s2d"),  # the app's default until 2026-12-01
+    "all_fast+argmax_pool": ("fast", "argmax", "s2d"),
+    "all_fast+s2d16": ("fast", "slices", "s2d16"),
+    "all_fast+argmax_pool+s2d16": ("fast", "argmax", "s2d16"),
 }
 
 

@@ -12,11 +12,13 @@ def random(shape, seed=0):
     return np.random.default_rng(seed).normal(size=shape).astype("float32")
 
 
-@pytest.mark.parametrize("size", [224, 32, 17])
-def test_space_to_depth_stem_equals_the_7x7_stride_2_convolution(size):
+@pytest.mark.parametrize("size,channel_multiple", [(224, 1), (32, 1), (17, 1), (224, 16),
+                                                   (32, 16)])
+def test_space_to_depth_stem_equals_the_7x7_stride_2_convolution(size, channel_multiple):
     x = random((2, size, size, 3))
     reference = keras.layers.Conv2D(64, 7, strides=2, padding="same", use_bias=False)
-    stem = fast.SpaceToDepthStem(64, 7, strides=2, padding="same", use_bias=False)
+    stem = fast.SpaceToDepthStem(64, 7, strides=2, padding="same", use_bias=False,
+                                 channel_multiple=channel_multiple)
     reference.build(x.shape)
     stem.build(x.shape)
     stem.kernel.assign(reference.kernel)
@@ -24,20 +26,60 @@ def test_space_to_depth_stem_equals_the_7x7_stride_2_convolution(size):
     np.testing.assert_allclose(np.asarray(stem(x)), np.asarray(reference(x)), atol=1e-4)
 
 
-@pytest.mark.parametrize("size", [112, 15])
-def test_slice_max_pool_equals_max_pooling_values_and_gradients(size):
+def _pool_values_and_gradient(layer, x, weights):
+    """The layer's output and the gradient of sum(output * weights), through the
+    backend's own autodiff (TensorFlow's tape or jax.grad)."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return (np.asarray(layer(x)),
+                np.asarray(jax.grad(lambda t: (layer(t) * weights).sum())(x)))
     import tensorflow as tf
 
-    x = tf.constant(random((2, size, size, 8), seed=1))
-    pool, reference = fast.MaxPool3x3S2(), keras.layers.MaxPooling2D(3, 2, padding="same")
-    with tf.GradientTape(persistent=True) as tape:
-        tape.watch(x)
-        ours, theirs = pool(x), reference(x)
-        weights = tf.constant(random(tuple(ours.shape), seed=2))
-        loss_ours, loss_theirs = tf.reduce_sum(ours * weights), tf.reduce_sum(theirs * weights)
-    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
-    np.testing.assert_allclose(tape.gradient(loss_ours, x).numpy(),
-                               tape.gradient(loss_theirs, x).numpy(), atol=1e-6)
+    t = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(t)
+        loss = tf.reduce_sum(layer(t) * weights)
+    return np.asarray(layer(t)), tape.gradient(loss, t).numpy()
+
+
+@pytest.mark.parametrize("argmax", [True, False])
+@pytest.mark.parametrize("size", [112, 15, 2])
+def test_slice_max_pool_equals_max_pooling_values_and_gradients(size, argmax):
+    x = random((2, size, size, 8), seed=1)
+    weights = random((2, (size + 1) // 2, (size + 1) // 2, 8), seed=2)
+    ours = _pool_values_and_gradient(fast.MaxPool3x3S2(argmax=argmax), x, weights)
+    theirs = _pool_values_and_gradient(keras.layers.MaxPooling2D(3, 2, padding="same"), x,
+                                       weights)
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    np.testing.assert_allclose(ours[1], theirs[1], atol=1e-6)
+
+
+@pytest.mark.parametrize("size", [16, 9])
+def test_the_argmax_gradient_goes_to_the_first_maximum_on_ties_as_max_pooling_does(size):
+    """Small integers: most windows hold their maximum more than once (as after a
+    ReLU, whose zeros tie). Keras's MaxPooling2D gives each output's gradient to the
+    first maximum in the window (row by row); so does the hand-written gradient, and
+    every output's gradient arrives whole (the total is kept)."""
+    x = np.random.default_rng(3).integers(0, 3, size=(2, size, size, 8)).astype("float32")
+    weights = random((2, (size + 1) // 2, (size + 1) // 2, 8), seed=4)
+    ours = _pool_values_and_gradient(fast.MaxPool3x3S2(), x, weights)
+    theirs = _pool_values_and_gradient(keras.layers.MaxPooling2D(3, 2, padding="same"), x,
+                                       weights)
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    np.testing.assert_allclose(ours[1], theirs[1], atol=1e-6)
+    assert np.isclose(ours[1].sum(), weights.sum(), atol=1e-4)
+    # By hand: four tied maxima at rows 0-1, columns 0-1, all in output (0, 0)'s
+    # window (rows and columns 0-2 for an even size, -1-1 for an odd one); only
+    # output (0, 0) has a gradient: all of it goes to (0, 0), the first.
+    single = np.zeros((1, size, size, 1), "float32")
+    single[0, :2, :2, 0] = 1.0  # four tied maxima in output (0, 0)'s window
+    one = np.zeros((1, (size + 1) // 2, (size + 1) // 2, 1), "float32")
+    one[0, 0, 0, 0] = 5.0
+    gradient = _pool_values_and_gradient(fast.MaxPool3x3S2(), single, one)[1][0, :, :, 0]
+    expected = np.zeros((size, size), "float32")
+    expected[0, 0] = 5.0
+    np.testing.assert_array_equal(gradient, expected)
 
 
 @pytest.mark.parametrize("apply_in_compute_dtype", [True, False])

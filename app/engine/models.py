@@ -43,7 +43,9 @@ class LayerSet:
     """Which implementation of the layers that dominate a step (see app/engine/layers.py).
 
     batchnorm: "keras", "fast" (bf16 apply) or "fast_f32" (float32 apply);
-    pool: "keras" or "slices"; stem: "keras" or "s2d" (space-to-depth);
+    pool: "keras", "slices" (nine slices, the gradient XLA derives) or "argmax"
+    (nine slices, the hand-written gradient); stem: "keras", "s2d" (space-to-depth)
+    or "s2d16" (space-to-depth with its 12 channels zero-padded to 16);
     batchnorm_groups: BatchNorm statistics per slice of the batch, one slice per
     replica (JAX's data parallelism; 1 = over the whole batch);
     batchnorm_synchronized: statistics over every replica of a TensorFlow strategy.
@@ -113,12 +115,18 @@ def make_resnet(depth_name: str, num_classes: int, image_size: int,
     kind, blocks, width = _RESNETS[depth_name]
     block = _bottleneck_block if kind == "bottleneck" else _basic_block
     inputs = keras.Input((image_size, image_size, 3), name="images")
-    stem = fast.SpaceToDepthStem if ls.stem == "s2d" else layers.Conv2D
-    x = stem(width, 7, strides=2, padding="same", use_bias=False, kernel_initializer=CONV_INIT,
-             name="stem_conv")(inputs)
+    stem_options = dict(strides=2, padding="same", use_bias=False,
+                        kernel_initializer=CONV_INIT, name="stem_conv")
+    if ls.stem == "keras":
+        x = layers.Conv2D(width, 7, **stem_options)(inputs)
+    else:
+        x = fast.SpaceToDepthStem(width, 7, channel_multiple=16 if ls.stem == "s2d16" else 1,
+                                  **stem_options)(inputs)
     x = layers.ReLU(name="stem_relu")(_bn(x, "stem_bn", ls))
-    pool = fast.MaxPool3x3S2 if ls.pool == "slices" else layers.MaxPooling2D
-    x = pool(pool_size=3, strides=2, padding="same", name="stem_pool")(x)
+    if ls.pool == "keras":
+        x = layers.MaxPooling2D(3, strides=2, padding="same", name="stem_pool")(x)
+    else:
+        x = fast.MaxPool3x3S2(argmax=ls.pool == "argmax", name="stem_pool")(x)
     for stage, count in enumerate(blocks):
         for index in range(count):
             stride = 2 if stage > 0 and index == 0 else 1
