@@ -30,7 +30,7 @@ VARIANTS = {
     "all_fast": ("fast", "slices", "s2d"),  # the app's default until 2026-12-01
     "all_fast+argmax_pool": ("fast", "argmax", "s2d"),
     "all_fast+s2d16": ("fast", "slices", "s2d16"),
-    "all_fast+argmax_pool+s2d16": ("fast", "argmax", "s2d16"),
+    "all_fast+argmax_pool+s2d16": ("fast", "argmax", "s2d16"),  # the app's default
 }
 
 
@@ -47,15 +47,21 @@ def main():
     if "," in args.variants:  # one child process per variant
         rows = []
         for name in args.variants.split(","):
-            child = [a for a in sys.argv[1:] if not a.startswith(("--variants", "--out"))]
-            done = subprocess.run([sys.executable, __file__, *child, f"--variants={name}"],
+            child = [f"--accelerator={args.accelerator}", f"--model={args.model}",
+                     f"--image_size={args.image_size}", f"--batch={args.batch}",
+                     f"--steps={args.steps}", f"--variants={name}"]
+            done = subprocess.run([sys.executable, __file__, *child],
                                   capture_output=True, text=True)
-            rows.append(json.loads([line for line in done.stdout.splitlines()
-                                    if line.startswith('{"variant"')][-1]))
+            lines = [line for line in done.stdout.splitlines() if line.startswith('{"variant"')]
+            if not lines:  # say why, and go on with the next variant
+                print(f"variant {name} failed (exit {done.returncode}):\n"
+                      f"{done.stderr[-3000:]}", file=sys.stderr, flush=True)
+                continue
+            rows.append(json.loads(lines[-1]))
             print(json.dumps(rows[-1]), flush=True)
-        base = rows[0]["images_per_sec"]
+        base = rows[0]["images_per_sec"] if rows else 0.0
         for row in rows:
-            row["vs_first"] = round(row["images_per_sec"] / base, 4)
+            row["vs_first"] = round(row["images_per_sec"] / base, 4) if base else None
         emit({"what": "steady-state images/sec per layer set, one process each",
               "global_batch_size": args.batch, "model": args.model, "rows": rows}, args.out)
         return

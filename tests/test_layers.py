@@ -117,3 +117,22 @@ def test_fast_and_keras_resnet50_are_the_same_function():
                                np.asarray(keras_model(x, training=False)), rtol=1e-3, atol=1e-3)
     assert models.forward_flops_per_image(fast_model) == models.forward_flops_per_image(
         keras_model)
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_a_resnet_with_the_default_layers_trains_on_each_backend(backend, tmp_path):
+    """The stem, the pool's hand-written gradient and the padded space-to-depth stem,
+    through `fit` as a user runs it (TensorFlow's oneDNN pass once aborted the process
+    on the padded stem's filter)."""
+    import json
+
+    from conftest import run_cli
+
+    result = run_cli(f"--backend={backend}", "--model=resnet18", "--dataset=synthetic",
+                     "--image_size=32", "--global_batch_size=8", "--epochs=1",
+                     "--steps_per_epoch=2", "--validation_steps=-1", "--verbose=0",
+                     f"--logdir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["backend"] == backend and summary["model"] == "resnet18"
+    assert summary["epochs_completed"] == 1 and summary["images_per_sec"] > 0

@@ -212,9 +212,11 @@ class SpaceToDepthStem(layers.Conv2D):
         kernel = ops.reshape(kernel, (4, 2, 4, 2, channels, filters))
         kernel = ops.reshape(ops.transpose(kernel, (0, 2, 1, 3, 4, 5)),
                              (4, 4, 4 * channels, filters))
-        if extra:
+        if extra:  # (concatenated, not padded: TensorFlow's oneDNN pass fails on a
+            # convolution whose filter is a pad of a pad, on CPU)
             blocks = ops.pad(blocks, [[0, 0], [0, 0], [0, 0], [0, extra]])
-            kernel = ops.pad(kernel, [[0, 0], [0, 0], [0, extra], [0, 0]])
+            kernel = ops.concatenate(
+                [kernel, ops.zeros((4, 4, extra, filters), kernel.dtype)], axis=2)
         return ops.conv(blocks, kernel, strides=1, padding="valid")
 
     def get_config(self):

@@ -52,8 +52,8 @@ class LayerSet:
     """
 
     batchnorm: str = "fast"
-    pool: str = "slices"
-    stem: str = "s2d"
+    pool: str = "argmax"
+    stem: str = "s2d16"
     batchnorm_groups: int = 1
     batchnorm_synchronized: bool = False
 
