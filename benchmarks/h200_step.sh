@@ -17,10 +17,10 @@ for B in 1024 256; do
     --validation_steps=-1 --logdir=/tmp/app$B > "$OUT/app$B.log" 2>&1; echo "app$B exit $?"
   cp /tmp/app$B/summary.json "$OUT/app$B.json"; grep -E "^throughput" "$OUT/app$B.log"
 done
-timeout 200 python3 benchmarks/torch_peer.py --batch_sizes=256 --steps=90 \
+timeout 170 python3 benchmarks/torch_peer.py --batch_sizes=256 --steps=90 \
   --out "$OUT/peer.json" > "$OUT/peer.log" 2>&1; echo "peer exit $?"
 grep -h '"images_per_sec"' "$OUT/peer.json" | cut -c1-200
 rm -rf /tmp/prof
-timeout 120 $APP --global_batch_size=256 --epochs=1 --steps_per_epoch=30 --validation_steps=-1 \
+timeout 100 $APP --global_batch_size=256 --epochs=1 --steps_per_epoch=30 --validation_steps=-1 \
   --profile_steps=20,25 --logdir=/tmp/prof > "$OUT/prof.log" 2>&1; echo "trace exit $?"
 tar czf "$OUT/trace.tgz" -C /tmp/prof plugins; ls -la "$OUT"
