@@ -33,23 +33,24 @@ COMMANDS = {
 }
 
 
-def run(archive: Archive, name: str) -> dict:
-    """collect_real_data_20k.run's figures, and per epoch what the stages recorded."""
+def run(archive: Archive, name: str, epochs: int = 4) -> dict:
+    """collect_real_data_20k.run's figures, and per epoch what the stages recorded
+    (the run's last `epochs` epochs)."""
     result = run_20k(archive, name)
     if f"{name}.stages.json" in archive.names:
-        result.update(_epoch_stats(archive.json(f"{name}.stages.json")))
+        result.update(_epoch_stats(archive.json(f"{name}.stages.json"), epochs))
     return result
 
 
-def _epoch_stats(stages: dict) -> dict:
+def _epoch_stats(stages: dict, epochs: int = 4) -> dict:
     """Per training epoch (split where fit paused over 1 s between batches; the last
-    four): fit's waits for a batch, nvJPEG's decode calls that took device memory,
+    `epochs`): fit's waits for a batch, nvJPEG's decode calls that took device memory,
     and Python's full collections (generation 2) and their longest pause."""
     timeline = stages["timeline"]
     takes = [t[0] for t in timeline if t[2] == "MainThread" and t[3] == "take"]
     if not takes:  # synthetic data: no stream to wait for
         return {}
-    bounds = [b for a, b in zip(takes, takes[1:]) if b - a > 1.0][-4:] + [float("inf")]
+    bounds = [b for a, b in zip(takes, takes[1:]) if b - a > 1.0][-epochs:] + [float("inf")]
 
     def per_epoch(items, value):
         return [round(sum(value(x) for x in items if a <= x[0] < b), 4)
