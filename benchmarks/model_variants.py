@@ -31,6 +31,8 @@ VARIANTS = {
     "all_fast+argmax_pool": ("fast", "argmax", "s2d"),
     "all_fast+s2d16": ("fast", "slices", "s2d16"),
     "all_fast+argmax_pool+s2d16": ("fast", "argmax", "s2d16"),  # the app's default
+    # the default with each BatchNorm's ReLU inside it (one hand-written gradient)
+    "default+relu_in_batchnorm": ("fast", "argmax", "s2d16", 1, False, True),
 }
 
 

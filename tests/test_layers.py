@@ -1,5 +1,8 @@
 """The fast layers compute what the Keras layers they replace compute."""
 
+import dataclasses
+import os
+
 import keras
 import numpy as np
 import pytest
@@ -103,6 +106,83 @@ def test_batchnorm_matches_keras_in_training_and_inference(apply_in_compute_dtyp
                                np.asarray(theirs(x, training=False)), atol=1e-4)
 
 
+def bn_relu_outputs_and_gradients(relu_in_layer: bool, groups: int, seed: int = 8) -> dict:
+    """relu(BatchNorm(x)) in training, with the ReLU inside the layer (its hand-written
+    gradient) or after it (autodiff): output, moving statistics, and the gradients of
+    sum(output * weights) for x, gamma and beta, through the backend's own autodiff.
+    Also run in a JAX process by the test below."""
+    rng = np.random.default_rng(seed)
+    x = (rng.normal(size=(8, 5, 5, 6)) * 2 + 0.5).astype("float32")
+    weights = rng.normal(size=x.shape).astype("float32")
+    layer = fast.BatchNorm(groups=groups, relu=relu_in_layer, momentum=0.9, epsilon=1e-5)
+    layer.build(x.shape)
+    layer.gamma.assign(rng.normal(size=(6,)).astype("float32"))
+    layer.beta.assign(rng.normal(size=(6,)).astype("float32"))
+
+    def output(y):
+        return y if relu_in_layer else keras.ops.relu(y)
+
+    if keras.backend.backend() == "jax":
+        import jax
+
+        def loss(x, trainable):
+            y, moving = layer.stateless_call(trainable, layer.non_trainable_variables, x,
+                                             training=True)
+            y = output(y)
+            return (y * weights).sum(), (y, moving)
+
+        trainable = [v.value for v in layer.trainable_variables]
+        (dx, (dgamma, dbeta)), (y, moving) = jax.grad(loss, argnums=(0, 1), has_aux=True)(
+            x, trainable)
+    else:
+        import tensorflow as tf
+
+        t = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(t)
+            y = output(layer(t, training=True))
+            loss = tf.reduce_sum(y * weights)
+        dx, dgamma, dbeta = tape.gradient(loss, [t, layer.gamma, layer.beta])
+        moving = [layer.moving_mean, layer.moving_variance]
+    return {name: np.asarray(value) for name, value in
+            [("y", y), ("dx", dx), ("dgamma", dgamma), ("dbeta", dbeta),
+             ("moving_mean", moving[0]), ("moving_variance", moving[1])]}
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_batchnorm_with_its_relu_inside_computes_what_batchnorm_then_relu_does(groups):
+    fused = bn_relu_outputs_and_gradients(True, groups)
+    separate = bn_relu_outputs_and_gradients(False, groups)
+    assert (fused["y"] == 0).mean() > 0.2  # the ReLU cuts: its mask matters
+    for name in fused:
+        np.testing.assert_allclose(fused[name], separate[name], rtol=1e-4, atol=1e-5,
+                                   err_msg=name)
+
+
+def test_batchnorm_with_its_relu_inside_has_the_same_gradients_on_jax():
+    """The same comparison in a JAX process (the test process runs TensorFlow)."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, os, sys; sys.path.insert(0, 'tests'); sys.path.insert(0, '.')\n"
+            "import numpy as np, test_layers as t\n"
+            "worst = 0.0\n"
+            "for groups in (1, 2):\n"
+            "    a = t.bn_relu_outputs_and_gradients(True, groups)\n"
+            "    b = t.bn_relu_outputs_and_gradients(False, groups)\n"
+            "    worst = max([worst] + [float(np.abs(a[k] - b[k]).max()) for k in a])\n"
+            "print(json.dumps({'worst': worst, 'keys': sorted(a)}))\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=240, cwd=root,
+                          env={**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["keys"] == ["dbeta", "dgamma", "dx", "moving_mean", "moving_variance", "y"]
+    assert result["worst"] < 1e-4
+
+
 def test_fast_and_keras_resnet50_are_the_same_function():
     fast_model = models.make_model("resnet50", 10, 64, models.FAST)
     keras_model = models.make_model("resnet50", 10, 64, models.KERAS)
@@ -118,6 +198,12 @@ def test_fast_and_keras_resnet50_are_the_same_function():
                                np.asarray(keras_model(x, training=False)), rtol=1e-3, atol=1e-3)
     assert models.forward_flops_per_image(fast_model) == models.forward_flops_per_image(
         keras_model)
+    fused = models.make_model("resnet50", 10, 64, dataclasses.replace(
+        models.FAST, relu_in_batchnorm=True))
+    assert [w.name for w in fused.weights] == [w.name for w in fast_model.weights]
+    fused.set_weights(weights)
+    np.testing.assert_allclose(np.asarray(fused(x, training=False)),
+                               np.asarray(fast_model(x, training=False)), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])

@@ -19,6 +19,10 @@ BatchNorm's memory traffic.
   mean of the G slices' statistics (a small all-reduce off the critical path).
   `synchronized=True` (TensorFlow only) is the opposite on MirroredStrategy, whose
   replicas otherwise each normalize their own batch: statistics over all replicas.
+  `relu=True` computes the ReLU that follows inside the layer, with one hand-written
+  gradient for both that recomputes ReLU's mask from the input instead of keeping
+  ReLU's gradient as a tensor (a LayerSet option for benchmarks/model_variants.py;
+  not measured on a GPU yet, not a default).
 - `MaxPool3x3S2`: 3x3/2 "same" max-pooling as the maximum of nine strided
   slices. Same values. Its gradient (`argmax=True`, the default) is written by hand:
   the forward pass also keeps, per output, which of the nine window positions held
@@ -52,19 +56,33 @@ class BatchNorm(layers.BatchNormalization):
             under mixed precision) rather than float32.
         groups: training statistics per slice of the batch, one per replica
             (1 = over the whole batch). The batch must divide by it.
+        relu: a ReLU after it, in the same layer; in training its gradient and
+            BatchNorm's are one hand-written function that recomputes ReLU's mask
+            from the input rather than keeping ReLU's gradient as a tensor of its own
+            (not with `synchronized`).
     """
 
-    def __init__(self, apply_in_compute_dtype: bool = True, groups: int = 1, **kwargs):
+    def __init__(self, apply_in_compute_dtype: bool = True, groups: int = 1,
+                 relu: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.apply_in_compute_dtype = apply_in_compute_dtype
         self.groups = int(groups)
+        self.relu = bool(relu)
 
     def call(self, inputs, training=None, mask=None):
         if not (training and self.trainable):
-            return self._apply(inputs, self.moving_mean, self.moving_variance)
+            y = self._apply(inputs, self.moving_mean, self.moving_variance)
+            return ops.relu(y) if self.relu else y
         # [groups, batch/groups, ...]: the statistics of each slice (channels-last).
         x = ops.reshape(inputs, (self.groups, -1) + tuple(inputs.shape[1:]))
         axes = tuple(range(1, len(x.shape) - 1))
+        if self.relu and not self.synchronized:
+            # gamma and beta as tensors read here (a TensorFlow custom gradient may not
+            # read variables itself)
+            y, mean, variance = _batchnorm_relu(self._affine, self.epsilon, axes)(
+                x, ops.copy(self.gamma), ops.copy(self.beta))
+            self._update_moving(mean, variance)
+            return ops.reshape(y, ops.shape(inputs))
         x32 = ops.cast(x, "float32")
         if self.synchronized:  # TensorFlow: over every replica of the strategy
             mean, variance = ops.moments(x32, axes=axes, keepdims=True, synchronized=True)
@@ -72,24 +90,75 @@ class BatchNorm(layers.BatchNormalization):
             mean = ops.mean(x32, axis=axes, keepdims=True)
             variance = ops.maximum(
                 ops.mean(ops.square(x32), axis=axes, keepdims=True) - ops.square(mean), 0.0)
+        self._update_moving(mean, variance)
+        y = self._apply(x, mean, variance)
+        return ops.reshape(ops.relu(y) if self.relu else y, ops.shape(inputs))
+
+    def _update_moving(self, mean, variance):
+        """The moving averages take the mean of the groups' statistics."""
         momentum = self.momentum
         batch_mean = ops.reshape(ops.mean(mean, axis=0), (-1,))
         batch_variance = ops.reshape(ops.mean(variance, axis=0), (-1,))
         self.moving_mean.assign(self.moving_mean * momentum + batch_mean * (1.0 - momentum))
         self.moving_variance.assign(
             self.moving_variance * momentum + batch_variance * (1.0 - momentum))
-        return ops.reshape(self._apply(x, mean, variance), ops.shape(inputs))
 
     def _apply(self, inputs, mean, variance):
         scale = ops.rsqrt(variance + self.epsilon) * self.gamma
-        shift = self.beta - mean * scale
+        return self._affine(inputs, scale, self.beta - mean * scale)
+
+    def _affine(self, inputs, scale, shift):
+        """inputs * scale + shift (per channel, float32) in the layer's apply dtype."""
         if self.apply_in_compute_dtype:
             return inputs * ops.cast(scale, inputs.dtype) + ops.cast(shift, inputs.dtype)
         return ops.cast(ops.cast(inputs, "float32") * scale + shift, self.compute_dtype)
 
     def get_config(self):
         return {**super().get_config(), "apply_in_compute_dtype": self.apply_in_compute_dtype,
-                "groups": self.groups}
+                "groups": self.groups, "relu": self.relu}
+
+
+def _batchnorm_relu(affine, epsilon: float, axes: tuple):
+    """relu(BatchNorm(x)) in training, statistics over `axes` (per group along axis 0),
+    as f(x, gamma, beta) -> (output, mean, variance) with a hand-written gradient.
+
+    Autodiff keeps ReLU's gradient dy = where(y > 0, d_out, 0) as a tensor of its own,
+    which BatchNorm's gradient then reads twice (its two sums, then dx). Here the mask
+    is recomputed from x, which those passes read anyway:
+        dy = where(affine(x) > 0, d_out, 0),  xhat = (x - mean) * rstd,
+        dx = gamma * rstd * (dy - mean(dy) - xhat * mean(dy * xhat)),
+        dgamma = sum(dy * xhat),  dbeta = sum(dy)
+    (the moving statistics take `mean` and `variance`, whose gradients are not used).
+    """
+
+    @ops.custom_gradient
+    def forward(x, gamma, beta):
+        x32 = ops.cast(x, "float32")
+        mean = ops.mean(x32, axis=axes, keepdims=True)
+        variance = ops.maximum(
+            ops.mean(ops.square(x32), axis=axes, keepdims=True) - ops.square(mean), 0.0)
+        rstd = ops.rsqrt(variance + epsilon)
+        scale = rstd * gamma
+        shift = beta - mean * scale
+        out = ops.relu(affine(x, scale, shift))
+
+        def grad(*args, upstream=None):
+            if upstream is None:  # JAX: one tuple of cotangents; TensorFlow: one each
+                upstream = args[0] if len(args) == 1 else args
+            d_out = upstream[0]
+            dy = ops.cast(ops.where(affine(x, scale, shift) > 0, d_out,
+                                    ops.zeros_like(d_out)), "float32")
+            xhat = (x32 - mean) * rstd
+            mean_dy = ops.mean(dy, axis=axes, keepdims=True)
+            mean_dy_xhat = ops.mean(dy * xhat, axis=axes, keepdims=True)
+            dx = scale * (dy - mean_dy - xhat * mean_dy_xhat)
+            reduce_all = (0,) + axes
+            return (ops.cast(dx, x.dtype), ops.sum(dy * xhat, axis=reduce_all),
+                    ops.sum(dy, axis=reduce_all))
+
+        return (out, mean, variance), grad
+
+    return forward
 
 
 def _same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:

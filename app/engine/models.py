@@ -48,7 +48,9 @@ class LayerSet:
     or "s2d16" (space-to-depth with its 12 channels zero-padded to 16);
     batchnorm_groups: BatchNorm statistics per slice of the batch, one slice per
     replica (JAX's data parallelism; 1 = over the whole batch);
-    batchnorm_synchronized: statistics over every replica of a TensorFlow strategy.
+    batchnorm_synchronized: statistics over every replica of a TensorFlow strategy;
+    relu_in_batchnorm: each ReLU that follows a BatchNorm directly is computed in it
+    ("fast" BatchNorms only; one hand-written gradient for the two).
     """
 
     batchnorm: str = "fast"
@@ -56,6 +58,7 @@ class LayerSet:
     stem: str = "s2d16"
     batchnorm_groups: int = 1
     batchnorm_synchronized: bool = False
+    relu_in_batchnorm: bool = False
 
 
 FAST = LayerSet()
@@ -67,7 +70,7 @@ def _conv(x, filters, kernel, stride, name):
                          kernel_initializer=CONV_INIT, name=name)(x)
 
 
-def _bn(x, name, ls: LayerSet, zero_init=False):
+def _bn(x, name, ls: LayerSet, zero_init=False, relu=False):
     options = dict(momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name=name,
                    gamma_initializer="zeros" if zero_init else "ones")
     if ls.batchnorm_synchronized:
@@ -75,7 +78,14 @@ def _bn(x, name, ls: LayerSet, zero_init=False):
     if ls.batchnorm == "keras":
         return layers.BatchNormalization(**options)(x)
     return fast.BatchNorm(apply_in_compute_dtype=ls.batchnorm == "fast",
-                          groups=ls.batchnorm_groups, **options)(x)
+                          groups=ls.batchnorm_groups, relu=relu, **options)(x)
+
+
+def _bn_relu(x, name, relu_name, ls: LayerSet):
+    """BatchNorm then ReLU: one layer where the LayerSet computes the ReLU inside."""
+    if ls.relu_in_batchnorm and ls.batchnorm != "keras":
+        return _bn(x, name, ls, relu=True)
+    return layers.ReLU(name=relu_name)(_bn(x, name, ls))
 
 
 def _shortcut(x, filters, stride, name, ls):
@@ -88,7 +98,7 @@ def _shortcut(x, filters, stride, name, ls):
 def _basic_block(x, width, stride, name, ls):
     shortcut = _shortcut(x, width, stride, name, ls)
     y = _conv(x, width, 3, stride, name + "_conv1")
-    y = layers.ReLU(name=name + "_relu1")(_bn(y, name + "_bn1", ls))
+    y = _bn_relu(y, name + "_bn1", name + "_relu1", ls)
     y = _bn(_conv(y, width, 3, 1, name + "_conv2"), name + "_bn2", ls, zero_init=True)
     return layers.ReLU(name=name + "_out")(layers.Add(name=name + "_add")([shortcut, y]))
 
@@ -96,9 +106,9 @@ def _basic_block(x, width, stride, name, ls):
 def _bottleneck_block(x, width, stride, name, ls):
     shortcut = _shortcut(x, width * 4, stride, name, ls)
     y = _conv(x, width, 1, 1, name + "_conv1")
-    y = layers.ReLU(name=name + "_relu1")(_bn(y, name + "_bn1", ls))
+    y = _bn_relu(y, name + "_bn1", name + "_relu1", ls)
     y = _conv(y, width, 3, stride, name + "_conv2")  # v1.5: the stride is here
-    y = layers.ReLU(name=name + "_relu2")(_bn(y, name + "_bn2", ls))
+    y = _bn_relu(y, name + "_bn2", name + "_relu2", ls)
     y = _bn(_conv(y, width * 4, 1, 1, name + "_conv3"), name + "_bn3", ls, zero_init=True)
     return layers.ReLU(name=name + "_out")(layers.Add(name=name + "_add")([shortcut, y]))
 
@@ -122,7 +132,7 @@ def make_resnet(depth_name: str, num_classes: int, image_size: int,
     else:
         x = fast.SpaceToDepthStem(width, 7, channel_multiple=16 if ls.stem == "s2d16" else 1,
                                   **stem_options)(inputs)
-    x = layers.ReLU(name="stem_relu")(_bn(x, "stem_bn", ls))
+    x = _bn_relu(x, "stem_bn", "stem_relu", ls)
     if ls.pool == "keras":
         x = layers.MaxPooling2D(3, strides=2, padding="same", name="stem_pool")(x)
     else:
@@ -139,7 +149,7 @@ def make_small_resnet(num_classes: int, image_size: int, ls: LayerSet = FAST) ->
     block each (widths 32, 64, 128), no max-pool. 309,994 parameters for 10 classes."""
     inputs = keras.Input((image_size, image_size, 3), name="images")
     x = _conv(inputs, SMALL_RESNET_WIDTHS[0], 3, 1, "stem_conv")
-    x = layers.ReLU(name="stem_relu")(_bn(x, "stem_bn", ls))
+    x = _bn_relu(x, "stem_bn", "stem_relu", ls)
     for stage, width in enumerate(SMALL_RESNET_WIDTHS):
         x = _basic_block(x, width, 1 if stage == 0 else 2, f"stage{stage + 1}_block1", ls)
     return keras.Model(inputs, _head(x, num_classes), name="small_resnet")
