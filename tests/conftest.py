@@ -6,6 +6,7 @@ backend, and every test of the command line, runs `python app/main.py` in a real
 subprocess, as a user would.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -47,6 +48,15 @@ def run_cli(*args, timeout=300, env=None):
     return subprocess.run([sys.executable, os.path.join(ROOT, "app", "main.py"), *args],
                           capture_output=True, text=True, timeout=timeout, env=full_env,
                           cwd=ROOT)
+
+
+def run_python(code: str, env: dict) -> dict:
+    """Runs `python -c CODE` from the repository root with ENV added; asserts it
+    succeeded and returns the JSON its last line printed."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=240, cwd=ROOT, env={**os.environ, **env})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def error_lines(stderr: str) -> list[str]:

@@ -8,14 +8,12 @@ within JPEG tolerance, training crops with the same distribution.
 import io
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import ROOT
+from conftest import ROOT, run_python
 from photos import assorted_jpegs, encode, photo
 from preprocessing import augment
 from preprocessing.canvas_ops import make_canvas_step, normalize_host, resize_bilinear_host
@@ -528,13 +526,6 @@ def test_arguments_are_checked(jpegs):
 
 
 # ---- in fresh processes: no TensorFlow, and two devices --------------------------------
-
-
-def run_python(code: str, env: dict) -> dict:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=240, cwd=ROOT, env={**os.environ, **env})
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_the_pipeline_imports_no_tensorflow(jpegs):

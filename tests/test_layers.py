@@ -1,7 +1,6 @@
 """The fast layers compute what the Keras layers they replace compute."""
 
 import dataclasses
-import os
 
 import keras
 import numpy as np
@@ -161,11 +160,9 @@ def test_batchnorm_with_its_relu_inside_computes_what_batchnorm_then_relu_does(g
 
 def test_batchnorm_with_its_relu_inside_has_the_same_gradients_on_jax():
     """The same comparison in a JAX process (the test process runs TensorFlow)."""
-    import json
-    import subprocess
-    import sys
+    from conftest import run_python
 
-    code = ("import json, os, sys; sys.path.insert(0, 'tests'); sys.path.insert(0, '.')\n"
+    code = ("import json, sys; sys.path.insert(0, 'tests'); sys.path.insert(0, '.')\n"
             "import numpy as np, test_layers as t\n"
             "worst = 0.0\n"
             "for groups in (1, 2):\n"
@@ -173,12 +170,7 @@ def test_batchnorm_with_its_relu_inside_has_the_same_gradients_on_jax():
             "    b = t.bn_relu_outputs_and_gradients(False, groups)\n"
             "    worst = max([worst] + [float(np.abs(a[k] - b[k]).max()) for k in a])\n"
             "print(json.dumps({'worst': worst, 'keys': sorted(a)}))\n")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=240, cwd=root,
-                          env={**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_python(code, {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"})
     assert result["keys"] == ["dbeta", "dgamma", "dx", "moving_mean", "moving_variance", "y"]
     assert result["worst"] < 1e-4
 
