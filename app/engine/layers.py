@@ -87,9 +87,7 @@ class BatchNorm(layers.BatchNormalization):
         if self.synchronized:  # TensorFlow: over every replica of the strategy
             mean, variance = ops.moments(x32, axes=axes, keepdims=True, synchronized=True)
         else:
-            mean = ops.mean(x32, axis=axes, keepdims=True)
-            variance = ops.maximum(
-                ops.mean(ops.square(x32), axis=axes, keepdims=True) - ops.square(mean), 0.0)
+            mean, variance = _one_pass_moments(x32, axes)
         self._update_moving(mean, variance)
         y = self._apply(x, mean, variance)
         return ops.reshape(ops.relu(y) if self.relu else y, ops.shape(inputs))
@@ -104,8 +102,8 @@ class BatchNorm(layers.BatchNormalization):
             self.moving_variance * momentum + batch_variance * (1.0 - momentum))
 
     def _apply(self, inputs, mean, variance):
-        scale = ops.rsqrt(variance + self.epsilon) * self.gamma
-        return self._affine(inputs, scale, self.beta - mean * scale)
+        return self._affine(inputs, *_scale_shift(mean, variance, self.gamma, self.beta,
+                                                  self.epsilon))
 
     def _affine(self, inputs, scale, shift):
         """inputs * scale + shift (per channel, float32) in the layer's apply dtype."""
@@ -116,6 +114,19 @@ class BatchNorm(layers.BatchNormalization):
     def get_config(self):
         return {**super().get_config(), "apply_in_compute_dtype": self.apply_in_compute_dtype,
                 "groups": self.groups, "relu": self.relu}
+
+
+def _one_pass_moments(x32, axes):
+    """Mean and variance over `axes` in one pass (E[x^2] - E[x]^2, at least 0)."""
+    mean = ops.mean(x32, axis=axes, keepdims=True)
+    return mean, ops.maximum(
+        ops.mean(ops.square(x32), axis=axes, keepdims=True) - ops.square(mean), 0.0)
+
+
+def _scale_shift(mean, variance, gamma, beta, epsilon: float):
+    """BatchNorm as x * scale + shift: scale = gamma / sqrt(variance + epsilon)."""
+    scale = ops.rsqrt(variance + epsilon) * gamma
+    return scale, beta - mean * scale
 
 
 def _batchnorm_relu(affine, epsilon: float, axes: tuple):
@@ -134,12 +145,8 @@ def _batchnorm_relu(affine, epsilon: float, axes: tuple):
     @ops.custom_gradient
     def forward(x, gamma, beta):
         x32 = ops.cast(x, "float32")
-        mean = ops.mean(x32, axis=axes, keepdims=True)
-        variance = ops.maximum(
-            ops.mean(ops.square(x32), axis=axes, keepdims=True) - ops.square(mean), 0.0)
-        rstd = ops.rsqrt(variance + epsilon)
-        scale = rstd * gamma
-        shift = beta - mean * scale
+        mean, variance = _one_pass_moments(x32, axes)
+        scale, shift = _scale_shift(mean, variance, gamma, beta, epsilon)
         out = ops.relu(affine(x, scale, shift))
 
         def grad(*args, upstream=None):
@@ -148,7 +155,7 @@ def _batchnorm_relu(affine, epsilon: float, axes: tuple):
             d_out = upstream[0]
             dy = ops.cast(ops.where(affine(x, scale, shift) > 0, d_out,
                                     ops.zeros_like(d_out)), "float32")
-            xhat = (x32 - mean) * rstd
+            xhat = (x32 - mean) * ops.rsqrt(variance + epsilon)
             mean_dy = ops.mean(dy, axis=axes, keepdims=True)
             mean_dy_xhat = ops.mean(dy * xhat, axis=axes, keepdims=True)
             dx = scale * (dy - mean_dy - xhat * mean_dy_xhat)
