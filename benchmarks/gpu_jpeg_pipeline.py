@@ -241,11 +241,12 @@ def planner_only(records, batch: int):
         n = 8
         start = time.perf_counter()
         futures = [stream._submit((1, k % stream.steps_per_epoch)) for k in range(n)]
-        planned = [(r, f.result()) for r, f in futures]
+        planned = [(r, f.result(), b) for r, f, b in futures]
         out[f"plan_img_per_s_workers_{workers}"] = round(n * batch / (time.perf_counter() - start))
         start = time.perf_counter()
-        for k, (r, slots) in enumerate(planned):
-            stream._finish((1, k), r, slots)
+        for k, (r, slots, b) in enumerate(planned):
+            stream._finish((1, k), r, slots, b)
+            stream._release(b)
         out["finish_img_per_s"] = round(n * batch / (time.perf_counter() - start))
         stream.close()
     return out

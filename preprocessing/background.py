@@ -92,21 +92,29 @@ class Running:
         pending = collections.deque()
         positions = stream._positions(self.start)
         sequence = 0
-        while not self.stopping.is_set():
-            while len(pending) < ahead:
-                position = next(positions, None)
-                if position is None:
+        try:
+            while not self.stopping.is_set():
+                while len(pending) < ahead:
+                    position = next(positions, None)
+                    if position is None:
+                        break
+                    pending.append((position, *stream._submit(position)))
+                if not pending:
                     break
-                pending.append((position, *stream._submit(position)))
-            if not pending:
-                break
-            position, records, future = pending.popleft()
-            plan = stream._finish(position, records, future.result())
-            if not self._put(self.plans, (sequence, plan)):
-                break
-            sequence += 1
-        for _, _, future in pending:
-            future.cancel()
+                position, records, future, block = pending[0]
+                plan = stream._finish(position, records, future.result(), block)
+                pending.popleft()
+                if not self._put(self.plans, (sequence, plan, block)):
+                    stream._release(block)
+                    break
+                sequence += 1
+        finally:
+            # A plan being written into its block must end before the block is reused.
+            for _, _, future, _ in pending:
+                future.cancel()
+            concurrent.futures.wait([future for _, _, future, _ in pending])
+            for _, _, _, block in pending:
+                stream._release(block)
         if not self.stopping.is_set():
             with self.changed:
                 self.end = sequence
@@ -119,13 +127,16 @@ class Running:
             item = self._get(self.plans)
             if item is END:
                 return
-            sequence, (position, parts) = item
-            with self.changed:
-                while sequence >= self.taken + self.ahead and not self.stopping.is_set():
-                    self.changed.wait(0.1)
-            if self.stopping.is_set():
-                return
-            batch = self.stream._materialize(parts, lane)
+            sequence, (position, parts), block = item
+            try:
+                with self.changed:
+                    while sequence >= self.taken + self.ahead and not self.stopping.is_set():
+                        self.changed.wait(0.1)
+                if self.stopping.is_set():
+                    return
+                batch = self.stream._materialize(parts, lane)
+            finally:  # the decode has read the block (it synchronizes its stream)
+                self.stream._release(block)
             with self.changed:
                 self.done[sequence] = None if batch is None else (position, batch)
                 self.changed.notify_all()
@@ -156,6 +167,14 @@ class Running:
         for thread in self.threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=60)
+        if not any(thread.is_alive() for thread in self.threads):
+            while True:  # plans no lane took: their blocks are free again
+                try:
+                    item = self.plans.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not END:
+                    self.stream._release(item[2])
 
 
 _RUNNING = weakref.WeakSet()

@@ -36,6 +36,7 @@ import dataclasses
 import math
 import os
 import warnings
+import weakref
 
 import numpy as np
 
@@ -44,6 +45,7 @@ from preprocessing.canvas_ops import canvas_step
 from preprocessing.gpu_decode import APIS, BACKENDS
 from preprocessing.jpeg_plan import (PlanSpec, host_decode, host_window, plan_batch, read_file,
                                      warm_up_jpegs)
+from preprocessing.shared_bytes import Blocks, warn_if_short
 
 CANVAS_SIDES = (256, 384, 512, 768, 1024)  # canvas sides (square), in buckets
 DECODERS = ("auto", "nvimgcodec", "cpu")
@@ -106,11 +108,15 @@ class GpuJpegStream:
             synthetic data against 0.84 for "c" in the same call), falling back to "c"
             with nvImageCodec's own choice of backend on a GPU without JPEG engines;
             "c" with the other backends.
-        read_in: where the GPU decoder's input bytes are read: "workers" (the
-            planning processes, which read each file for its header anyway, send
-            them with the plan) or "stream" (a thread of this process reads each
-            file again). None: "workers" with api "nvjpeg"; the nvImageCodec APIs
-            read their files themselves ("stream").
+        read_in: where the GPU decoder's input bytes are read: "shared" (the
+            planning processes, which read each file for its header anyway, write
+            them into shared memory, preprocessing/shared_bytes.py), "workers" (they
+            send them with the plan, through the process pool's pipe: on an H200 host
+            29 ms of this process's CPU a batch of 256, at most 33 batches a second,
+            against 0.5 ms through shared memory) or "stream" (a thread of this
+            process reads each file again). None: "shared" with api "nvjpeg" ("workers"
+            without planning processes: the bytes are here already); the nvImageCodec
+            APIs read their files themselves ("stream").
         warm_up: with api "nvjpeg", files drawn (from the seed) to warm nvJPEG's
             hardware decoders up before their first batch: each decodes batches of
             made-up JPEGs as large as the largest of these (sides up to twice the
@@ -213,14 +219,26 @@ class GpuJpegStream:
             first = self._make_fillers(backend, write, decoder_options, high_priority,
                                        hw_share, api)
         self.api = api
-        if read_in not in (None, "workers", "stream"):
-            raise ValueError(f"read_in must be 'workers' or 'stream', got {read_in!r}")
-        if read_in == "workers" and api != "nvjpeg":
-            raise ValueError(f"read_in='workers' needs api='nvjpeg' (nvImageCodec's {api!r} "
+        if read_in not in (None, "shared", "workers", "stream"):
+            raise ValueError(f"read_in must be 'shared', 'workers' or 'stream', got {read_in!r}")
+        if read_in in ("shared", "workers") and api != "nvjpeg":
+            raise ValueError(f"read_in={read_in!r} needs api='nvjpeg' (nvImageCodec's {api!r} "
                              "API reads its files itself)")
-        self.read_in = read_in or ("workers" if api == "nvjpeg" else "stream")
-        self._spec = dataclasses.replace(self._spec, keep_bytes=self.read_in == "workers"
-                                         and self.decoder == "nvimgcodec")
+        if read_in == "shared" and not workers:
+            raise ValueError("read_in='shared' needs planning processes (workers >= 1)")
+        if read_in is None:
+            read_in = ("shared" if workers else "workers") if api == "nvjpeg" else "stream"
+        self.read_in = read_in
+        carry = self.read_in in ("shared", "workers") and self.decoder == "nvimgcodec"
+        self._spec = dataclasses.replace(self._spec, keep_bytes=carry)
+        self._blocks = None  # shared_bytes.Blocks with read_in "shared"
+        if carry and self.read_in == "shared":
+            # A block per batch from its planning to its decode: those being planned
+            # (background.Running._planning), waiting, being decoded, and one spare.
+            wanted = max(2, 2 * workers) + prefetch + 2 * decoders + 1
+            self._blocks = Blocks(wanted, _block_bytes(batch_size))
+            warn_if_short(self._blocks, wanted)
+            weakref.finalize(self, self._blocks.close)
         self._warm_jpegs = None  # a Future of warm_up_jpegs' JPEGs, api "nvjpeg" only
         if self.api == "nvjpeg" and self.decoder == "nvimgcodec" and warm_up > 0:
             rng = np.random.default_rng([self.seed, 3])
@@ -402,18 +420,27 @@ class GpuJpegStream:
         return list(range(start, stop)) + [-1] * (self.batch_size - (stop - start))
 
     def _submit(self, position):
-        """Starts planning a batch; returns (records, a future of its Slots)."""
+        """Starts planning a batch; returns (records, a future of its Slots, the
+        shared-memory block it holds or None: `_release` it once decoded)."""
         records = self._records_of(position)
         paths = [self.records[r][0] if r >= 0 else None for r in records]
         if self.workers:
+            block = self._blocks.acquire() if self._blocks is not None else None
+            name = None if block is None else self._blocks.name(block)
             return records, process_pool(self.workers).submit(
-                plan_batch, paths, position, self._spec)
+                plan_batch, paths, position, self._spec, name), block
         done = concurrent.futures.Future()
         done.set_result(plan_batch(paths, position, self._spec))
-        return records, done
+        return records, done, None
 
-    def _finish(self, position, records, slots):
-        """Labels, skips counted, slots split per device, code streams made."""
+    def _release(self, block) -> None:
+        """Frees a batch's shared-memory block (its decode is over, or it never ran)."""
+        if block is not None:
+            self._blocks.release(block)
+
+    def _finish(self, position, records, slots, block=None):
+        """Labels, skips counted, slots split per device, code streams made (bytes in
+        `block` seen in place)."""
         for slot, record in zip(slots, records):
             slot.record = record
             if record >= 0:
@@ -426,8 +453,11 @@ class GpuJpegStream:
             for index, slot in enumerate(part):
                 slot.index = index
                 if slot.route == "gpu":
+                    data = slot.data
+                    if isinstance(data, tuple):  # (offset, size) in the batch's block
+                        data = self._blocks.view(block, *data)
                     slot.code_stream = filler.code_stream_or_none(
-                        self.records[slot.record][0], slot.region, slot.data)
+                        self.records[slot.record][0], slot.region, data)
                     slot.data = None
         return position, parts
 
@@ -520,6 +550,12 @@ class GpuJpegStream:
         images, done = self._step(canvas, sources, boxes, flips, valid)
         filler.release(canvas, done, targets)
         return images, labels, weights
+
+
+def _block_bytes(batch_size: int) -> int:
+    """A batch's shared-memory block: 160 KiB an image (ImageNet's JPEGs: 110 KB on
+    average; files beyond a full block take the pipe), whole MiB."""
+    return -(-batch_size * 160 * 1024 // 2**20) * 2**20
 
 
 class _HostCanvases:

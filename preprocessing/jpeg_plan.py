@@ -16,7 +16,7 @@ import dataclasses
 
 import numpy as np
 
-from preprocessing import augment, host_ops
+from preprocessing import augment, host_ops, shared_bytes
 from preprocessing.jpeg_header import read_jpeg_header
 
 
@@ -45,7 +45,9 @@ class Slot:
     box: tuple = (0, 0, 1, 1)  # the window inside what the canvas slot holds
     content: tuple = (1, 1)  # height and width of what the canvas slot holds
     pixels: np.ndarray | None = None  # host route: the uint8 content of the slot
-    data: bytes | None = None  # gpu route with spec.keep_bytes: the file's bytes
+    # gpu route with spec.keep_bytes: the file's bytes, or where plan_batch wrote them
+    # in its shared-memory block, (offset, size); the stream makes that a HostBytes.
+    data: bytes | tuple[int, int] | None = None
     # Filled in by the pipeline, not by planning:
     record: int = -1  # index into the records; -1 for eval padding
     label: int = 0
@@ -152,13 +154,17 @@ def made_up_jpeg(layout: str, side: int, min_bytes: int = 0) -> bytes:
     return data if len(data) >= min_bytes else full
 
 
-def plan_batch(paths: list, position: tuple, spec: PlanSpec) -> list[Slot]:
+def plan_batch(paths: list, position: tuple, spec: PlanSpec,
+               block: str | None = None) -> list[Slot]:
     """Plans the images of one batch (a path of None is eval padding: "bad").
 
     Args:
         paths: the batch's files, in order.
         position: (epoch, batch); with spec.seed, decides the windows and flips.
         spec: the stream's settings.
+        block: with spec.keep_bytes, a shared-memory block (shared_bytes.Blocks) to
+            write the gpu-route files' bytes into; those slots' data is then (offset,
+            size) there, except for files that did not fit (their bytes).
 
     Returns:
         One Slot per path; host-route slots carry their pixels.
@@ -198,4 +204,9 @@ def plan_batch(paths: list, position: tuple, spec: PlanSpec) -> list[Slot]:
         if slot.pixels is not None:
             slot.route, slot.content = "host", slot.pixels.shape[:2]
             slot.box = (0, 0, *slot.content)
+    carried = [slot for slot in slots if slot.data is not None]
+    if block is not None and carried:
+        for slot, place in zip(carried, shared_bytes.write(block, [s.data for s in carried])):
+            if place is not None:
+                slot.data = place
     return slots

@@ -159,7 +159,9 @@ class HardwareDecoder(ClosedWhenCollected):
             y, x, h, w = region if region is not None else (0, 0, -1, -1)
             if quick.nvjpegDecodeParamsSetROI(params, x, y, w, h) != 0:
                 return False
-        data_array = (ctypes.c_char_p * count)(*datas)  # points into the bytes, no copy
+        # Pointers into the bytes, no copy: bytes, or shared_bytes.HostBytes (an address).
+        data_array = (ctypes.c_char_p * count)(*[d if isinstance(d, bytes) else d.address
+                                                 for d in datas])
         length_array = (_size_t * count)(*[len(d) for d in datas])
         images = (NvjpegImage * count)()
         for image, pointer, pitch in zip(images, pointers, pitches):

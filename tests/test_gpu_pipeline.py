@@ -73,8 +73,11 @@ def pixels_of(images) -> np.ndarray:
 
 def planned(stream, position):
     """The slots the stream plans for one batch (of its one device)."""
-    records, future = stream._submit(position)
-    return stream._finish(position, records, future.result())[1][0]
+    records, future, block = stream._submit(position)
+    try:
+        return stream._finish(position, records, future.result(), block)[1][0]
+    finally:
+        stream._release(block)
 
 
 def batches(stream, count):
@@ -514,11 +517,16 @@ def test_arguments_are_checked(jpegs):
                                          "backend must be 'hw', got 'hybrid'"):
         GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", api="nvjpeg",
                       backend="hybrid")
-    with pytest.raises(ValueError, match="read_in must be 'workers' or 'stream', got 'disk'"):
+    with pytest.raises(ValueError, match="read_in must be 'shared', 'workers' or 'stream', "
+                                         "got 'disk'"):
         GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", read_in="disk")
-    with pytest.raises(ValueError, match="read_in='workers' needs api='nvjpeg'"):
-        GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", backend="default",
-                      read_in="workers")
+    for read_in in ("shared", "workers"):
+        with pytest.raises(ValueError, match=f"read_in='{read_in}' needs api='nvjpeg'"):
+            GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", backend="default",
+                          read_in=read_in)
+    with pytest.raises(ValueError, match=r"read_in='shared' needs planning processes"):
+        GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", workers=0,
+                      read_in="shared")
     for share in (0.0, 1.5):
         with pytest.raises(ValueError, match="hw_share must be in"):
             GpuJpegStream(jpegs, 4, 32, seed=0, train=True, decoder="cpu", backend="hw+cuda",

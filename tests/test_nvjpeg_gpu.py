@@ -69,16 +69,30 @@ def test_the_hardware_decoder_gives_the_cpu_decoders_batches(jpegs):
 
 
 def test_bytes_from_the_planning_processes_decode_like_bytes_read_again(jpegs):
-    """read_in="workers" (the default: the planning processes send each file's bytes
-    with its plan) gives exactly the batches of read_in="stream" (read again here)."""
+    """read_in="shared" (the default: the planning processes write each file's bytes
+    into shared memory) and "workers" (they send them with the plan) give exactly the
+    batches of read_in="stream" (read again here); every shared-memory block is free
+    again after a pass stopped mid-epoch and after each evaluation pass."""
     kwargs = dict(decoder="nvimgcodec", api="nvjpeg", backend="hw")
-    carried = GpuJpegStream(jpegs, 8, 32, seed=4, train=True, workers=2, **kwargs)
-    assert carried.read_in == "workers" and carried._spec.keep_bytes
+    shared = GpuJpegStream(jpegs, 8, 32, seed=4, train=True, workers=2, **kwargs)
+    assert shared.read_in == "shared" and shared._spec.keep_bytes
+    blocks = shared._blocks
+    assert blocks.count == max(2, 2 * 2) + shared.prefetch + 2 * shared.decoders + 1
+    piped = GpuJpegStream(jpegs, 8, 32, seed=4, train=True, workers=2, read_in="workers",
+                          **kwargs)
     again = stream(jpegs, 8, True, read_in="stream", **kwargs)
-    for ours, theirs in zip(batches(carried, 4), batches(again, 4)):
+    assert piped._blocks is None and again._blocks is None
+    for ours, theirs, third in zip(batches(shared, 5), batches(again, 5), batches(piped, 5)):
         assert all(np.array_equal(a, b) for a, b in zip(ours, theirs))
-    carried.close()
-    again.close()
+        assert all(np.array_equal(a, b) for a, b in zip(third, theirs))
+    shared.close()  # mid-epoch (5 of 3 batches an epoch: the second epoch)
+    assert blocks.free() == blocks.count
+    evaluation = GpuJpegStream(jpegs, 8, 32, seed=4, train=False, workers=2, **kwargs)
+    for _ in range(2):
+        assert len(list(evaluation)) == evaluation.num_batches
+        assert evaluation._blocks.free() == evaluation._blocks.count
+    for s in (evaluation, piped, again):
+        s.close()
 
 
 def test_the_step_is_compiled_before_training_asks(jpegs):
