@@ -14,8 +14,10 @@ import collections
 import concurrent.futures
 import functools
 import multiprocessing
+import os
 import queue
 import threading
+import time
 import weakref
 
 END = object()  # the end of an evaluation pass
@@ -26,9 +28,23 @@ def process_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
     """Planning processes, shared by every stream of this process. Spawned, not forked:
     the training process runs JAX's and XLA's threads, which a fork would not copy."""
     pool = concurrent.futures.ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("spawn"))
+        workers, mp_context=multiprocessing.get_context("spawn"),
+        initializer=_exit_with_parent, initargs=(os.getpid(),))
     atexit.register(pool.shutdown, wait=False, cancel_futures=True)
     return pool
+
+
+def _exit_with_parent(parent: int) -> None:
+    """In a planning process: exits once the training process is gone. Killed (SIGKILL,
+    the OOM killer) it never says so, and the pool's processes, each holding its task
+    queue's write end, would wait for tasks forever, and keep multiprocessing's resource
+    tracker, which unlinks the shared-memory blocks, from ever cleaning up."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="parent_watch").start()
 
 
 class Running:

@@ -112,3 +112,44 @@ def test_host_bytes_read_in_place():
     buffer = ctypes.create_string_buffer(b"\xff\xd8jpeg", 6)
     view = HostBytes(ctypes.addressof(buffer), 6)
     assert len(view) == 6 and bytes(view) == b"\xff\xd8jpeg"
+
+
+KILLED = """
+import json, os, pathlib, signal, sys
+sys.path.insert(0, "tests")
+from photos import assorted_jpegs
+from preprocessing.background import process_pool
+from preprocessing.jpeg_plan import PlanSpec, plan_batch
+from preprocessing.shared_bytes import Blocks
+files = [p for p, _ in assorted_jpegs(pathlib.Path(sys.argv[1]))]
+blocks = Blocks(3, 1 << 20)
+spec = PlanSpec(seed=0, train=True, roi=True, max_side=1024, image_size=32, gpu=True,
+                keep_bytes=True)
+index = blocks.acquire()
+process_pool(2).submit(plan_batch, files, (0, 0), spec, blocks.name(index)).result()
+print(json.dumps([blocks.name(i) for i in range(blocks.count)]), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # no finalizer, no atexit: the tracker must clean up
+"""
+
+
+def test_a_killed_training_process_leaves_no_blocks_behind(tmp_path):
+    """SIGKILL mid-run: the planning processes notice and exit (they inherited the
+    test's pipes: `run` returns only then), and multiprocessing's resource tracker
+    unlinks every block (no /dev/shm leak)."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    done = subprocess.run([sys.executable, "-c", KILLED, str(tmp_path)], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == -9, done.stderr[-2000:]
+    names = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(names) == 3
+    paths = [os.path.join(SHM_DIRECTORY, n) for n in names]
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(p) for p in paths) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(os.path.exists(p) for p in paths), "blocks left in /dev/shm"
