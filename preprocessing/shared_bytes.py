@@ -71,6 +71,7 @@ class Blocks:
             self._blocks.append(block)
         self._free = list(range(len(self._blocks)))
         self.count = len(self._blocks)
+        self._closed = False
 
     def _reserve(self) -> shared_memory.SharedMemory | None:
         try:
@@ -94,6 +95,8 @@ class Blocks:
         if index is None:
             return
         with self._lock:
+            if self._closed:
+                return
             if index in self._free or not 0 <= index < self.count:
                 raise ValueError(f"block {index} was not held")
             self._free.append(index)
@@ -112,17 +115,23 @@ class Blocks:
         return HostBytes(ctypes.addressof(self._anchors[index]) + offset, size)
 
     def close(self) -> None:
-        """Frees every block (after every batch using them is decoded)."""
-        self._anchors.clear()
+        """Removes the blocks' names (no process can open them any more; none is handed
+        out again). Their memory stays mapped here until this object goes: at exit
+        this runs before the streams' threads are stopped, and a decode may still be
+        reading a block."""
+        with self._lock:
+            self._closed = True
+            self._free.clear()
         for block in self._blocks:
-            block.close()
             try:
                 block.unlink()
             except FileNotFoundError:
                 pass
-        self._blocks.clear()
-        self._free.clear()
-        self.count = 0
+
+    def __del__(self):  # nothing can use the blocks now: unmap them (exports first)
+        self._anchors.clear()
+        for block in self._blocks:
+            block.close()
 
 
 def write(name: str, datas: list[bytes]) -> list[tuple[int, int] | None]:
