@@ -51,15 +51,13 @@ class Blocks:
     at most `share` of what the shared-memory file system has free is taken. Thread-safe.
     """
 
-    def __init__(self, count: int, size: int, share: float = 0.5,
-                 directory: str = SHM_DIRECTORY):
+    def __init__(self, count: int, size: int, share: float = 0.5):
         self.size = int(size)
         self._blocks: list[shared_memory.SharedMemory] = []
         self._anchors: list[ctypes.Array] = []  # pins each block's address in this process
-        self._free: list[int] = []
         self._lock = threading.Lock()
         try:
-            stats = os.statvfs(directory)
+            stats = os.statvfs(SHM_DIRECTORY)  # where POSIX shared memory lives on Linux
             budget = int(share * stats.f_bavail * stats.f_frsize)
         except OSError:
             budget = 0
