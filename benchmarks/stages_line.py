@@ -18,7 +18,8 @@ def main(logs: str, name: str, rc: str) -> None:
         return
     fills = {k: v for k, v in stages["seconds"].items() if k.endswith("/fill")}
     calls = {k: v for k, v in stages["calls"].items() if k.endswith("/fill")}
-    print(f"{name:20s} exit {rc} {summary['images_per_sec']:>9} img/s  step "
+    rate = summary.get("images_per_sec")  # None: stopped before a measured step
+    print(f"{name:20s} exit {rc} {rate if rate is not None else '-':>9} img/s  step "
           f"{summary.get('step_time_ms')} ms  wait {summary.get('input_wait_seconds')}  "
           f"fill {fills} calls {calls}  shadow batches "
           f"{stages['calls'].get('shadow/batches')}", flush=True)
