@@ -22,9 +22,10 @@ plus canvases allocated and images decoded on the CPU instead of the GPU. Two pr
 of the GIL: SWITCH_INTERVAL=seconds sets sys.setswitchinterval (Python's default
 0.005), BUSY_THREAD=1 runs a thread of pure Python beside training. And one probe of
 the GPU: SHADOW_FOLDER=DIR runs a GpuJpegStream over DIR/train (batch 256, 224 px,
-bfloat16) in a thread beside training, its batches dropped: with --dataset=synthetic,
-how much decoding on the GPU alone slows the training step (SHADOW_NO_STEP=1: without
-the compiled crop/resize step, nvImageCodec's decoding alone). PYTHON_TRACE=1 makes
+bfloat16) in a thread beside training from its 11th batch, its batches dropped: with
+--dataset=synthetic, how much decoding on the GPU alone slows the training step
+(SHADOW_NO_STEP=1: without the compiled crop/resize step, the decoding alone).
+PYTHON_TRACE=1 makes
 the app's profile (--profile_steps) trace Python calls and host threads as well;
 TRACE_BATCHES=FIRST,LAST[;FIRST,LAST...] TRACE_DIR=DIR traces the same between two batches
 without the profiler callback (which makes Keras run callbacks synchronously), each
@@ -235,8 +236,9 @@ def _freeze_gc_on_first_batch():
     feed.Feed.__getitem__ = getitem
 
 
-def _shadow_on_first_batch(folder):
-    """Starts the shadow stream when fit asks for its first batch (JAX set up by then)."""
+def _shadow_after_compile(folder):
+    """Starts the shadow stream when fit asks for its 11th batch (JAX set up and the
+    training step compiled by then)."""
     from preprocessing import feed
 
     original = feed.Feed.__getitem__
@@ -260,8 +262,13 @@ def _shadow_on_first_batch(folder):
         except RuntimeError:  # the interpreter is exiting: its pools are shut down
             return
 
+    calls = []
+
     def getitem(self, index):
-        if not started:
+        # After the compile (10 batches in): started with the first batch, it made the
+        # model's compile take over a minute on the H200 (2026-12-01 evening).
+        calls.append(index)
+        if not started and len(calls) > 10:
             started.append(threading.Thread(target=shadow, daemon=True, name="shadow"))
             started[0].start()
         return original(self, index)
@@ -316,7 +323,7 @@ def main():
     if os.environ.get("SWITCH_INTERVAL"):
         sys.setswitchinterval(float(os.environ["SWITCH_INTERVAL"]))
     if os.environ.get("SHADOW_FOLDER"):
-        _shadow_on_first_batch(os.environ["SHADOW_FOLDER"])
+        _shadow_after_compile(os.environ["SHADOW_FOLDER"])
     if os.environ.get("PYTHON_TRACE"):  # the profile (--profile_steps) traces Python too
         import jax
 
