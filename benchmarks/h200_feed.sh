@@ -10,7 +10,6 @@ set -u
 export JPEGS_TRAIN=10240 TIMELINE=1 STAGED_TIMEOUT=80
 source benchmarks/stages_env.sh
 JPG="--dataset=folder:/tmp/jpegs --input_pipeline=gpu"
-rm -rf /tmp/syn /tmp/gpu /tmp/gpu_hw09 /tmp/gpu_hw1 /tmp/gpu_pf3
 staged syn 1 -- --dataset=synthetic --steps_per_epoch=40
 staged gpu 1 -- $JPG
 staged gpu_hw09 1 'STREAM_KW={"hw_share": 0.9}' -- $JPG

@@ -18,7 +18,7 @@ echo "probe exit $?"; tail -4 $L/probe.log
 export TIMELINE=1 NVJPEG_DETAIL=1 TRACE_PYTHON=0 TRACE_BATCHES="20,26;260,266"
 RUN="--epochs=4"
 JPG="--dataset=folder:/tmp/jpegs --input_pipeline=gpu $RUN"
-rm -rf /tmp/syn /tmp/gpu /tmp/gpu_pad64 /tmp/traces; mkdir -p /tmp/traces
+rm -rf /tmp/traces; mkdir -p /tmp/traces
 staged syn 1 TRACE_DIR=/tmp/traces/syn -- --dataset=synthetic --steps_per_epoch=80 $RUN
 staged gpu 1 TRACE_DIR=/tmp/traces/gpu -- $JPG
 staged gpu_pad64 1 TRACE_DIR=/tmp/traces/gpu_pad64 NVJPEG_PADDING=67108864 -- $JPG

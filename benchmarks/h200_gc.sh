@@ -9,7 +9,6 @@ export JPEGS_TRAIN=20480
 source benchmarks/stages_env.sh
 export TIMELINE=1 GC_LOG=1
 JPG="--dataset=folder:/tmp/jpegs --input_pipeline=gpu --epochs=4"
-rm -rf /tmp/syn /tmp/gpu /tmp/gpu_freeze
 staged syn 1 -- --dataset=synthetic --steps_per_epoch=80 --epochs=4
 staged gpu 1 -- $JPG
 staged gpu_freeze 1 GC_FREEZE=1 -- $JPG

@@ -9,7 +9,6 @@ set -u
 export JPEGS_TRAIN=10240 TIMELINE=1 STAGED_TIMEOUT=80
 source benchmarks/stages_env.sh
 JPG="--dataset=folder:/tmp/jpegs --input_pipeline=gpu"
-rm -rf /tmp/syn /tmp/lanes6 /tmp/lanes3 /tmp/lanes2 /tmp/lanes6b
 staged syn 1 -- --dataset=synthetic --steps_per_epoch=40
 staged lanes6 1 -- $JPG
 staged lanes3 1 'STREAM_KW={"decoders": 3}' -- $JPG

@@ -10,7 +10,6 @@ set -u
 export JPEGS_TRAIN=10240
 source benchmarks/stages_env.sh
 SYN="--dataset=synthetic --steps_per_epoch=40"
-rm -rf /tmp/syn /tmp/syn_shadow /tmp/syn_shadow_nostep
 STAGED_TIMEOUT=80 staged syn 1 -- $SYN
 STAGED_TIMEOUT=130 staged syn_shadow 1 SHADOW_FOLDER=/tmp/jpegs -- $SYN
 STAGED_TIMEOUT=130 staged syn_shadow_nostep 1 SHADOW_FOLDER=/tmp/jpegs SHADOW_NO_STEP=1 -- $SYN

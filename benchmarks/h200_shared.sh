@@ -11,7 +11,6 @@ set -u
 export JPEGS_TRAIN=10240 TIMELINE=1 STAGED_TIMEOUT=80
 source benchmarks/stages_env.sh
 JPG="--dataset=folder:/tmp/jpegs --input_pipeline=gpu"
-rm -rf /tmp/syn /tmp/shared /tmp/pipe /tmp/shared2
 staged syn 1 -- --dataset=synthetic --steps_per_epoch=40
 staged shared 1 -- $JPG
 staged pipe 1 'STREAM_KW={"read_in": "workers"}' -- $JPG

@@ -16,7 +16,6 @@ timeout 200 python3 benchmarks/nvjpeg_growth_probe.py /tmp/jpegs/train /tmp/grow
 export TIMELINE=1 NVJPEG_DETAIL=1
 RUN="--epochs=4"
 JPG="--dataset=folder:/tmp/jpegs --input_pipeline=gpu $RUN"
-rm -rf /tmp/syn /tmp/gpu /tmp/gpu_nowarm
 staged syn 1 -- --dataset=synthetic --steps_per_epoch=80 $RUN
 staged gpu 1 -- $JPG
 staged gpu_nowarm 1 'STREAM_KW={"warm_up": 0}' -- $JPG

@@ -10,7 +10,6 @@ source benchmarks/stages_env.sh
 export TIMELINE=1
 JPG="--dataset=folder:/tmp/jpegs --input_pipeline=gpu --epochs=4"
 for w in 4 6 8; do
-  rm -rf /tmp/gpu_w$w
   vmstat -n 1 > $L/vmstat_w$w.txt 2>&1 & V=$!
   staged gpu_w$w 1 "STREAM_KW={\"workers\": $w}" -- $JPG
   kill $V

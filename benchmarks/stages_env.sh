@@ -1,7 +1,7 @@
 # Sourced by the gpu-pipeline diagnosis scripts (repository root, on the device machine):
 # the environment, $JPEGS_TRAIN (10,240) ImageNet-sized JPEGs in /tmp/jpegs, logs in /tmp/logs, and
 #   staged NAME GPUS [VAR=value ...] -- [app flags ...]
-# which runs the app through benchmarks/gpu_stages.py (ResNet-50 bf16, 256 per GPU,
+# which runs the app through benchmarks/gpu_stages.py in a fresh /tmp/NAME (ResNet-50 bf16, 256 per GPU,
 # every callback on, 3 epochs, no validation) with those variables set, prints one line
 # (benchmarks/stages_line.py) and packs /tmp/logs into $OUT/logs.tgz.
 source benchmarks/device_env.sh
@@ -14,6 +14,7 @@ staged() {
   local name=$1 gpus=$2; shift 2; local envs=(STAGES_OUT=$L/$name.stages.json)
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
   local visible=0; [ "$gpus" = 2 ] && visible=0,1
+  rm -rf /tmp/$name  # a warm machine keeps the last call's run folders: resuming one would measure nothing
   env "${envs[@]}" CUDA_VISIBLE_DEVICES=$visible timeout ${STAGED_TIMEOUT:-100} \
     python3 benchmarks/gpu_stages.py --accelerator=gpu --backend=jax --model=resnet50 \
     --global_batch_size=$((256 * gpus)) --verbose=2 --validation_steps=-1 --epochs=3 \
