@@ -62,9 +62,10 @@ def frozen_heap():
     they took 0.14-0.27 s holding the GIL, which stalls the input pipeline's threads
     and the steps' dispatch (on an H200 with the gpu pipeline one epoch in four ran
     ~5% slower; frozen, collections took 0.02-0.04 s and the epochs were even:
-    benchmarks/h200_gc.sh). Garbage is collected first, nothing is frozen afterwards,
-    and cyclic garbage made meanwhile is still collected. Inside another, it leaves the
-    outer one's freeze as it is.
+    benchmarks/h200_gc.sh). Garbage is collected first, and cyclic garbage made
+    meanwhile is still collected. What fit's compiles make later is frozen by
+    callbacks/heap.py's FreezeAfterCompile, inside this freeze; all of it is unfrozen
+    at the end. Inside another, it leaves the outer one's freeze as it is.
     """
     if gc.get_freeze_count():  # frozen already (an outer frozen_heap): theirs to undo
         yield

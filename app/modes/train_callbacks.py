@@ -19,6 +19,7 @@ from callbacks.accuracy import TopOneTargets
 from callbacks.checkpoint import Checkpoint
 from callbacks.cost import CloudCost
 from callbacks.energy import EnergyMeter
+from callbacks.heap import FreezeAfterCompile
 from callbacks.learning_rate import LearningRateLogger
 from callbacks.metrics_logger import MetricsLogger
 from callbacks.mfu import ModelFlopsUtilization
@@ -125,8 +126,10 @@ def make_callbacks(context, plan) -> RunCallbacks:
     # Producers of figures first, then their readers; the guard before the checkpoint
     # (a diverged step must stop training before anything is saved); the sink before
     # the checkpoint (the logs are never behind a committed checkpoint). Progress
-    # replaces Keras's progress bar (which would print every figure).
-    ordered = [StallWatchdog(STALL_SECONDS, signals.stalled), LearningRateLogger(),
+    # replaces Keras's progress bar (which would print every figure). FreezeAfterCompile
+    # keeps full garbage collections short once the steps are compiled (callbacks/heap.py).
+    ordered = [StallWatchdog(STALL_SECONDS, signals.stalled), FreezeAfterCompile(),
+               LearningRateLogger(),
                throughput, parts.energy, cost, mfu, targets, nan_guard, parts.profiler,
                Progress(), parts.logger, parts.checkpoint]
     parts.callbacks = [c for c in ordered if c is not None]

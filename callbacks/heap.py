@@ -1,0 +1,56 @@
+"""Freezes Python's heap again once fit has compiled its steps.
+
+Training runs inside app/engine/timing.py's `frozen_heap`: Python's full (generation 2)
+garbage collections skip every object alive when it began. But `fit` compiles its
+steps after that, on its first batch and its first evaluation pass, and a JAX
+compile leaves many long-lived objects (traced programs, caches). Every later full
+collection scans them all, holding the GIL: the steps' dispatch and the input
+pipeline's threads stop meanwhile. With the gpu input pipeline, whose batches make
+enough surviving objects to start a full collection every ~5 s, each took 0.19-0.31 s
+on the H200 host, three in a 15 s stretch of ResNet-50 training, ~5% of its images/sec
+(`benchmarks/h200_real_timeline.sh`, GC_LOG timeline, 2026-12-01); on synthetic data,
+none ran after the compile.
+
+After the first training batch ends (its compile is over) and after the first
+evaluation pass, this collects once (garbage first) and freezes what lives, so later
+full collections scan only what was made since. `frozen_heap`'s end unfreezes it all.
+Outside a freeze (`gc.get_freeze_count() == 0`) it does nothing: whether to freeze is
+`frozen_heap`'s decision, not a callback's.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import keras
+
+
+def refreeze() -> bool:
+    """If the heap is frozen: collect, then freeze what is alive now as well.
+    Returns whether it did."""
+    if not gc.get_freeze_count():
+        return False
+    gc.collect()
+    gc.freeze()
+    return True
+
+
+class FreezeAfterCompile(keras.callbacks.Callback):
+    """Calls `refreeze()` after the first training batch and the first evaluation
+    pass of the run (those are when `fit` compiles), never again."""
+
+    async_safe = True  # no device work; a collection holds the GIL in any thread
+
+    def __init__(self):
+        super().__init__()
+        self.refrozen = {"train": False, "test": False}
+
+    def _once(self, phase: str) -> None:
+        if not self.refrozen[phase]:
+            self.refrozen[phase] = refreeze()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._once("train")
+
+    def on_test_end(self, logs=None):
+        self._once("test")
