@@ -5,6 +5,8 @@
 # TRAIN / B steps: on synthetic data (the ceiling, the same epochs and steps), with
 # --input_pipeline=gpu, the PyTorch peer (torch.compile fed by a DataLoader, 16
 # workers) on the same files, then --input_pipeline=grain (2 epochs).
+# GC_TIMELINE=1 runs the gpu pipeline once more through benchmarks/gpu_stages.py and
+# prints its full garbage collections (benchmarks/gc_pauses.py).
 # DIGITS=1 adds the default digits job on the GPU (no TensorFlow).
 # Carries .whl (keras, grain, simplejpeg, nvImageCodec, nvJPEG, pytest). Writes $OUT/real_data.tgz.
 set -u
@@ -37,6 +39,15 @@ timeout 140 python3 benchmarks/torch_peer.py --data=/tmp/jpegs --batch_sizes=$B 
   --warmup=15 --out "$R/peer.json" > "$R/peer.log" 2>&1; echo "peer exit $?"
 grep -h '"images_per_sec"' "$R/peer.json" | cut -c1-300
 run grain 120 --dataset=folder:/tmp/jpegs --input_pipeline=grain --epochs=2 --validation_steps=-1
+if [ "${GC_TIMELINE:-0}" = 1 ]; then  # the gpu run again, timed inside: its full collections
+  rm -rf /tmp/gpu_t
+  STAGES_OUT=$R/gpu_t.stages.json TIMELINE=1 GC_LOG=1 timeout 150 python3 benchmarks/gpu_stages.py \
+    --accelerator=gpu --backend=jax --model=resnet50 --global_batch_size=$B --verbose=2 \
+    --logdir=/tmp/gpu_t --dataset=folder:/tmp/jpegs --input_pipeline=gpu --epochs=4 \
+    --validation_steps=-1 > "$R/gpu_t.log" 2>&1; echo "gpu_t exit $?"
+  cp /tmp/gpu_t/summary.json "$R/gpu_t.json" 2>/dev/null; grep -E "^epoch|^throughput" "$R/gpu_t.log"
+  python3 benchmarks/gc_pauses.py "$R/gpu_t.stages.json"
+fi
 if [ "${DIGITS:-0}" = 1 ]; then
   timeout 150 python3 app/main.py --accelerator=gpu --backend=jax --logdir=/tmp/digits \
     --verbose=2 > "$R/digits.log" 2>&1; echo "digits exit $?"

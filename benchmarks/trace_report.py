@@ -6,6 +6,7 @@
 Python traced). It prints, for the busiest GPU stream (XLA's compute stream):
 - its busy time against the stretch, and the XLA modules that ran (train steps, the
   JPEG pipeline's crop/resize steps), each with its duration;
+- the other streams' work (nvJPEG's conversion kernels, copies) by name: total, count;
 - the GPU's idle time and, sampled every 0.1 ms of it, what the training thread
   (the one that dispatches train_step) was doing;
 - the CUDA driver calls and copies by total time, with their longest (a device-wide
@@ -61,7 +62,14 @@ def report(spans) -> None:
     print("modules:", ", ".join(f"{e['name'].split('(')[0]} {e['dur'] / 1e3:.1f}"
                                 for e in modules))
     others = sum(v for k, v in streams.items() if k != compute)
-    print(f"other streams busy {others / 1e3:.1f} ms")
+    print(f"other streams busy {others / 1e3:.1f} ms; their work by name:")
+    work, count = collections.Counter(), collections.Counter()
+    for e in spans:
+        if e["thread"].startswith("Stream #") and e["thread"] != compute:
+            work[e["name"][:70]] += e.get("dur", 0)
+            count[e["name"][:70]] += 1
+    for name, total in work.most_common(8):
+        print(f"  {total / 1e3:8.2f} ms {count[name]:6d} x {total / count[name]:7.1f} us  {name}")
 
     idle, reach = [], gpu[0][1]
     for start, end in gpu:
