@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import sys
 
-from collect_real_data_20k import Archive, real_data, run
+from collect_real_data_20k import Archive, real_data_of, run
 from gc_pauses import full_collections
 from results_io import emit
 
@@ -51,16 +51,9 @@ def _trace(text: str) -> dict:
     train = [float(m.split()[-1]) for m in modules if m.startswith("jit_train_step")]
     crop = [float(m.split()[-1]) for m in modules if m.startswith("jit_step")]
     return {"train_step_ms": train, "crop_resize_step_ms": crop,
-            "other_streams": re.search(r"^other streams busy ([\d.]+) ms", text, re.M)
-            .group(1) + " ms busy",
+            "other_streams_busy_ms": float(
+                re.search(r"^other streams busy ([\d.]+) ms", text, re.M).group(1)),
             "report": text.splitlines()[:8]}
-
-
-def _head(archive: Archive) -> dict:
-    runs = {n: run(archive, n) for n in ["synthetic", "gpu", "grain"]}
-    peer = archive.json("peer.json")["rows"][0]["images_per_sec"]
-    return {**real_data(runs["synthetic"], runs["gpu"], runs["grain"], peer),
-            "fit_wait_seconds_gpu_pipeline": archive.json("gpu.json")["input_wait_seconds"]}
 
 
 def main(raw: str, out: str) -> None:
@@ -71,7 +64,7 @@ def main(raw: str, out: str) -> None:
     for name in ("syn", "gpu"):
         with open(f"{raw}/call1_trace_report_{name}.txt") as f:
             traces[name] = _trace(f.read())
-    after = _head(call4)
+    after = real_data_of(call4)
     timed = _timed(call4, "gpu_t")
     timed["fraction_of_synthetic"] = round(
         timed["images_per_sec"] / after["images_per_sec_synthetic"], 4)
@@ -87,7 +80,7 @@ def main(raw: str, out: str) -> None:
             "note": "call4: the gpu run again through benchmarks/gpu_stages.py (TIMELINE, "
                     "GC_LOG); its first full collection is the refreeze itself, in warm-up",
             **timed},
-        "real_data_before": _head(call2),
+        "real_data_before": real_data_of(call2),
         "lanes_call1": _with_fractions(
             {n: run(call1, n) for n in ["lanes6", "lanes3", "lanes2"]}, "lanes6",
             "fraction_of_lanes6"),

@@ -108,6 +108,15 @@ def real_data(synthetic: dict, gpu: dict, grain: dict, peer: float) -> dict:
     }
 
 
+def real_data_of(archive: Archive) -> dict:
+    """real_data() of an h200_real_data.sh archive (synthetic, gpu, grain, the peer),
+    with how long fit waited for the gpu pipeline's batches."""
+    runs = {n: run(archive, n) for n in ["synthetic", "gpu", "grain"]}
+    peer = archive.json("peer.json")["rows"][0]["images_per_sec"]
+    return {**real_data(runs["synthetic"], runs["gpu"], runs["grain"], peer),
+            "fit_wait_seconds_gpu_pipeline": archive.json("gpu.json")["input_wait_seconds"]}
+
+
 def main(raw: str, out: str) -> None:
     calls = {n: Archive(f"{raw}/{n}.tgz") for n in COMMANDS}
     diagnosis = {}

@@ -10,10 +10,9 @@ them, nothing is typed in.
 
 from __future__ import annotations
 
-import json
 import sys
 
-from collect_real_data_20k import Archive, real_data
+from collect_real_data_20k import Archive, real_data_of
 from collect_step import _variants
 from collect_warm_up import run
 from results_io import emit
@@ -31,13 +30,6 @@ COMMANDS = {
              "decoding as fast as it can; both shadow runs were cut by the script's 80 s "
              "limit: the first after one epoch, the second at its first step)",
 }
-
-
-def _head(archive: Archive) -> dict:
-    runs = {n: run(archive, n) for n in ["synthetic", "gpu", "grain"]}
-    peer = archive.json("peer.json")["rows"][0]["images_per_sec"]
-    return {**real_data(runs["synthetic"], runs["gpu"], runs["grain"], peer),
-            "fit_wait_seconds_gpu_pipeline": archive.json("gpu.json")["input_wait_seconds"]}
 
 
 def _transfer(archive: Archive) -> dict:
@@ -65,8 +57,8 @@ def main(raw: str, out: str) -> None:
                     "process can receive a second and its CPU a batch",
             **_transfer(calls["call1"]),
         },
-        "real_data_pipe": _head(calls["call1"]),
-        "real_data": _head(calls["call2"]),
+        "real_data_pipe": real_data_of(calls["call1"]),
+        "real_data": real_data_of(calls["call2"]),
         "feed": feed,
         "shadow": {
             "note": "call4, cut by its time limit after its first epoch: synthetic training "
