@@ -13,24 +13,31 @@ class Node:
     pass
 
 
+def _in_collected_generations(objects) -> int:
+    """How many of `objects` full collections would scan (generations 0-2: not frozen)."""
+    ids = {id(o) for o in objects}
+    return sum(id(o) in ids for g in (0, 1, 2) for o in gc.get_objects(generation=g))
+
+
 def test_refreezes_after_the_first_batch_and_first_evaluation_only():
     callback = FreezeAfterCompile()
+    loose = [Node() for _ in range(100)]
     callback.on_train_batch_end(0)  # no freeze around it: nothing to do
     assert gc.get_freeze_count() == 0 and callback.refrozen == {"train": False, "test": False}
+    assert _in_collected_generations(loose) == len(loose)
     with frozen_heap():
-        before = gc.get_freeze_count()
         made = [Node() for _ in range(5000)]  # what a compile leaves, say
+        assert _in_collected_generations(made) == len(made)
         callback.on_train_batch_end(0)
-        after_train = gc.get_freeze_count()
-        assert after_train >= before + len(made)
+        assert _in_collected_generations(made) == 0 and callback.refrozen["train"]
         more = [Node() for _ in range(5000)]
         callback.on_train_batch_end(1)  # once only: each call would be a full collection
-        assert gc.get_freeze_count() <= after_train
+        assert _in_collected_generations(more) == len(more)
         callback.on_test_end()
-        assert gc.get_freeze_count() >= after_train + len(more)
-        frozen = gc.get_freeze_count()
+        assert _in_collected_generations(more) == 0 and callback.refrozen["test"]
+        after = [Node() for _ in range(100)]
         callback.on_test_end()
-        assert gc.get_freeze_count() <= frozen
+        assert _in_collected_generations(after) == len(after)
         node = Node()  # garbage made after the refreeze is still collected
         node.itself = node
         alive = weakref.ref(node)
@@ -38,6 +45,7 @@ def test_refreezes_after_the_first_batch_and_first_evaluation_only():
         gc.collect()
         assert alive() is None
     assert gc.get_freeze_count() == 0  # frozen_heap's end unfreezes everything
+    assert _in_collected_generations(made + more) == len(made) + len(more)
 
 
 def test_fit_freezes_what_its_compile_made():
