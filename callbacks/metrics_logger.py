@@ -89,7 +89,8 @@ class MetricsLogger(keras.callbacks.Callback):
         self.records = []
         self._lock = threading.Lock()
         self._epoch = 0
-        self._next_step_log = log_every_steps
+        self._epoch_start = 0  # global steps done before this epoch's first batch
+        self._steps_per_call = 1  # steps per batch hook (steps_per_execution)
         self._file = None
         self._writers = {}  # run name ("" = the run folder) -> EventWriter, opened on use
         self._experiment_pending = False
@@ -100,6 +101,8 @@ class MetricsLogger(keras.callbacks.Callback):
         return self._writers[run]
 
     def on_train_begin(self, logs=None):
+        # Read here, on the main thread: on JAX, `self.model` syncs the training state.
+        self._steps_per_call = getattr(self.model, "steps_per_execution", 1) or 1
         os.makedirs(self.logdir, exist_ok=True)
         self._file = open(self.path, "a")
         if self.hparams:
@@ -128,17 +131,27 @@ class MetricsLogger(keras.callbacks.Callback):
         return self.steps_per_epoch or (self.params or {}).get("steps") or 0
 
     def on_epoch_begin(self, epoch, logs=None):
-        before = steps_before(epoch, self._epoch_steps(), self.resume_step)
         with self._lock:
             self._epoch = epoch
-            self._next_step_log = (before // self.log_every_steps + 1) * self.log_every_steps
+            self._epoch_start = steps_before(epoch, self._epoch_steps(), self.resume_step)
+
+    def _due(self, step: int) -> bool:
+        """Whether `step` is the call that covers a multiple of `log_every_steps`.
+
+        Decided from the step alone, never from the calls seen before: on JAX, Keras
+        runs batch hooks in a pool of worker threads when every callback is
+        `async_safe`, so step 13's hook can run before step 12's. Each call covers
+        the `steps_per_execution` steps that end at `step` (none before the epoch's
+        start), and logs when one of them is a multiple of the interval.
+        """
+        covered_from = max(step - self._steps_per_call, self._epoch_start)
+        return step // self.log_every_steps > covered_from // self.log_every_steps
 
     def on_train_batch_end(self, batch, logs=None):
         with self._lock:
             step = global_step(self._epoch, batch, self._epoch_steps(), self.resume_step)
-            if step < self._next_step_log or self._file is None or not logs:
+            if not self._due(step) or self._file is None or not logs:
                 return
-            self._next_step_log = (step // self.log_every_steps + 1) * self.log_every_steps
             for key in BATCH_KEYS:
                 if _is_number(logs.get(key)):
                     self._scalar(key, "batch", logs[key], step)

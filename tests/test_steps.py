@@ -70,3 +70,40 @@ def test_step_series_and_profiled_steps_continue_across_a_mid_epoch_resume(tmp_p
 def test_a_fresh_run_logs_every_nth_step_from_one():
     series = [global_step(e, b, STEPS) for e in range(2) for b in range(STEPS)]
     assert series == list(range(1, 2 * STEPS + 1))
+
+
+def test_the_step_series_holds_when_worker_threads_run_batch_hooks_out_of_order(tmp_path):
+    """On JAX, Keras runs the batch hooks of `async_safe` callbacks in a thread pool,
+    so step 13's hook may run before step 12's (CI saw 2, 4, ..., 10, 13, 14: the
+    logger once logged the first step at or past the next multiple it had seen).
+    Which steps are logged must depend on the steps alone, never on hook order."""
+    logger = MetricsLogger(str(tmp_path), log_every_steps=2, steps_per_epoch=5,
+                           resume_step=11)
+    logger.on_train_begin()
+    logger.on_epoch_begin(2)  # resumed at step 11: this epoch's batches are steps 12-15
+    for batch in (1, 0, 3, 2):  # steps 13, 12, 15, 14
+        logger.on_train_batch_end(batch, {"loss": 1.0})
+    logger.on_epoch_end(2, {"loss": 1.0})
+    logger.on_epoch_begin(3)  # steps 16-20
+    for batch in (4, 2, 3, 0, 1):
+        logger.on_train_batch_end(batch, {"loss": 1.0})
+    logger.on_epoch_end(3, {"loss": 1.0})
+    logger.on_train_end()
+    assert _step_series(tmp_path / "train") == [12, 14, 16, 18, 20]
+
+
+def test_with_steps_per_execution_each_call_logs_when_its_steps_hold_a_multiple(tmp_path):
+    """One hook per 4 steps and an interval of 3: the hooks for steps 4, 8 and 12 cover
+    3, 6 and 9-12, so each logs once; a resumed epoch (from step 16) covers 18 and 21
+    with the hooks for steps 20 and 24."""
+    model = _tiny_model()
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy",
+                  steps_per_execution=4)
+    logger = MetricsLogger(str(tmp_path), log_every_steps=3, steps_per_epoch=12)
+    model.fit(_data(), epochs=1, steps_per_epoch=12, verbose=0, callbacks=[logger])
+    assert _step_series(tmp_path / "train") == [4, 8, 12]
+    resumed = MetricsLogger(str(tmp_path / "resumed"), log_every_steps=3, steps_per_epoch=12,
+                            resume_step=16)
+    model.fit(_data(), epochs=2, initial_epoch=1, steps_per_epoch=8, verbose=0,
+              callbacks=[resumed])
+    assert _step_series(tmp_path / "resumed" / "train") == [20, 24]
