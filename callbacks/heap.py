@@ -21,6 +21,7 @@ Outside a freeze (`gc.get_freeze_count() == 0`) it does nothing: whether to free
 from __future__ import annotations
 
 import gc
+import threading
 
 import keras
 
@@ -44,10 +45,12 @@ class FreezeAfterCompile(keras.callbacks.Callback):
     def __init__(self):
         super().__init__()
         self.refrozen = {"train": False, "test": False}
+        self._lock = threading.Lock()  # two worker threads' hooks may arrive at once
 
     def _once(self, phase: str) -> None:
-        if not self.refrozen[phase]:
-            self.refrozen[phase] = refreeze()
+        with self._lock:
+            if not self.refrozen[phase]:
+                self.refrozen[phase] = refreeze()
 
     def on_train_batch_end(self, batch, logs=None):
         self._once("train")

@@ -12,6 +12,7 @@ follows fit's `verbose` as Keras's would. Validation inside fit prints nothing.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 import keras
@@ -52,6 +53,8 @@ class Progress(keras.callbacks.ProgbarLogger):
         self._epoch = 0
         self._began = self._drawn_at = 0.0
         self._width = 0  # of the bar drawn last, to clear it
+        self._done = 0  # steps of this epoch done, as far as the hooks have told
+        self._lock = threading.Lock()  # on JAX, batch hooks run in worker threads
 
     def _write(self, text: str):
         stream = self.stream or sys.stdout
@@ -65,14 +68,18 @@ class Progress(keras.callbacks.ProgbarLogger):
     on_predict_begin = on_predict_batch_end = on_predict_end = _silent
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._epoch, self._began, self._drawn_at = epoch, time.time(), 0.0
+        self._epoch, self._began, self._drawn_at, self._done = epoch, time.time(), 0.0, 0
 
     def on_train_batch_end(self, batch, logs=None):
-        now = time.time()
-        if self.verbose != 1 or now - self._drawn_at < REDRAW_SECONDS:
-            return
-        self._drawn_at = now
-        done = batch + 1
+        with self._lock:  # hooks may run out of order: the count never goes back
+            self._done = max(self._done, batch + 1)
+            now = time.time()
+            if self.verbose != 1 or now - self._drawn_at < REDRAW_SECONDS:
+                return
+            self._drawn_at = now
+            self._draw(self._done, now, logs)
+
+    def _draw(self, done: int, now: float, logs):
         if self.target:
             filled = BAR_WIDTH * min(done, self.target) // self.target
             bar = f"{done}/{self.target} [{'=' * filled}{'.' * (BAR_WIDTH - filled)}]"

@@ -162,3 +162,22 @@ def test_synthetic_data_is_validated_only_when_asked(tmp_path):
     assert Config(dataset="synthetic").validation_steps == -1  # the default: none
     assert Config(dataset="synthetic", validation_steps=5).validation_steps == 5  # asked
     assert Config(dataset="digits").validation_steps == 0  # real data: every image
+
+
+def test_the_bar_never_counts_back_when_hooks_run_out_of_order(monkeypatch):
+    """On JAX, batch hooks run in worker threads and may arrive out of order (step 13's
+    before step 12's); the bar shows the most steps any hook has reported."""
+    import io
+
+    from callbacks import progress
+
+    monkeypatch.setattr(progress, "REDRAW_SECONDS", 0.0)
+    stream = io.StringIO()
+    bar = progress.Progress(stream=stream)
+    bar.set_params({"verbose": 1, "epochs": 1, "steps": 20})
+    bar.verbose, bar.target, bar.epochs = 1, 20, 1
+    bar.on_epoch_begin(0)
+    for batch in (0, 1, 3, 2, 4):
+        bar.on_train_batch_end(batch, {"loss": 1.0})
+    drawn = [int(m) for m in re.findall(r"\r(\d+)/20", stream.getvalue())]
+    assert drawn == [1, 2, 4, 4, 5]
