@@ -35,6 +35,7 @@ import signal
 import tempfile
 import threading
 import time
+import weakref
 
 import keras
 import numpy as np
@@ -113,7 +114,12 @@ class Checkpoint(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         if self.write and self._folder_identity is None:
             os.makedirs(self.logdir, exist_ok=True)
-            self._folder_identity = _identity(self.logdir)
+            # Held open for as long as this callback lives: a deleted folder's inode
+            # number is given to the next folder made (on ext4, at once), so without
+            # the handle a run folder deleted and made again would pass for the same.
+            handle = os.open(self.logdir, os.O_RDONLY | os.O_DIRECTORY)
+            weakref.finalize(self, os.close, handle)
+            self._folder_identity = _identity(handle)
         if self.install_handler and threading.current_thread() is threading.main_thread():
             self._previous_handler = signal.signal(
                 signal.SIGTERM, lambda *_: self.stop_request.request("SIGTERM"))
@@ -182,8 +188,7 @@ class Checkpoint(keras.callbacks.Callback):
             self._folder_lost()
 
     def _folder_lost(self):
-        raise StorageError(f"the run folder {self.logdir} was deleted or replaced during "
-                           "the run; nothing more can be saved there")
+        raise StorageError.folder_lost(self.logdir, "nothing more can be saved there")
 
     def save(self, epoch: int, step: int) -> str | None:
         """Writes checkpoint `step` (epoch = epochs completed); returns its path.
@@ -311,6 +316,7 @@ def _reason(error: Exception) -> str:
     return getattr(error, "strerror", None) or str(error).strip().splitlines()[0]
 
 
-def _identity(path: str) -> tuple[int, int]:
+def _identity(path: str | int) -> tuple[int, int]:
+    """(device, inode) of a path or an open descriptor."""
     info = os.stat(path)
     return info.st_dev, info.st_ino

@@ -40,7 +40,11 @@ class EventWriter:
     """
 
     def __init__(self, logdir: str, suffix: str = ""):
-        os.makedirs(logdir, exist_ok=True)
+        """Raises FileNotFoundError where the folder above `logdir` is missing."""
+        try:
+            os.mkdir(logdir)  # not makedirs: a run folder deleted mid-run stays deleted
+        except FileExistsError:
+            pass
         self.path = _new_event_path(logdir, suffix)
         self._file = open(self.path, "wb")
         self._records = RecordWriter(self._file)

@@ -31,6 +31,7 @@ from callbacks import events, faults
 from callbacks.dashboard import HPARAM_FIGURES, SETTINGS, TRAIN, VALIDATION, figure_of
 from callbacks.metrics_file import METRICS_FILE, truncate_metrics
 from callbacks.steps import global_step, steps_before
+from callbacks.stops import StorageError
 
 BATCH_KEYS = ("images_per_sec", "cost_usd", "loss")
 
@@ -97,7 +98,13 @@ class MetricsLogger(keras.callbacks.Callback):
 
     def _writer(self, run: str) -> events.EventWriter:
         if run not in self._writers:
-            self._writers[run] = events.EventWriter(os.path.join(self.logdir, run))
+            try:
+                self._writers[run] = events.EventWriter(os.path.join(self.logdir, run))
+            except FileNotFoundError:
+                if os.path.isdir(self.logdir):
+                    raise
+                raise StorageError.folder_lost(self.logdir, "nothing more can be logged "
+                                               "there") from None
         return self._writers[run]
 
     def on_train_begin(self, logs=None):

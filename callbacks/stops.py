@@ -35,6 +35,12 @@ class Diverged(Exception):
 class StorageError(Exception):
     """The run folder cannot be written (full, read-only) or is gone; one line."""
 
+    @classmethod
+    def folder_lost(cls, path: str, consequence: str) -> "StorageError":
+        """The run folder was deleted or replaced while the run held it."""
+        return cls(f"the run folder {path} was deleted or replaced during the run; "
+                   f"{consequence}")
+
 
 class StopRequest:
     """A request to stop training at the next step boundary.

@@ -316,6 +316,46 @@ def test_a_save_failing_because_the_run_folder_is_being_deleted_says_so(tmp_path
     saver.on_train_end()
 
 
+def test_a_run_folder_deleted_and_made_again_is_not_taken_for_the_same(tmp_path):
+    """On ext4 a deleted folder's inode number goes to the next folder made, so a run
+    folder deleted mid-run and made again by anyone has the number the run saw at its
+    start, and a save went on into it (in CI, a later write then failed and was
+    reported as a disk that cannot be written). The callback holds the folder open,
+    which keeps its number taken."""
+    run = tmp_path / "run"
+    saver = Checkpoint(str(run), steps_per_epoch=8)
+    saver.set_model(tiny_model())
+    saver.on_train_begin()
+    assert saver.save(0, 4).endswith("ckpt-0000000004")
+    shutil.rmtree(run)
+    os.mkdir(run)
+    with pytest.raises(StorageError) as failure:
+        saver.save(1, 8)
+    assert str(failure.value) == (f"the run folder {run} was deleted or replaced during the "
+                                  "run; nothing more can be saved there")
+    assert os.listdir(run) == []  # nothing written into the new folder
+    saver.on_train_end()
+
+
+def test_logs_never_make_a_deleted_run_folder_again(tmp_path):
+    """A TensorBoard run opened after the run folder was deleted (validation's, at the
+    first epoch's end) is a lost folder in one line, and the folder stays deleted."""
+    run = tmp_path / "run"
+    logger = MetricsLogger(str(run), log_every_steps=1)
+    logger.on_train_begin()
+    logger.on_epoch_begin(0)
+    logger.on_train_batch_end(0, {"loss": 1.0})  # opens train/
+    shutil.rmtree(run)
+    with pytest.raises(StorageError) as failure:
+        logger.on_epoch_end(0, {"loss": 1.0, "val_loss": 2.0})
+    assert str(failure.value) == (f"the run folder {run} was deleted or replaced during the "
+                                  "run; nothing more can be logged there")
+    assert not run.exists()
+    with pytest.raises(FileNotFoundError):
+        events.EventWriter(str(run / "validation"))
+    assert not run.exists()
+
+
 def test_non_finite_weights_are_never_checkpointed_and_nan_stops_training(tmp_path):
     x, y = tiny_data(64)
     model = tiny_model()

@@ -156,8 +156,7 @@ def check_intact(run_dir: RunDir) -> None:
     except OSError:
         intact = False
     if not intact:
-        raise StorageError(f"the run folder {run_dir.path} was deleted or replaced during "
-                           "the run; its results are lost")
+        raise StorageError.folder_lost(run_dir.path, "its results are lost")
 
 
 def read_json(path: str):
