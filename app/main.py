@@ -77,7 +77,7 @@ def run(config, started_at: float | None = None) -> dict:
 def _user_errors() -> tuple:
     from app.engine.distribute import TopologyError
     from app.run.rundir import RunDirError
-    from preprocessing import DataError
+    from preprocessing.spec import DataError
 
     return (ConfigError, TopologyError, RunDirError, DataError)
 

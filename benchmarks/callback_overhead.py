@@ -51,7 +51,7 @@ def main():
     context = run_context.start(run_context.prepare(config, time.time()))
     run_context.create_folder(context)
     from app.engine.recipe import make_compiled_model
-    from preprocessing import make_datasets
+    from preprocessing.datasets import make_datasets
 
     data = make_datasets("synthetic", context.spec)
     model, flops = make_compiled_model(config, context.topology, data.num_classes,

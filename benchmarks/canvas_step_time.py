@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from preprocessing.canvas_ops import canvas_step
+from preprocessing.gpu.canvas import canvas_step
 
 
 def main(batch: int = 256, size: int = 224, calls: int = 30):

@@ -19,7 +19,7 @@ APP="python3 app/main.py --accelerator=gpu --backend=jax --model=resnet50 --glob
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc
   python3 -c "import jax, keras; print(jax.__version__, keras.__version__)"
   python3 -c "import tensorflow" 2>&1 | tail -1; } > "$R/machine.txt" 2>&1
-timeout 90 python3 -m pytest -q -p no:cacheprovider tests/test_nvjpeg_gpu.py > "$R/gpu_tests.log" 2>&1
+timeout 90 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_nvjpeg_on_gpu.py > "$R/gpu_tests.log" 2>&1
 status=$?; echo "gpu tests exit $status"; grep -E "passed|failed|Error |assert" "$R/gpu_tests.log" | tail -6
 if [ $status != 0 ]; then  # a broken pipeline measures nothing: keep the device time
   tail -60 "$R/gpu_tests.log"; tar czf "$OUT/real_data.tgz" -C /tmp rd; exit 1

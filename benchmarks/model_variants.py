@@ -80,7 +80,7 @@ def main():
     import keras
 
     from callbacks.throughput import Throughput
-    from preprocessing import make_datasets
+    from preprocessing.datasets import make_datasets
 
     keras.config.set_dtype_policy(config.policy)
     data = make_datasets("synthetic", input_spec(config, topology))

@@ -4,9 +4,9 @@ Every real-image builder (folder, digits, TFDS) hands its training and validatio
 records here, as (path or bytes, label) pairs, with the preset and image size it
 chose. This module picks the pipeline and builds both streams with it:
 
-- `tf.data`: TensorFlow ops on CPU threads (pipeline.py, image_ops.py);
-- `grain`: no TensorFlow; decoding in CPU worker processes (grain_pipeline.py,
-  host_ops.py), with a checkpointable iterator (exact mid-epoch resume);
+- `tf.data`: TensorFlow ops on CPU threads (tfdata/tf_pipeline.py, tfdata/images.py);
+- `grain`: no TensorFlow; decoding in CPU worker processes (host/grain_stream.py,
+  host/images.py), with a checkpointable iterator (exact mid-epoch resume);
 - `gpu`: no TensorFlow; the host reads bytes and draws crops, nvImageCodec decodes
   JPEGs on the GPU and one compiled step crops, resizes, flips and normalizes the
   batch there (gpu_pipeline.py), also checkpointable.
@@ -21,8 +21,9 @@ on which one fed it.
 from __future__ import annotations
 
 import importlib.util
+import sys
 
-from preprocessing import DataError, Datasets, InputSpec
+from preprocessing.spec import DataError, Datasets, InputSpec
 
 PIPELINES = ("tf.data", "grain", "gpu")
 
@@ -126,45 +127,47 @@ def _empty() -> Datasets:
 
 
 def _tf_data(train, validation, spec, preset, size, largest) -> Datasets:
-    from preprocessing import image_ops, pipeline
+    from preprocessing.tfdata import images as tf_images
+    from preprocessing.tfdata import pipeline as tf_pipeline
 
-    counter = pipeline.DecodeCounter()
+    counter = tf_pipeline.DecodeCounter()
 
     def records_of(pairs):
-        return pipeline.read_files([p for p, _ in pairs], [label for _, label in pairs],
+        return tf_pipeline.read_files([p for p, _ in pairs], [label for _, label in pairs],
                                    counter)
 
     data = _empty()
-    data.train = pipeline.train_stream(
-        records_of(train), len(train), image_ops.train_transform(preset, size, spec.dtype),
+    data.train = tf_pipeline.train_stream(
+        records_of(train), len(train), tf_images.train_transform(preset, size, spec.dtype),
         spec.batch_size, spec.seed, counter)
     if validation:
-        data.validation, data.validation_batches = pipeline.eval_stream(
-            records_of(validation), largest, image_ops.eval_transform(preset, size, spec.dtype),
+        data.validation, data.validation_batches = tf_pipeline.eval_stream(
+            records_of(validation), largest, tf_images.eval_transform(preset, size, spec.dtype),
             spec.batch_size, size, spec.dtype, counter)
     data.skipped_images = counter.skipped
     return data
 
 
 def _grain(train, validation, spec, preset, size, largest) -> Datasets:
-    from preprocessing import grain_pipeline, host_ops
+    from preprocessing.host import grain_stream
+    from preprocessing.host import images as host_images
     from preprocessing.feed import Feed
 
     # Worker processes pay off for real photos; tiny images (the small preset) decode
     # faster in this process than they could be shipped between processes.
     workers = 0 if preset == "small" else None
-    train_source = grain_pipeline.FileSource(train)
-    stream = grain_pipeline.train_stream(
-        train_source, spec.batch_size, host_ops.train_transform(preset, size, spec.dtype),
+    train_source = grain_stream.FileSource(train)
+    stream = grain_stream.train_stream(
+        train_source, spec.batch_size, host_images.train_transform(preset, size, spec.dtype),
         spec.seed, workers=workers)
     data = _empty()
     data.train = Feed(stream, None)
     sources = [train_source]
     if validation:
-        val_source = grain_pipeline.FileSource(validation)
+        val_source = grain_stream.FileSource(validation)
         sources.append(val_source)
-        evaluation, _ = grain_pipeline.eval_stream(
-            val_source, spec.batch_size, host_ops.eval_transform(preset, size, spec.dtype),
+        evaluation, _ = grain_stream.eval_stream(
+            val_source, spec.batch_size, host_images.eval_transform(preset, size, spec.dtype),
             size, spec.dtype, examples=largest, workers=workers)
         data.validation_batches = _batches(largest, spec.batch_size)
         data.validation = Feed(evaluation, data.validation_batches)
@@ -180,7 +183,7 @@ def _feed_facts(data) -> None:
 
 def _gpu(train, validation, spec, preset, size, largest) -> Datasets:
     from preprocessing.feed import Feed
-    from preprocessing.gpu_pipeline import GpuJpegStream
+    from preprocessing.gpu.stream import GpuJpegStream
 
     if preset not in ("standard",):
         raise DataError(f"--input_pipeline=gpu implements the standard preset (Inception "
@@ -211,3 +214,23 @@ def _data_sharding(spec, size):
         return None
     shape = (spec.batch_size * spec.num_processes, size, size, 3)
     return distribution.get_data_layout(shape).backend_layout
+
+
+# ---- does a split hold an image that decodes? (asked before training, in one line)
+# The input streams skip corrupt images, so over a split where none decodes the first
+# batch would never come. Decoding is the tf.data pipeline's own where TensorFlow is
+# loaded already, otherwise the host decoder grain uses, so that the JAX path never
+# imports TensorFlow. The split's files are decoded in order until one works.
+
+def decodes(path: str) -> bool:
+    """Whether the file at `path` can be read and decoded as the pipeline decodes it."""
+    if "tensorflow" in sys.modules:
+        from preprocessing.tfdata.images import decodes_file
+    else:
+        from preprocessing.host.images import decodes_file
+    return decodes_file(path)
+
+
+def first_decodable(paths) -> str | None:
+    """The first of `paths` that decodes, or None."""
+    return next((path for path in paths if decodes(path)), None)

@@ -34,7 +34,7 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def digits_dir(tmp_path_factory):
     """A data_dir holding the digits PNGs (written once per test session)."""
-    from preprocessing import digits
+    from preprocessing.datasets import digits
 
     data_dir = str(tmp_path_factory.mktemp("data"))
     digits.write_pngs(digits.root(data_dir))

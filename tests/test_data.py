@@ -8,7 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from preprocessing import DataError, InputSpec, check_dataset, digits, make_datasets
+from preprocessing.spec import DataError, InputSpec
+from preprocessing.datasets import check_dataset, make_datasets
+from preprocessing.datasets import digits
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -4,6 +4,11 @@ Layers, top to bottom (a module may import its own layer and the ones below):
   app.main, app.report  ->  app.modes  ->  app.run  ->  app.engine
   ->  callbacks, preprocessing, flags   (these three never import app)
 Modes are peers: no mode imports another mode. Imports inside functions count too.
+
+Inside preprocessing/, the same rule, floor by floor (PREPROCESSING_RANK): the
+contract (spec, augment) <- gpu/native <- the pipeline wings (tfdata, host, gpu)
+and feed <- streams <- datasets. Only gpu/ imports gpu/native, the one place that
+calls C libraries; the top level holds the contract's few files and nothing else.
 """
 
 import ast
@@ -14,6 +19,15 @@ from conftest import ROOT
 PACKAGES = ("app", "callbacks", "flags", "preprocessing")
 RANK = {"app.main": 5, "app.report": 5, "app.report_page": 5, "app.modes": 4, "app.run": 3, "app.engine": 2,
         "callbacks": 1, "preprocessing": 1, "flags": 1}
+
+
+PREPROCESSING_RANK = {"preprocessing": 0, "preprocessing.spec": 0, "preprocessing.augment": 0,
+                      "preprocessing.gpu.native": 1, "preprocessing.tfdata": 2,
+                      "preprocessing.host": 2, "preprocessing.gpu": 2, "preprocessing.device": 2,
+                      "preprocessing.feed": 2, "preprocessing.streams": 3,
+                      "preprocessing.datasets": 4}
+CONTRACT_FILES = {"__init__.py", "spec.py", "augment.py", "streams.py", "feed.py"}
+WINGS = {"datasets", "tfdata", "host", "gpu", "device"}
 
 
 def _modules() -> dict[str, str]:
@@ -48,6 +62,13 @@ def _layer(module: str) -> str:
     return module.split(".")[0]
 
 
+def _wing(module: str) -> str:
+    for prefix in sorted(PREPROCESSING_RANK, key=len, reverse=True):
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix
+    raise AssertionError(f"{module} is in no floor of PREPROCESSING_RANK")
+
+
 def _graph():
     modules = _modules()
     return {m: _imports(p, modules) for m, p in modules.items()}
@@ -67,6 +88,47 @@ def test_every_import_points_downward():
                   and not (module.endswith(".train") and target.endswith("train_callbacks"))):
                 upward.append(f"{module} -> {target} (modes are peers)")
     assert not upward, "imports against the layering:\n" + "\n".join(sorted(upward))
+
+
+def test_preprocessing_imports_point_down_its_floors():
+    upward = []
+    for module, targets in _graph().items():
+        if not module.startswith("preprocessing"):
+            continue
+        for target in targets:
+            if target.startswith("preprocessing") and (
+                    PREPROCESSING_RANK[_wing(target)] > PREPROCESSING_RANK[_wing(module)]):
+                upward.append(f"{module} -> {target}")
+    assert not upward, "imports against preprocessing's floors:\n" + "\n".join(sorted(upward))
+
+
+def test_only_the_gpu_wing_imports_its_native_floor():
+    found = [f"{module} -> {target}" for module, targets in _graph().items()
+             for target in targets if target.startswith("preprocessing.gpu.native")
+             and not module.startswith("preprocessing.gpu")]
+    assert not found, "\n".join(sorted(found))
+
+
+def test_ctypes_is_called_only_from_gpu_native():
+    found = []
+    for module, path in _modules().items():
+        tree = ast.parse(open(path).read(), path)
+        names = {alias.name for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                 for alias in node.names} | {node.module for node in ast.walk(tree)
+                                             if isinstance(node, ast.ImportFrom) and node.module}
+        if any(n == "ctypes" or n.startswith("ctypes.") for n in names) and not module.startswith(
+                "preprocessing.gpu.native"):
+            found.append(module)
+    assert not found, "ctypes outside preprocessing/gpu/native: " + ", ".join(sorted(found))
+
+
+def test_preprocessing_top_level_holds_only_the_contract():
+    folder = os.path.join(ROOT, "preprocessing")
+    files = {n for n in os.listdir(folder) if n.endswith(".py")}
+    folders = {n for n in os.listdir(folder) if os.path.isdir(os.path.join(folder, n))
+               and n != "__pycache__"}
+    assert files == CONTRACT_FILES, sorted(files ^ CONTRACT_FILES)
+    assert folders <= WINGS, sorted(folders - WINGS)
 
 
 def test_no_import_circle():

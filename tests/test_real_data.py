@@ -88,7 +88,8 @@ def write_digit_jpegs(root, size, per_split=(400, 100)):
 def test_auto_preprocessing_looks_at_a_folder_of_small_images(tmp_path):
     """32-pixel digits get the `small` preset at their own size, and the banner and
     summary.json say so; ImageNet-sized images keep the ImageNet crop at 224."""
-    from preprocessing import InputSpec, folder
+    from preprocessing.spec import InputSpec
+    from preprocessing.datasets import folder
 
     write_digit_jpegs(tmp_path / "digits32", 32)
     done = run_cli(f"--dataset=folder:{tmp_path / 'digits32'}", "--global_batch_size=32",

@@ -7,7 +7,7 @@ import pytest
 
 from app import main as app
 from app.run.rundir import RunDirError
-from preprocessing import DataError
+from preprocessing.spec import DataError
 from callbacks import events
 from callbacks.metrics_file import read_metrics
 from flags import Config
@@ -118,7 +118,8 @@ def test_val_loss_and_top1_equal_an_independent_evaluation_of_the_checkpoint(dig
 
     from app.engine import models, recipe
     from callbacks.checkpoint import WEIGHTS_FILE, latest_checkpoint
-    from preprocessing import InputSpec, make_datasets
+    from preprocessing.spec import InputSpec
+    from preprocessing.datasets import make_datasets
 
     config = tiny(digits_dir, tmp_path / "eval", epochs=1, validation_steps=0,
                   label_smoothing=0.1)

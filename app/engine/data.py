@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from preprocessing import DataError, InputSpec
+from preprocessing.spec import DataError, InputSpec
 
 
 def input_spec(config, topology, global_batch_size: int | None = None) -> InputSpec:

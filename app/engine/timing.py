@@ -86,7 +86,7 @@ def timed_synthetic_fit(model, config, topology, batch: int, steps: int, warmup_
     Raises whatever fit raises (an out-of-memory error among them).
     """
     from callbacks.throughput import Throughput
-    from preprocessing import make_datasets
+    from preprocessing.datasets import make_datasets
 
     spec = dataclasses.replace(input_spec(config, topology, batch), with_validation=False)
     data = make_datasets("synthetic", spec)

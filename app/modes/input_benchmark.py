@@ -19,7 +19,7 @@ from app.engine.recipe import make_compiled_model
 from app.engine.timing import timed_synthetic_fit
 from app.run import context as run_context
 from app.run import rundir
-from preprocessing import make_datasets
+from preprocessing.datasets import make_datasets
 
 WARMUP_BATCHES = 5
 DEFAULT_BATCHES = 50

@@ -29,7 +29,7 @@ from callbacks.energy import EnergyMeter
 from callbacks.events import EventWriter
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.money import usd_per_million_images
-from preprocessing import synthetic
+from preprocessing.datasets import synthetic
 
 DEFAULT_STEPS = 100
 def _format_table(rows: list[dict]) -> str:

@@ -25,7 +25,7 @@ from app.run import context as run_context
 from app.run import resume, rundir, summary
 from app.run.ledger import Ledger
 from callbacks.stops import PROCESS_STOP, Diverged
-from preprocessing import make_datasets
+from preprocessing.datasets import make_datasets
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,8 @@ from app.engine import distribute
 from app.engine.data import input_spec
 from app.engine.prices import Billing, resolve_billing
 from app.run import rundir
-from preprocessing import DataError, InputSpec, check_dataset
+from preprocessing.spec import DataError, InputSpec
+from preprocessing.datasets import check_dataset
 
 SMALLEST_IMAGE = 8  # --image_size's lower bound: the batch check never over-estimates
 

@@ -1,0 +1,42 @@
+"""The `--dataset` builders and their registry: one module per kind of dataset.
+
+`synthetic` (random images made on the device), `digits` (scikit-learn's 1,797 real
+handwritten digits written once as PNG files), `folder` (PATH/train/<label>/*.jpg),
+`tfds_data` (a prepared TFDS dataset, and ImageNet 2012 from its manual download).
+Each has `check(dataset, spec)` (fails fast, writes nothing) and `make(dataset, spec)
+-> Datasets`. The real-image builders hand their records to preprocessing/streams.py,
+which picks the input pipeline. This module imports no framework: each function
+imports the builder it needs.
+"""
+
+from __future__ import annotations
+
+from preprocessing.spec import DataError, Datasets, InputSpec
+
+
+def _module_for(dataset: str):
+    if dataset == "synthetic":
+        from preprocessing.datasets import synthetic as module
+    elif dataset == "digits":
+        from preprocessing.datasets import digits as module
+    elif dataset.startswith("folder:"):
+        from preprocessing.datasets import folder as module
+    elif dataset == "imagenet2012" or dataset.startswith("tfds:"):
+        from preprocessing.datasets import tfds_data as module
+    else:
+        raise DataError(f"unknown dataset {dataset!r}")
+    return module
+
+
+def check_dataset(dataset: str, spec: InputSpec) -> None:
+    """Fails fast, before any file is written, if `dataset` cannot be read.
+
+    Raises:
+        DataError: naming the path and the layout expected.
+    """
+    _module_for(dataset).check(dataset, spec)
+
+
+def make_datasets(dataset: str, spec: InputSpec) -> Datasets:
+    """Builds the training and validation streams of `dataset` (a --dataset value)."""
+    return _module_for(dataset).make(dataset, spec)

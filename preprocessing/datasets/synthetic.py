@@ -1,0 +1,92 @@
+"""Synthetic data: random images and labels made once, on the device.
+
+The throughput upper bound, as in the study's first experiment: no decoding, no
+augmentation, no host-to-device copies. The same batch is served every step, so
+what is measured is the model and the accelerator alone.
+
+On the JAX backend this module imports no TensorFlow (the GPU machines have
+none): the batch is a JAX array placed, already sharded, on the devices of the
+active `keras.distribution`. On the TensorFlow backend it is a repeated
+`tf.data` tensor, which the strategy distributes.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import keras  # imported after app.engine.distribute.prepare_backend chose the backend
+
+from preprocessing.spec import Datasets, InputSpec, num_batches
+from preprocessing.feed import Feed
+
+IMAGE_SIZE = 224
+NUM_CLASSES = 1000
+# A nominal epoch is ImageNet's, so --steps_per_epoch=0 means an ImageNet epoch.
+TRAIN_EXAMPLES = 1_281_167
+VALIDATION_EXAMPLES = 50_000
+
+
+def check(dataset: str, spec: InputSpec) -> None:
+    """Nothing on disk to check."""
+
+
+def make(dataset: str, spec: InputSpec) -> Datasets:
+    size = spec.image_size or IMAGE_SIZE
+    val_batches = num_batches(VALIDATION_EXAMPLES // spec.num_processes, spec.batch_size)
+    if spec.backend == "jax":
+        train, validation = _jax_streams(spec, size, val_batches)
+    else:
+        train, validation = _tf_streams(spec, size, val_batches)
+    return Datasets(
+        train=train,
+        validation=validation if spec.with_validation else None,
+        num_classes=NUM_CLASSES, image_size=size, train_examples=TRAIN_EXAMPLES,
+        validation_examples=VALIDATION_EXAMPLES, validation_batches=val_batches)
+
+
+def _jax_streams(spec, size, val_batches):
+    import jax
+    import numpy as np
+
+    shape = (spec.batch_size, size, size, 3)
+    key = jax.random.PRNGKey(spec.seed or 0)
+    images = jax.random.normal(key, shape, dtype=spec.dtype)
+    labels = jax.random.randint(jax.random.fold_in(key, 1), (spec.batch_size,), 0,
+                                NUM_CLASSES, dtype="int32")
+    weights = jax.numpy.ones((spec.batch_size,), "float32")
+    distribution = keras.distribution.distribution()
+    if distribution is not None:
+        if spec.num_processes == 1:
+            # Place each array with the layout Keras would give it, so that the
+            # per-step device_put in fit finds nothing to move.
+            images, labels, weights = (
+                jax.device_put(a, distribution.get_data_layout(a.shape).backend_layout)
+                for a in (images, labels, weights))
+        else:
+            # Multi-host: Keras assembles the global batch from each process's
+            # local part, which it expects on the host.
+            images, labels, weights = (np.asarray(a) for a in (images, labels, weights))
+    return (Feed(itertools.repeat((images, labels)), None),
+            Feed(_Batches((images, labels, weights), val_batches), val_batches))
+
+
+class _Batches:
+    """The same batch `count` times per pass (re-iterable)."""
+
+    def __init__(self, batch, count):
+        self._batch, self._count = batch, count
+
+    def __iter__(self):
+        return itertools.repeat(self._batch, self._count)
+
+
+def _tf_streams(spec, size, val_batches):
+    import tensorflow as tf
+
+    generator = tf.random.Generator.from_seed(spec.seed or 0)
+    images = generator.normal((spec.batch_size, size, size, 3), dtype=spec.dtype)
+    labels = generator.uniform((spec.batch_size,), 0, NUM_CLASSES, dtype=tf.int32)
+    weights = tf.ones((spec.batch_size,), tf.float32)
+    train = tf.data.Dataset.from_tensors((images, labels)).repeat()
+    validation = tf.data.Dataset.from_tensors((images, labels, weights)).repeat(val_batches)
+    return train, validation

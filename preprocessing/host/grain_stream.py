@@ -1,0 +1,333 @@
+"""The TensorFlow-free input pipeline on Google's grain, for the JAX backend.
+
+The contract of `pipeline.py` (tf.data), built from `host/images.py`: `train_stream`
+yields endless (images, labels) batches of this process's shard, reshuffled every
+epoch from the seed, decoded in worker processes, from a checkpointable iterator
+(JSON `get_state` / `set_state`: a resumed run continues the order mid-epoch);
+`eval_stream` yields every image once, then weight-0 padding, in a fixed count.
+
+Corrupt or unreadable images are skipped, never fatal, and counted as distinct
+images: each record has one byte in a small memory-mapped file that any process
+(the main one or a grain worker) sets when that record fails, so a file that
+fails every epoch, or in two workers, counts once (`skipped_images()`).
+
+Grain's workers are *spawned* processes (never forked): safe beside JAX's
+threads, but each one imports this module afresh, and the main script must be
+guarded by `if __name__ == "__main__"`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import tempfile
+import weakref
+
+import grain
+import numpy as np
+
+from preprocessing.host import images as host_images
+
+MAX_DEFAULT_WORKERS = 16
+STATE_VERSION = 1
+
+
+def default_workers() -> int:
+    """Worker processes when none are asked for: the CPU cores we may use, capped."""
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_DEFAULT_WORKERS))
+
+
+class _SkipLog:
+    """One byte per record in a memory-mapped file shared by all processes."""
+
+    def __init__(self, size: int):
+        handle, self.path = tempfile.mkstemp(prefix="grain-skipped-", suffix=".bin")
+        os.ftruncate(handle, max(1, size))
+        os.close(handle)
+        self._map = None
+        self._finalizer = weakref.finalize(self, _remove, self.path)  # creator only
+
+    def __getstate__(self):
+        return {"path": self.path}  # workers reopen the file; they never delete it
+
+    def __setstate__(self, state):
+        self.path, self._map = state["path"], None
+
+    def _bytes(self) -> np.ndarray:
+        if self._map is None:
+            self._map = np.memmap(self.path, dtype=np.uint8, mode="r+")
+        return self._map
+
+    def mark(self, index: int) -> None:
+        self._bytes()[index] = 1  # a MAP_SHARED page: visible to every process
+
+    def count(self) -> int:
+        return int(np.count_nonzero(self._bytes()))
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.remove(path)
+
+
+class FileSource:
+    """Random-access records (index, encoded bytes or None, label) for grain.
+
+    Args:
+        records: (path or zero-argument callable returning bytes, int label) pairs,
+            or a reader with `read(i) -> bytes` and `label_array()` (TFDS splits).
+            Paths are kept as one UTF-8 blob, so the source pickles quickly into
+            each worker even for ImageNet's 1.28 million files.
+    """
+
+    def __init__(self, records):
+        self._reader = None
+        if hasattr(records, "read") and hasattr(records, "label_array"):
+            # A random-access reader (tfds_data.Records): kept whole, so the source
+            # pickles into each worker without one object per record.
+            self._reader = records
+            self._labels = np.asarray(records.label_array(), np.int32)
+            self._blob = self._ends = self._getters = None
+            self._skips = _SkipLog(len(self._labels))
+            return
+        items = [item for item, _ in records]
+        self._labels = np.asarray([int(label) for _, label in records], np.int32)
+        if items and all(isinstance(item, str) for item in items):
+            encoded = [item.encode() for item in items]
+            self._blob = b"".join(encoded)
+            self._ends = np.cumsum([len(e) for e in encoded], dtype=np.int64)
+            self._getters = None
+        else:
+            self._blob, self._ends, self._getters = None, None, items
+        self._skips = _SkipLog(len(items))
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    def __getitem__(self, index: int):
+        index = int(index)
+        try:
+            if self._reader is not None:
+                data = self._reader.read(index)
+            elif self._getters is None:
+                start = int(self._ends[index - 1]) if index else 0
+                with open(self._blob[start:int(self._ends[index])].decode(), "rb") as f:
+                    data = f.read()
+            else:
+                item = self._getters[index]
+                data = item() if callable(item) else item
+        except OSError:
+            data = None  # unreadable: skipped and counted like a corrupt image
+        return index, data, int(self._labels[index])
+
+    def mark_skipped(self, index: int) -> None:
+        """Records that record `index` could not be used (idempotent)."""
+        self._skips.mark(index)
+
+    def skipped_images(self) -> int:
+        """Distinct records of this source skipped so far, by any process."""
+        return self._skips.count()
+
+
+class _Decode:
+    """(index, bytes, label)[, rng] -> (image, label), or None for a bad image."""
+
+    def __init__(self, source: FileSource, transform):
+        self.source, self.transform = source, transform
+
+    def __call__(self, record, *rng):
+        index, data, label = record
+        try:
+            if data is None:
+                raise host_images.UndecodableImage("unreadable file")
+            return self.transform(data, *rng), np.int32(label)
+        except host_images.UndecodableImage:
+            self.source.mark_skipped(index)
+            return None  # grain drops Nones before batching
+
+
+def _mp_prefetch(ds, workers: int, buffer_size: int):
+    """ds.mp_prefetch(...), once absl flags can be read (they may be unparsed)."""
+    from absl import flags
+
+    if not flags.FLAGS.is_parsed():
+        # Trap (google/grain#1355): grain's multiprocessing reads absl flags, and
+        # raises UnparsedFlagAccessError outside an absl app (tests, notebooks).
+        flags.FLAGS.mark_as_parsed()
+    return ds.mp_prefetch(grain.MultiprocessingOptions(
+        num_workers=workers, per_worker_buffer_size=buffer_size))
+
+
+def _read_options(batch_size: int) -> grain.ReadOptions:
+    # Two threads per process overlap file reads with decoding (simplejpeg and
+    # OpenCV release the GIL); the buffer is bounded by a batch, not grain's 500.
+    return grain.ReadOptions(num_threads=2, prefetch_buffer_size=max(1, batch_size))
+
+
+class TrainIterator:
+    """An endless iterator of (images, labels) batches with a JSON-able state.
+
+    Built lazily; `set_state` rebuilds it from the state's seed, so a fresh
+    pipeline restored from a state yields exactly what the original would have.
+    """
+
+    def __init__(self, source, batch_size, transform, seed, shard_index, shard_count,
+                 workers):
+        self._source, self._transform = source, transform
+        self._config = {"version": STATE_VERSION, "records": len(source),
+                        "batch_size": batch_size, "shard_index": shard_index,
+                        "shard_count": shard_count, "workers": workers, "seed": seed}
+        self._iterator = None
+
+    def _build(self):
+        c = self._config
+        ds = grain.MapDataset.source(self._source)[c["shard_index"]::c["shard_count"]]
+        if len(ds) < c["batch_size"]:
+            raise ValueError(f"shard {c['shard_index']} holds {len(ds)} images, fewer "
+                             f"than one batch of {c['batch_size']}")
+        ds = ds.shuffle(seed=c["seed"]).repeat()  # reshuffled every epoch
+        ds = ds.random_map(_Decode(self._source, self._transform), seed=c["seed"])
+        ds = ds.to_iter_dataset(_read_options(c["batch_size"]))
+        # Trap: batching before mp_prefetch makes each worker build whole batches
+        # (one shared-memory transfer per batch), so the order depends on the
+        # number of workers: a state only restores with the same `workers`.
+        ds = ds.batch(c["batch_size"], drop_remainder=True)
+        if c["workers"]:
+            ds = _mp_prefetch(ds, c["workers"], buffer_size=2)
+        return iter(ds)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):  # noqa: D105
+        if self._iterator is None:
+            self._iterator = self._build()
+        return next(self._iterator)
+
+    def get_state(self) -> dict:
+        """Where the stream stands: plain JSON (ints, strings, lists, dicts)."""
+        if self._iterator is None:
+            self._iterator = self._build()
+        # A copy: grain may update the dicts it hands out as the stream moves on.
+        return copy.deepcopy({**self._config, "grain": self._iterator.get_state()})
+
+    def set_state(self, state: dict) -> None:
+        """Continues from `state` (from get_state, possibly of another process)."""
+        for key in ("version", "records", "batch_size", "shard_index", "shard_count",
+                    "workers"):
+            if state.get(key) != self._config[key]:
+                raise ValueError(f"input state has {key}={state.get(key)!r}, but this "
+                                 f"pipeline has {key}={self._config[key]!r}")
+        self.close()
+        self._config["seed"] = state["seed"]
+        self._iterator = self._build()
+        self._iterator.set_state(state["grain"])
+
+    def skipped_images(self) -> int:
+        return self._source.skipped_images()
+
+    def close(self) -> None:
+        """Stops the worker processes (also done at garbage collection)."""
+        if self._iterator is not None and hasattr(self._iterator, "close"):
+            self._iterator.close()
+        self._iterator = None
+
+
+def train_stream(source: FileSource, batch_size: int, transform, seed: int | None,
+                 shard_index: int = 0, shard_count: int = 1,
+                 workers: int | None = None) -> TrainIterator:
+    """An endless stream of shuffled, augmented (images, labels) training batches.
+
+    Args:
+        source: every record of the dataset; this process reads its shard only.
+        batch_size: images per batch of this process (the remainder is dropped).
+        transform: fn(bytes, numpy Generator) -> image (host_images.train_transform).
+        seed: None for a fresh random order; else reproducible (0 to 2**32 - 1).
+        shard_index: this process's index among `shard_count`.
+        shard_count: processes sharing the dataset; shard i has records i::count.
+        workers: decoding processes; 0 decodes in this process; None: one per core.
+
+    Returns:
+        A TrainIterator yielding (images [B, S, S, 3], labels int32 [B]).
+    """
+    if not 0 <= shard_index < shard_count:
+        raise ValueError(f"shard_index {shard_index} is not in [0, {shard_count})")
+    if seed is None:
+        seed = int(np.random.SeedSequence().generate_state(1)[0])
+    workers = default_workers() if workers is None else workers
+    return TrainIterator(source, batch_size, transform, int(seed), shard_index,
+                         shard_count, workers)
+
+
+class EvalStream:
+    """Re-iterable: each pass yields every image of the shard once (see eval_stream)."""
+
+    def __init__(self, source, batch_size, transform, blank, shard, workers, examples):
+        self._source, self._batch_size, self._blank = source, batch_size, blank
+        self._shard, self._workers = shard, workers
+        self._map = _Decode(source, transform)
+        here = len(range(shard[0], len(source), shard[1]))
+        if examples is not None and examples < here:
+            raise ValueError(f"examples={examples} is fewer than the {here} images of "
+                             f"validation shard {shard[0]}")
+        self.num_batches = max(1, -(-(here if examples is None else examples) // batch_size))
+
+    def __iter__(self):
+        index, count = self._shard
+        ds = grain.MapDataset.source(self._source)[index::count].map(self._map)
+        ds = ds.to_iter_dataset(_read_options(self._batch_size))
+        if self._workers:
+            ds = _mp_prefetch(ds, self._workers, buffer_size=self._batch_size)
+        iterator = iter(ds)
+        try:
+            for _ in range(self.num_batches):
+                yield self._next_batch(iterator)
+        finally:
+            if hasattr(iterator, "close"):
+                iterator.close()
+
+    def _next_batch(self, iterator):
+        images = np.empty((self._batch_size, *self._blank.shape), self._blank.dtype)
+        labels = np.zeros(self._batch_size, np.int32)
+        weights = np.zeros(self._batch_size, np.float32)
+        for i in range(self._batch_size):
+            image, label = next(iterator, (self._blank, 0))
+            images[i], labels[i] = image, label
+            weights[i] = 1.0 if image is not self._blank else 0.0
+        return images, labels, weights
+
+    def skipped_images(self) -> int:
+        return self._source.skipped_images()
+
+
+def eval_stream(source: FileSource, batch_size: int, transform, image_size: int,
+                dtype: str = "float32", *, examples: int | None = None,
+                shard_index: int = 0, shard_count: int = 1, workers: int | None = None):
+    """Every validation image of this shard once, as (images, labels, weights).
+
+    The batches after the last image are filled with weight-0 blank images, so
+    every batch has the same shape and the weighted top-1 counts exactly the real
+    images; corrupt images are skipped (counted) and the padding keeps the count.
+
+    Args:
+        source: the validation records.
+        batch_size: images per batch of this process.
+        transform: fn(bytes) -> image (host_images.eval_transform).
+        image_size: side of the images (for the blank padding).
+        dtype: dtype of the images ("float32" or "bfloat16").
+        examples: the images of the largest shard of any process (as in
+            pipeline.eval_stream), so that every process runs as many batches;
+            default: this shard's.
+        shard_index: this process's index among `shard_count`.
+        shard_count: processes sharing the validation set.
+        workers: decoding processes (0: this process; None: one per core).
+
+    Returns:
+        (an iterable that can be iterated once per evaluation, number of batches).
+    """
+    blank = np.zeros((image_size, image_size, 3), host_images.numpy_dtype(dtype))
+    workers = default_workers() if workers is None else workers
+    stream = EvalStream(source, batch_size, transform, blank, (shard_index, shard_count),
+                        workers, examples)
+    return stream, stream.num_batches
