@@ -21,8 +21,8 @@ if __name__ == "__main__":  # `python app/report.py`: the packages live one leve
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from app import report_page  # noqa: E402
-from callbacks.durable import dumps  # noqa: E402
-from callbacks.money import usd_per_million_images  # noqa: E402
+from callbacks.figures.money import usd_per_million_images  # noqa: E402
+from callbacks.records.durable import dumps  # noqa: E402
 
 MODEL_NAMES = {"small_resnet": "small ResNet", "resnet18": "ResNet-18",
                "resnet34": "ResNet-34", "resnet50": "ResNet-50"}
@@ -63,7 +63,7 @@ def load_run(folder: str) -> dict:
             raise ValueError(f"{folder}/{name} holds a {type(value).__name__}, not a run's "
                              "figures")
     summary = summary or sweep
-    from callbacks.metrics_file import read_metrics
+    from callbacks.records.metrics_file import read_metrics
 
     started = [a["started_at"] for a in summary.get("attempts") or [] if a.get("started_at")]
     written = os.path.getmtime(os.path.join(folder, "summary.json" if os.path.exists(
@@ -127,7 +127,7 @@ def comparability_warning(runs: list[dict]) -> str | None:
 def target_rows(run: dict, targets) -> list[dict]:
     """Hours and dollars to each target, from the run's own per-epoch log
     (reached=None where the run measured no accuracy, e.g. a sweep)."""
-    from callbacks.targets import targets_reached
+    from callbacks.figures.targets import targets_reached
 
     history = [{"epoch": r["epoch"], "top1": r.get("val_top1"), "hours": r.get("billed_hours"),
                 "cost_usd": r.get("cost_usd")} for r in run["metrics"]]

@@ -132,7 +132,7 @@ def tables(content: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
              [[r["label"], _rate(r), _fmt(r["speedup"], ".2f", "x"),
                _fmt(r["images_per_sec_per_device"]), _fmt(r["mfu"], ".1%"),
                "yes" if r["has_sweep"] else "no sweep"] for r in rows])
-    # usd_per_million_images: price / steady-state images/sec (callbacks/money.py), not
+    # usd_per_million_images: price / steady-state images/sec (callbacks/figures/money.py), not
     # the run's bill over its images (billed_usd_per_million_images, in metrics.jsonl).
     price = ("price", "Price", ["run", "machine", "pricing", "$/hour",
                                 "$/million images (price / steady-state images/sec)",

@@ -48,11 +48,11 @@ def make_images(folder: str, classes: int = 10, per_class: int = 200) -> None:
 def time_app(folder: str, batches: int) -> float:
     sys.path.insert(0, ROOT)
     from app.modes.input_benchmark import time_pipeline
-    from preprocessing.spec import InputSpec
+    from preprocessing.spec import BatchShape, InputSpec
     from preprocessing.datasets import folder as folder_builder
 
     data = folder_builder.make_from_root(folder, InputSpec(
-        data_dir="", image_size=224, batch_size=BATCH, with_validation=False,
+        data_dir="", image_size=224, batch=BatchShape(BATCH), with_validation=False,
         preset="standard"), 224, "standard")
     return time_pipeline(data.train, batches, BATCH)
 

@@ -17,8 +17,8 @@ import time
 
 import keras
 
-from callbacks.money import billed_seconds
-from callbacks.targets import targets_reached
+from callbacks.figures.money import billed_seconds
+from callbacks.figures.targets import targets_reached
 
 
 class TopOneTargets(keras.callbacks.Callback):

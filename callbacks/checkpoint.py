@@ -21,7 +21,7 @@ skipped if the loss or any weight is not finite: a checkpoint is always good.
 A save that cannot be written (disk full, read-only, run folder gone) raises
 `StorageError` and leaves the older checkpoints as they were.
 
-Finding and loading checkpoints: callbacks/checkpoint_files.py.
+Finding and loading checkpoints: callbacks/records/checkpoint_files.py.
 """
 
 from __future__ import annotations
@@ -40,11 +40,17 @@ import weakref
 import keras
 import numpy as np
 
-from callbacks import durable, faults
-from callbacks.checkpoint_files import (  # noqa: F401 (latest_checkpoint, load_latest: re-exported)
-    CHECKPOINT_DIR, STATE_FILE, WEIGHTS_FILE, committed, file_crc, latest_checkpoint,
-    load_latest)
-from callbacks.steps import steps_before
+from callbacks.figures.steps import steps_before
+from callbacks.records import durable, faults
+from callbacks.records.checkpoint_files import (  # noqa: F401 (latest_checkpoint, load_latest: re-exported)
+    CHECKPOINT_DIR,
+    STATE_FILE,
+    WEIGHTS_FILE,
+    committed,
+    file_crc,
+    latest_checkpoint,
+    load_latest,
+)
 from callbacks.stops import Preempted, StopRequest, StorageError
 
 

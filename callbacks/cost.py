@@ -12,7 +12,11 @@ import time
 
 import keras
 
-from callbacks.money import billed_seconds, billed_usd_per_million_images, cost_usd
+from callbacks.figures.money import (
+    billed_seconds,
+    billed_usd_per_million_images,
+    cost_usd,
+)
 
 
 class CloudCost(keras.callbacks.Callback):
@@ -22,7 +26,7 @@ class CloudCost(keras.callbacks.Callback):
     `usd_per_epoch` (the last epoch), `projected_cost_usd` (the whole run at the
     last epoch's pace), `billed_usd_per_million_images` (billed dollars per
     million training images so far; not `usd_per_million_images`, which is price
-    over steady-state rate: see callbacks/money.py); into batch logs a running `cost_usd`. Public
+    over steady-state rate: see callbacks/figures/money.py); into batch logs a running `cost_usd`. Public
     attributes hold the same figures.
 
     Args:

@@ -1,7 +1,7 @@
 """Energy: joules per image, board power and kWh per epoch, over the steady state.
 
 The 2018 study left energy for later. The window is the throughput's
-(callbacks/window.py): from the end of the warm-up to each epoch's last training
+(callbacks/figures/window.py): from the end of the warm-up to each epoch's last training
 step, so compile, idle time and evaluation are left out. Through NVIDIA's NVML
 (nvidia-ml-py), two ways, the first preferred:
 - `energy_counter`: each GPU's total-energy counter
@@ -23,7 +23,7 @@ import time
 
 import keras
 
-from callbacks.window import steady_window
+from callbacks.figures.window import steady_window
 
 
 def visible_gpu_indices(count: int) -> list[int]:
@@ -211,3 +211,16 @@ class EnergyMeter(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         self._halt()
+
+
+def gpu_energy_readers(accelerator: str, devices_per_process: int) -> dict | None:
+    """EnergyMeter's readers of this process's GPUs: the energy counter where the
+    GPUs have one, else their power; None where there is neither (not a GPU, no NVML)."""
+    if accelerator != "gpu":
+        return None
+    indices = visible_gpu_indices(devices_per_process)
+    read_energy = nvml_energy_reader(indices)
+    if read_energy is not None:
+        return {"read_energy": read_energy}
+    read_power = nvml_power_reader(indices)
+    return {"read_power": read_power} if read_power is not None else None

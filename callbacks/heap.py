@@ -1,6 +1,6 @@
 """Freezes Python's heap again once fit has compiled its steps.
 
-Training runs inside app/engine/timing.py's `frozen_heap`: Python's full (generation 2)
+Training runs inside `frozen_heap` (below): Python's full (generation 2)
 garbage collections skip every object alive when it began. But `fit` compiles its
 steps after that, on its first batch and its first evaluation pass, and a JAX
 compile leaves many long-lived objects (traced programs, caches). Every later full
@@ -8,7 +8,7 @@ collection scans them all, holding the GIL: the steps' dispatch and the input
 pipeline's threads stop meanwhile. With the gpu input pipeline, whose batches make
 enough surviving objects to start a full collection every ~5 s, each took 0.19-0.31 s
 on the H200 host, three in a 15 s stretch of ResNet-50 training, ~5% of its images/sec
-(`benchmarks/h200_real_timeline.sh`, GC_LOG timeline, 2026-12-01); on synthetic data,
+(benchmarks/results/2026-12-01-h200-gc.json, `full_collections_call3`); on synthetic data,
 none ran after the compile.
 
 After the first training batch ends (its compile is over) and after the first
@@ -20,6 +20,7 @@ Outside a freeze (`gc.get_freeze_count() == 0`) it does nothing: whether to free
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 
@@ -57,3 +58,27 @@ class FreezeAfterCompile(keras.callbacks.Callback):
 
     def on_test_end(self, logs=None):
         self._once("test")
+
+
+@contextlib.contextmanager
+def frozen_heap():
+    """While training, Python's cyclic garbage collector skips what is alive now.
+
+    Its full collections scan every tracked object: with a model, Keras and JAX loaded
+    they took 0.14-0.27 s holding the GIL, which stalls the input pipeline's threads
+    and the steps' dispatch (on an H200 with the gpu pipeline one epoch in four ran
+    ~5% slower; frozen, collections took 0.02-0.04 s and the epochs were even:
+    benchmarks/results/2026-12-01-h200-gc.json). Garbage is collected first, and cyclic garbage made
+    meanwhile is still collected. What fit's compiles make later is frozen by
+    callbacks/heap.py's FreezeAfterCompile, inside this freeze; all of it is unfrozen
+    at the end. Inside another, it leaves the outer one's freeze as it is.
+    """
+    if gc.get_freeze_count():  # frozen already (an outer frozen_heap): theirs to undo
+        yield
+        return
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

@@ -4,7 +4,7 @@ The other callbacks publish their figures into Keras `logs`; this one, placed
 after them, writes what it finds:
 - `metrics.jsonl`: one JSON line per epoch (epoch numbers are 1-based);
 - TensorBoard scalars laid out as Keras's own TensorBoard callback lays them out
-  (callbacks/dashboard.py): runs `train/` and `validation/`, `epoch_*` tags at
+  (callbacks/records/dashboard.py): runs `train/` and `validation/`, `epoch_*` tags at
   step = epoch, and every `log_every_steps` training steps the live figures
   (throughput, cost, loss) as `batch_*` tags at step = global training step;
   each tag with its description and unit;
@@ -27,10 +27,16 @@ import time
 
 import keras
 
-from callbacks import events, faults
-from callbacks.dashboard import HPARAM_FIGURES, SETTINGS, TRAIN, VALIDATION, figure_of
-from callbacks.metrics_file import METRICS_FILE, truncate_metrics
-from callbacks.steps import global_step, steps_before
+from callbacks.figures.steps import global_step, steps_before
+from callbacks.records import events, faults
+from callbacks.records.dashboard import (
+    HPARAM_FIGURES,
+    SETTINGS,
+    TRAIN,
+    VALIDATION,
+    figure_of,
+)
+from callbacks.records.metrics_file import METRICS_FILE, truncate_metrics
 from callbacks.stops import StorageError
 
 BATCH_KEYS = ("images_per_sec", "cost_usd", "loss")

@@ -12,7 +12,7 @@ import math
 
 import keras
 
-from callbacks.steps import global_step
+from callbacks.figures.steps import global_step
 from callbacks.stops import Diverged
 
 

@@ -17,7 +17,7 @@ import sys
 
 import keras
 
-from callbacks.steps import global_step
+from callbacks.figures.steps import global_step
 
 
 def _warn(message: str) -> None:

@@ -10,7 +10,7 @@ How it is timed, and why it is honest:
 - On JAX, Keras runs batch hooks in worker threads when every callback is
   `async_safe`; this one is (O(1) work under a lock), so training keeps
   dispatching ahead and nothing here forces an extra host-device sync.
-- Steady state (`images_per_sec`, `step_time_ms`): the marks of callbacks/window.py's
+- Steady state (`images_per_sec`, `step_time_ms`): the marks of callbacks/figures/window.py's
   window, which leaves out compile and warm-up, and ends at each epoch's last step.
   Both figures always cover the same window: an epoch's in its logs, the whole
   run's in the public attributes (and summary.json).
@@ -26,7 +26,11 @@ import time
 
 import keras
 
-from callbacks.window import step_time_spread, steady_state_begins, steady_window
+from callbacks.figures.window import (
+    steady_state_begins,
+    steady_window,
+    step_time_spread,
+)
 
 
 class Throughput(keras.callbacks.Callback):
@@ -44,7 +48,7 @@ class Throughput(keras.callbacks.Callback):
         global_batch_size: images per training step over all replicas.
         num_devices: devices over all processes (for the per-device figure).
         warmup_steps: steps of the first epoch not counted; 0 = automatic
-            (callbacks/window.py).
+            (callbacks/figures/window.py).
         validation_images: images in one validation pass (for eval speed).
     """
 

@@ -19,7 +19,7 @@ import re
 from preprocessing.augment import PRESETS
 
 MODELS = ("small_resnet", "resnet18", "resnet34", "resnet50")
-NAMED_DATASETS = ("digits", "synthetic", "imagenet2012")
+NAMED_DATASETS = ("digits", "fashion_mnist", "synthetic", "imagenet2012")
 DATASET_PREFIXES = ("tfds:", "folder:")
 BACKENDS = ("tensorflow", "jax")
 ACCELERATORS = ("cpu", "gpu", "tpu")
@@ -30,7 +30,7 @@ BATCHNORM_STATISTICS = ("per_replica", "global")
 PREPROCESSINGS = ("auto",) + PRESETS
 VERBOSITIES = ("auto", "0", "1", "2")
 BENCHMARKS = ("none", "input")
-INPUT_PIPELINES = ("auto", "tf.data", "grain", "gpu")
+INPUT_PIPELINES = ("auto", "tf.data", "grain", "gpu", "device")
 
 # Fields that may change between the attempts of one run (resume) without
 # changing what is being measured. Everything else must match the saved config.
@@ -165,7 +165,7 @@ class Config:
         name = self.dataset
         ok = name in NAMED_DATASETS or any(
             name.startswith(p) and len(name) > len(p) for p in DATASET_PREFIXES)
-        _check(ok, f"--dataset={name!r} is unknown; accepted: digits, synthetic, "
+        _check(ok, f"--dataset={name!r} is unknown; accepted: digits, fashion_mnist, synthetic, "
                    f"imagenet2012, tfds:NAME[:VERSION], folder:PATH{_dataset_suggestion(name)}")
         if name.startswith("tfds:"):
             _check(re.fullmatch(r"[a-z0-9_]+(/[a-z0-9_.]+)?(:\d+\.\d+\.\d+)?", name[5:]),
@@ -203,12 +203,6 @@ class Config:
                f"--steps_per_execution={self.steps_per_execution}")
         _check(self.num_devices >= 0,
                f"--num_devices={self.num_devices} must be >= 0 (0 = all visible)")
-        if self.num_devices:
-            replicas = self.num_devices * self.num_processes
-            _check(self.global_batch_size % replicas == 0,
-                   f"--global_batch_size={self.global_batch_size} is not divisible by the "
-                   f"{replicas} replicas ({self.num_processes} process(es) x "
-                   f"{self.num_devices} device(s)); use a multiple of {replicas}")
         for size in self.sweep_batch_sizes:
             _check(isinstance(size, int) and size >= 1,
                    f"--sweep_batch_sizes has {size!r}; accepted: positive integers")

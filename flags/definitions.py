@@ -125,8 +125,8 @@ def define_flags():
 
     # Data.
     absl_flags.DEFINE_string("dataset", D["dataset"],
-                             "digits, synthetic, imagenet2012, tfds:NAME[:VERSION] "
-                             "or folder:PATH.")
+                             "digits, fashion_mnist, synthetic, imagenet2012, "
+                             "tfds:NAME[:VERSION] or folder:PATH.")
     absl_flags.DEFINE_string("data_dir", D["data_dir"],
                              "Where datasets live; default $TFDS_DATA_DIR or "
                              "~/tensorflow_datasets.")
@@ -144,9 +144,12 @@ def define_flags():
                            "auto = the dataset's default.")
     absl_flags.DEFINE_enum("input_pipeline", D["input_pipeline"], list(choices.INPUT_PIPELINES),
                            "How real images are decoded and augmented: tf.data (TensorFlow, "
-                           "CPU), grain (no TensorFlow, CPU worker processes), gpu (JPEGs "
-                           "decoded on the GPU by nvImageCodec, JAX); auto = grain on JAX, tf.data "
-                           "on TensorFlow.")
+                           "CPU threads), grain (no TensorFlow, CPU worker processes), gpu "
+                           "(JPEGs decoded by the GPU's JPEG engines, JAX), device (the "
+                           "dataset decoded once and held in accelerator memory, augmented "
+                           "there); auto = device where the decoded dataset fits its share "
+                           "of accelerator memory, else gpu for JPEGs on a JAX GPU host, "
+                           "grain on JAX, tf.data on TensorFlow (BUILD.md, Input pipelines).")
     absl_flags.DEFINE_integer("global_batch_size", D["global_batch_size"],
                               "Images per step over all replicas and processes.")
     absl_flags.DEFINE_integer("epochs", D["epochs"], "Epochs to train.")
@@ -165,7 +168,9 @@ def define_flags():
 
     # Outputs, checkpoints, resume.
     absl_flags.DEFINE_string("logdir", D["logdir"],
-                             "Run folder; default runs/<time>-<model>-<dataset>-<backend>.")
+                             "Run folder; default runs/<model>-<dataset>-<backend>-<hash of "
+                             "the settings>, so the same command finds (and resumes) the "
+                             "same folder.")
     absl_flags.DEFINE_boolean("fresh", D["fresh"],
                               "Start over in an existing logdir (its previous "
                               "contents are moved aside, not deleted).")
@@ -190,7 +195,9 @@ def define_flags():
                            list(choices.PRICINGS),
                            "Which price of the machine row to charge.")
     absl_flags.DEFINE_float("price_per_hour_usd", D["price_per_hour_usd"],
-                            "Override: dollars per machine-hour.")
+                            "Override: dollars per hour for everything the run uses (all its "
+                            "hosts and devices together, as one bill), instead of the "
+                            "catalog row's price; never multiplied by a machine count.")
     absl_flags.DEFINE_float("peak_tflops_per_device", D["peak_tflops_per_device"],
                             "Override: dense bf16 peak TFLOP/s of one device, for MFU.")
     absl_flags.DEFINE_string("profile_steps", D["profile_steps"],

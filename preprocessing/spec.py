@@ -15,14 +15,58 @@ class DataError(ValueError):
     """A dataset is missing, misnamed or malformed; the message is one line."""
 
 
+class BatchError(ValueError):
+    """The global batch cannot be shared evenly; the message is one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchShape:
+    """The global batch and its parts: the one place that divides it, and checks it.
+
+    A step trains `global_size` images: each of `num_processes` processes feeds
+    `per_process` of them, and each of its `devices_per_process` devices (replicas)
+    trains `per_replica`. Built from the topology (app/engine/distribute.py,
+    `Topology.batch_shape`); everything else reads it.
+
+    Raises:
+        BatchError: the replicas cannot share the batch evenly.
+    """
+
+    global_size: int
+    num_processes: int = 1
+    devices_per_process: int = 1
+
+    def __post_init__(self):
+        for name in ("global_size", "num_processes", "devices_per_process"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise BatchError(f"{name}={value!r} must be a positive integer")
+        if self.global_size % self.num_replicas:
+            raise BatchError(
+                f"--global_batch_size={self.global_size} is not divisible by the "
+                f"{self.num_replicas} replicas ({self.num_processes} process(es) x "
+                f"{self.devices_per_process} device(s)); use a multiple of {self.num_replicas}")
+
+    @property
+    def num_replicas(self) -> int:
+        return self.num_processes * self.devices_per_process
+
+    @property
+    def per_process(self) -> int:
+        return self.global_size // self.num_processes
+
+    @property
+    def per_replica(self) -> int:
+        return self.global_size // self.num_replicas
+
+
 @dataclasses.dataclass(frozen=True)
 class InputSpec:
     """What a builder needs to know, as plain values (never the Config)."""
 
     data_dir: str
     image_size: int  # 0 = the dataset's default
-    batch_size: int  # per process (global batch / processes)
-    num_processes: int = 1
+    batch: BatchShape | None = None  # None only while the dataset is checked (no batch yet)
     process_index: int = 0
     seed: int | None = None
     preset: str = "auto"  # auto, standard, heavy or small (see image_ops.PRESETS)
@@ -33,6 +77,15 @@ class InputSpec:
     dtype: str = "float32"  # dtype of the images handed to the model
     input_pipeline: str = "auto"  # auto, tf.data, grain or gpu (see streams.py)
     accelerator: str = "cpu"
+
+    @property
+    def batch_size(self) -> int:
+        """Images per batch of this process."""
+        return self.batch.per_process
+
+    @property
+    def num_processes(self) -> int:
+        return self.batch.num_processes if self.batch is not None else 1
 
 
 @dataclasses.dataclass

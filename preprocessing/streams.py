@@ -149,9 +149,9 @@ def _tf_data(train, validation, spec, preset, size, largest) -> Datasets:
 
 
 def _grain(train, validation, spec, preset, size, largest) -> Datasets:
+    from preprocessing.feed import Feed
     from preprocessing.host import grain_stream
     from preprocessing.host import images as host_images
-    from preprocessing.feed import Feed
 
     # Worker processes pay off for real photos; tiny images (the small preset) decode
     # faster in this process than they could be shipped between processes.

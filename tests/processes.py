@@ -1,5 +1,5 @@
 """Helpers for tests that run `python app/main.py` as real processes and hurt them:
-start, wait for a moment, kill at an exact point (callbacks/faults.py), compare
+start, wait for a moment, kill at an exact point (callbacks/records/faults.py), compare
 folders, read JSON strictly."""
 
 import hashlib

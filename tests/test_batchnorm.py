@@ -10,7 +10,6 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 LAYER_CHECK = textwrap.dedent("""

@@ -13,14 +13,14 @@ import keras
 import numpy as np
 import pytest
 
-from callbacks import dashboard, events
 from callbacks.accuracy import TopOneTargets
 from callbacks.checkpoint import Checkpoint, latest_checkpoint
 from callbacks.cost import CloudCost
-from callbacks.metrics_file import read_metrics
 from callbacks.metrics_logger import MetricsLogger, hparam_value
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.nan_guard import NanGuard
+from callbacks.records import dashboard, events
+from callbacks.records.metrics_file import read_metrics
 from callbacks.stops import Diverged, Preempted, StorageError
 from callbacks.throughput import Throughput
 

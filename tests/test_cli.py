@@ -4,7 +4,6 @@ import json
 import os
 
 import pytest
-
 from conftest import error_lines, run_cli, tiny_flags
 from processes import snapshot
 

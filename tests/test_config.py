@@ -17,7 +17,6 @@ BAD = [
     ({"steps_per_epoch": 10, "steps_per_execution": 4}, "not a multiple"),
     ({"validation_steps": -2}, "--validation_steps=-2"),
     ({"num_devices": -1}, "--num_devices=-1"),
-    ({"num_devices": 3, "global_batch_size": 64}, "not divisible by the 3 replicas"),
     ({"model": "resnet51"}, "--model='resnet51' is unknown"),
     ({"dataset": "cifar"}, "--dataset='cifar' is unknown"),
     ({"dataset": "tfds:"}, "--dataset='tfds:' is unknown"),

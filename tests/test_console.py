@@ -15,11 +15,11 @@ import sys
 import time
 
 import pytest
+from conftest import ROOT, error_lines, run_cli, tiny_flags
+from tensorboard_server import serving
 
 from app.run.summary import closing_lines
-from conftest import ROOT, error_lines, run_cli, tiny_flags
 from flags import Config
-from tensorboard_server import serving
 
 # Lines the frameworks print about devices (CUDA probes, TPU probes) and their preamble,
 # and TensorFlow's oneDNN notice (printed on CPUs with AVX-512 VNNI).

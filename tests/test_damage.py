@@ -10,13 +10,13 @@ import shutil
 import struct
 
 import pytest
-
-from app.run.ledger import read_ledger
-from callbacks import events
-from callbacks.checkpoint_files import file_crc, latest_checkpoint
-from callbacks.metrics_file import read_metrics
 from conftest import error_lines
 from processes import killed_at, run
+
+from app.run.ledger import read_ledger
+from callbacks.records import events
+from callbacks.records.checkpoint_files import file_crc, latest_checkpoint
+from callbacks.records.metrics_file import read_metrics
 
 
 def flags(digits_dir, logdir):

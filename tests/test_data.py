@@ -8,9 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from preprocessing.spec import DataError, InputSpec
-from preprocessing.datasets import check_dataset, make_datasets
-from preprocessing.datasets import digits
+from preprocessing.datasets import check_dataset, digits, make_datasets
+from preprocessing.spec import BatchShape, DataError, InputSpec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,13 +23,13 @@ def test_digits_are_written_once_as_png_files_with_a_fixed_split(digits_dir):
     with open(files["train"][0], "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     stamp = os.path.getmtime(files["train"][0])
-    make_datasets("digits", InputSpec(data_dir=digits_dir, image_size=8, batch_size=16))
+    make_datasets("digits", InputSpec(data_dir=digits_dir, image_size=8, batch=BatchShape(16)))
     assert os.path.getmtime(files["train"][0]) == stamp  # not rewritten
 
 
 def test_digits_stream_real_images_through_the_image_path(digits_dir):
     data = make_datasets("digits", InputSpec(data_dir=digits_dir, image_size=16,
-                                             batch_size=32, seed=3))
+                                             batch=BatchShape(32), seed=3))
     assert (data.num_classes, data.image_size) == (10, 16)
     assert (data.train_examples, data.validation_examples) == (1437, 360)
     images, labels = next(iter(data.train))
@@ -46,7 +45,7 @@ def test_digits_stream_real_images_through_the_image_path(digits_dir):
 def test_seeded_streams_repeat_and_unseeded_ones_differ(digits_dir):
     def first(seed):
         data = make_datasets("digits", InputSpec(data_dir=digits_dir, image_size=8,
-                                                 batch_size=8, seed=seed))
+                                                 batch=BatchShape(8), seed=seed))
         return next(iter(data.train))[0].numpy()
 
     np.testing.assert_array_equal(first(7), first(7))
@@ -56,7 +55,7 @@ def test_seeded_streams_repeat_and_unseeded_ones_differ(digits_dir):
 def test_processes_read_disjoint_shards(digits_dir):
     labels = []
     for index in range(2):
-        spec = InputSpec(data_dir=digits_dir, image_size=8, batch_size=8, num_processes=2,
+        spec = InputSpec(data_dir=digits_dir, image_size=8, batch=BatchShape(16, 2),
                          process_index=index)
         data = make_datasets("digits", spec)
         assert data.validation_batches == 23  # ceil(180 / 8), the same for both
@@ -73,7 +72,7 @@ def test_digits_refuse_a_data_dir_that_cannot_be_created(tmp_path):
 
 
 def test_synthetic_on_tensorflow_serves_one_batch_forever():
-    data = make_datasets("synthetic", InputSpec(data_dir="", image_size=32, batch_size=4,
+    data = make_datasets("synthetic", InputSpec(data_dir="", image_size=32, batch=BatchShape(4),
                                                 seed=1))
     assert data.num_classes == 1000 and data.train_examples == 1_281_167
     first, second = list(data.train.take(2))
@@ -85,8 +84,9 @@ def test_synthetic_on_jax_imports_no_tensorflow():
     code = (
         "import os, sys, json; os.environ['KERAS_BACKEND'] = 'jax'\n"
         f"sys.path.insert(0, {ROOT!r})\n"
-        "from preprocessing import InputSpec, make_datasets\n"
-        "d = make_datasets('synthetic', InputSpec(data_dir='', image_size=16, batch_size=4,"
+        "from preprocessing.spec import BatchShape, InputSpec\n"
+        "from preprocessing.datasets import make_datasets\n"
+        "d = make_datasets('synthetic', InputSpec(data_dir='', image_size=16, batch=BatchShape(4),"
         " backend='jax', dtype='bfloat16'))\n"
         "x, y = d.train[0]\n"
         "print(json.dumps({'tf': 'tensorflow' in sys.modules, 'shape': list(x.shape),"
@@ -117,6 +117,6 @@ def test_folder_layout_mistakes_name_the_path_and_the_layout(tmp_path, layout, m
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
     with pytest.raises(DataError) as error:
-        check_dataset(f"folder:{root}", InputSpec(data_dir="", image_size=8, batch_size=8))
+        check_dataset(f"folder:{root}", InputSpec(data_dir="", image_size=8, batch=BatchShape(8)))
     assert message in str(error.value)
     assert "PATH/train/<label>/" in str(error.value)

@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT, error_lines, run_cli, tiny_flags
 
 from app import main as app
-from conftest import ROOT, error_lines, run_cli, tiny_flags
 from flags import Config
 
 

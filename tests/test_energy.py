@@ -10,8 +10,12 @@ import keras
 import numpy as np
 import pytest
 
-from callbacks.energy import (EnergyMeter, nvml_energy_reader, nvml_power_reader,
-                              visible_gpu_indices)
+from callbacks.energy import (
+    EnergyMeter,
+    nvml_energy_reader,
+    nvml_power_reader,
+    visible_gpu_indices,
+)
 
 
 class FakeBoard:

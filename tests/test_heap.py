@@ -5,8 +5,7 @@ import weakref
 
 import numpy as np
 
-from app.engine.timing import frozen_heap
-from callbacks.heap import FreezeAfterCompile
+from callbacks.heap import FreezeAfterCompile, frozen_heap
 
 
 class Node:

@@ -8,8 +8,8 @@ import re
 import time
 
 import pytest
-
 from conftest import ROOT, error_lines, run_cli
+
 from flags import Config
 from flags.definitions import GROUPS
 

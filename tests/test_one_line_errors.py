@@ -7,10 +7,11 @@ import os
 import subprocess
 import sys
 
-from callbacks.durable import dumps, write_json_atomic
 from conftest import ROOT, error_lines, tiny_flags
 from image_files import write_folder_dataset
 from processes import run, strict_json, strict_loads
+
+from callbacks.records.durable import dumps, write_json_atomic
 
 
 def one_error(done, code=2):

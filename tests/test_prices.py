@@ -5,7 +5,7 @@ import re
 import pytest
 
 from app.engine import prices
-from callbacks import money
+from callbacks.figures import money
 
 IMAGENET_TRAIN = 1_281_167
 

@@ -6,7 +6,6 @@ import os
 import sys
 
 import pytest
-
 from conftest import error_lines, run_cli
 from image_files import write_folder_dataset, write_imagenet_manual_download
 
@@ -88,8 +87,8 @@ def write_digit_jpegs(root, size, per_split=(400, 100)):
 def test_auto_preprocessing_looks_at_a_folder_of_small_images(tmp_path):
     """32-pixel digits get the `small` preset at their own size, and the banner and
     summary.json say so; ImageNet-sized images keep the ImageNet crop at 224."""
-    from preprocessing.spec import InputSpec
     from preprocessing.datasets import folder
+    from preprocessing.spec import BatchShape, InputSpec
 
     write_digit_jpegs(tmp_path / "digits32", 32)
     done = run_cli(f"--dataset=folder:{tmp_path / 'digits32'}", "--global_batch_size=32",
@@ -100,7 +99,7 @@ def test_auto_preprocessing_looks_at_a_folder_of_small_images(tmp_path):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["preprocessing"] == "small" and summary["image_size"] == 32
     write_digit_jpegs(tmp_path / "large", 300, per_split=(20, 10))
-    spec = InputSpec(data_dir="", image_size=0, batch_size=8)
+    spec = InputSpec(data_dir="", image_size=0, batch=BatchShape(8))
     assert folder.median_side(str(tmp_path / "large")) == 300
     data = folder.make(f"folder:{tmp_path / 'large'}", spec)
     assert (data.preset, data.image_size) == ("standard", 224)

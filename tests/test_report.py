@@ -11,11 +11,11 @@ import sys
 
 import numpy as np
 import pytest
+from browser import dom, needs_chromium, screenshot
+from conftest import ROOT
 
 from app import report
 from app.engine import plots, prices
-from browser import dom, needs_chromium, screenshot
-from conftest import ROOT
 
 IMAGENET_TRAIN = 1_281_167
 STUDY = "https://medium.com/riseml/comparing-google-tpuv2-against-nvidia-v100-on-resnet-50-c2bbb6a51e5e"
@@ -211,9 +211,8 @@ def test_dollars_per_million_images_mean_one_thing_everywhere(digits_dir, tmp_pa
     """usd_per_million_images is price / steady-state rate in summary.json and the
     report (which says so); the bill over the images is billed_usd_per_million_images
     in metrics.jsonl and TensorBoard, and nothing else is called by the first name."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     from conftest import run_cli, tiny_flags
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     logdir = tmp_path / "run"
     done = run_cli(*tiny_flags(digits_dir, logdir))

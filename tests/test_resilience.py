@@ -8,12 +8,12 @@ import time
 
 import numpy as np
 import pytest
-
-from callbacks import events
-from callbacks.checkpoint import latest_checkpoint
-from callbacks.metrics_file import read_metrics
 from conftest import error_lines, run_cli
 from processes import billed, run, start, wait_for
+
+from callbacks.checkpoint import latest_checkpoint
+from callbacks.records import events
+from callbacks.records.metrics_file import read_metrics
 
 EPOCHS = 5
 
@@ -122,7 +122,7 @@ KILLS = ("random", "metrics_line", "mid_save", "checkpoint_committed", "second_r
 def kill_attempt(kind, args, logdir, rng):
     """Runs one attempt and ends it the `kind` way; returns (process, its stderr, was
     it killed mid-save). "metrics_line" and "checkpoint_committed" are SIGKILLs at those exact
-    points (callbacks/faults.py); "second_run" first starts a second run on the live
+    points (callbacks/records/faults.py); "second_run" first starts a second run on the live
     folder, which must be refused without a trace."""
     exact = kind in ("metrics_line", "checkpoint_committed")
     process = start(args, env={"BENCH_KILL_AT": kind} if exact else None)

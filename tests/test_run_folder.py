@@ -7,10 +7,11 @@ import os
 import shutil
 import signal
 
-from callbacks.metrics_file import read_metrics
 from conftest import error_lines, tiny_flags
 from image_files import write_folder_dataset
 from processes import billed, killed_at, run, snapshot, start, wait_for
+
+from callbacks.records.metrics_file import read_metrics
 
 
 def longer(digits_dir, logdir, *extra):

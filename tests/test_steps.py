@@ -9,10 +9,10 @@ never stopped: these tests drive the real callbacks through real `fit` calls.
 import keras
 import numpy as np
 
-from callbacks import events
+from callbacks.figures.steps import global_step, steps_before
 from callbacks.metrics_logger import MetricsLogger
 from callbacks.profiler import Profiler
-from callbacks.steps import global_step, steps_before
+from callbacks.records import events
 
 STEPS = 10  # steps per epoch
 

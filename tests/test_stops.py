@@ -10,12 +10,12 @@ import subprocess
 import time
 
 import pytest
-
-from callbacks.checkpoint_files import file_crc, latest_checkpoint
-from callbacks.metrics_file import read_metrics
 from conftest import error_lines
 from image_files import write_folder_dataset
 from processes import billed, run, start, wait_for
+
+from callbacks.records.checkpoint_files import file_crc, latest_checkpoint
+from callbacks.records.metrics_file import read_metrics
 
 
 def flags(digits_dir, logdir, *extra):

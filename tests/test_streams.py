@@ -12,10 +12,10 @@ import sys
 import time
 
 import pytest
-
-from callbacks.metrics_file import read_metrics
 from conftest import ROOT, error_lines, run_cli
 from image_files import write_folder_dataset
+
+from callbacks.records.metrics_file import read_metrics
 
 NO_TF = {"PYTHONPATH": os.path.join(os.path.dirname(__file__), "no_tensorflow")}
 
@@ -54,14 +54,14 @@ def test_auto_means_gpu_only_where_the_gpu_pipeline_serves(monkeypatch):
     """On JAX, auto is the gpu pipeline for JPEG files with the standard preset on GPUs
     with nvImageCodec installed; every other case keeps grain (tf.data on TensorFlow),
     and a pipeline named on the command line is always kept."""
-    from preprocessing.spec import InputSpec
     from preprocessing import streams
+    from preprocessing.spec import InputSpec
 
     jpegs = [("a/x.JPEG", 0), ("b/y.jpg", 1)]
     monkeypatch.setattr(streams, "nvimgcodec_installed", lambda: True)
 
     def auto(jpeg_records=jpegs, preset="standard", **spec):
-        spec = {"data_dir": "", "image_size": 0, "batch_size": 8, "backend": "jax",
+        spec = {"data_dir": "", "image_size": 0, "backend": "jax",
                 "accelerator": "gpu", **spec}
         return streams.choose(InputSpec(**spec), preset, streams.jpeg_paths(jpeg_records))
 

@@ -2,9 +2,10 @@
 
 import json
 
-from app.engine import timing
-from callbacks import events
 from conftest import run_cli
+
+from app.engine import memory
+from callbacks.records import events
 
 
 def test_sweep_measures_every_size_and_reports_the_rest(tmp_path):
@@ -38,6 +39,6 @@ def test_sweep_measures_every_size_and_reports_the_rest(tmp_path):
 
 
 def test_out_of_memory_errors_are_recognised_and_others_are_not():
-    assert timing.is_out_of_memory(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while "
+    assert memory.is_out_of_memory(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while "
                                                 "trying to allocate 81.5GiB"))
-    assert not timing.is_out_of_memory(ValueError("shapes do not match"))
+    assert not memory.is_out_of_memory(ValueError("shapes do not match"))

@@ -6,7 +6,6 @@ sees them in headless Chromium (screenshots under test-artifacts/)."""
 import sys
 
 import pytest
-
 from browser import dom, needs_chromium, screenshot
 from conftest import run_cli, tiny_flags
 from tensorboard_server import fetch, serving

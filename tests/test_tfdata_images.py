@@ -4,8 +4,8 @@ and decoding of the awkward files ImageNet has (CMYK JPEGs, a PNG named .JPEG)."
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from image_files import class_image, encode
+
 from preprocessing.tfdata import images as tf_images
 
 SEEDS = [tf.constant([i, 7], tf.int64) for i in range(200)]

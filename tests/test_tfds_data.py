@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, error_lines, run_cli
 from image_files import write_imagenet_manual_download
 
@@ -162,9 +161,8 @@ def test_an_array_record_only_dataset_on_tf_data_is_one_line(array_record_only, 
 def test_records_are_lazy_picklable_getters_of_encoded_bytes(array_record_only):
     """What streams.make gets: (callable -> bytes, int) pairs made only when asked for;
     a getter pickles small (grain's spawned workers receive it) and reads the record."""
-    from preprocessing.spec import InputSpec
-    from preprocessing.datasets import tfds_data
-    from preprocessing.datasets import tfds_records
+    from preprocessing.datasets import tfds_data, tfds_records
+    from preprocessing.spec import BatchShape, InputSpec
 
     spec = InputSpec(data_dir=str(array_record_only), image_size=0, batch_size=4,
                      backend="jax", input_pipeline="grain")
@@ -184,8 +182,8 @@ def test_records_are_lazy_picklable_getters_of_encoded_bytes(array_record_only):
 
 
 def test_the_gpu_pipeline_is_refused_until_it_reads_records(array_record_only):
-    from preprocessing.spec import DataError, InputSpec
     from preprocessing.datasets import tfds_data
+    from preprocessing.spec import BatchShape, DataError, InputSpec
 
     if tfds_data.GPU_READS_CALLABLES:
         pytest.skip("gpu_pipeline reads callables")
@@ -198,8 +196,8 @@ def test_the_gpu_pipeline_is_refused_until_it_reads_records(array_record_only):
 def test_a_partial_copy_is_one_line_before_anything_is_read(array_record_only, tmp_path):
     import shutil
 
-    from preprocessing.spec import DataError, InputSpec
     from preprocessing.datasets import tfds_data
+    from preprocessing.spec import BatchShape, DataError, InputSpec
 
     shutil.copytree(array_record_only, tmp_path / "copy")
     folder = tmp_path / "copy" / "tiny_shapes" / "1.0.0"
@@ -214,10 +212,9 @@ def test_a_partial_copy_is_one_line_before_anything_is_read(array_record_only, t
 def test_grain_source_keeps_a_tfds_split_whole_not_a_getter_per_record(array_record_only):
     """grain's FileSource takes a Records view as one reader plus a label array, so what
     its spawned workers unpickle does not grow with an object per record."""
-    from preprocessing.spec import InputSpec
-    from preprocessing.datasets import tfds_data
-    from preprocessing.datasets import tfds_records
+    from preprocessing.datasets import tfds_data, tfds_records
     from preprocessing.host.grain_stream import FileSource
+    from preprocessing.spec import BatchShape, InputSpec
 
     spec = InputSpec(data_dir=str(array_record_only), image_size=0, batch_size=4,
                      backend="jax", input_pipeline="grain")

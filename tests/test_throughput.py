@@ -11,8 +11,8 @@ import keras
 import numpy as np
 import pytest
 
+from callbacks.figures.window import steady_window, warmup_steps
 from callbacks.throughput import Throughput
-from callbacks.window import steady_window, warmup_steps
 
 BATCH = 8
 STALL = 0.25  # seconds
@@ -119,13 +119,13 @@ def test_the_wall_clock_rate_includes_the_epoch_end_work():
 
 
 def test_frozen_heap_freezes_what_lives_and_still_collects_new_garbage():
-    """Training runs inside frozen_heap (app/engine/timing.py): full collections skip
+    """Training runs inside frozen_heap (callbacks/heap.py): full collections skip
     what lived before it, garbage made meanwhile is still collected, and nothing stays
     frozen after it, even when training raises."""
     import gc
     import weakref
 
-    from app.engine.timing import frozen_heap
+    from callbacks.heap import frozen_heap
 
     class Node:
         pass

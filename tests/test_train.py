@@ -7,10 +7,10 @@ import pytest
 
 from app import main as app
 from app.run.rundir import RunDirError
-from preprocessing.spec import DataError
-from callbacks import events
-from callbacks.metrics_file import read_metrics
+from callbacks.records import events
+from callbacks.records.metrics_file import read_metrics
 from flags import Config
+from preprocessing.spec import DataError
 
 SUMMARY_KEYS = {"backend", "accelerator", "num_replicas", "model", "dataset",
                 "global_batch_size", "epochs_completed", "val_top1", "best_val_top1",
@@ -118,8 +118,8 @@ def test_val_loss_and_top1_equal_an_independent_evaluation_of_the_checkpoint(dig
 
     from app.engine import models, recipe
     from callbacks.checkpoint import WEIGHTS_FILE, latest_checkpoint
-    from preprocessing.spec import InputSpec
     from preprocessing.datasets import make_datasets
+    from preprocessing.spec import BatchShape, InputSpec
 
     config = tiny(digits_dir, tmp_path / "eval", epochs=1, validation_steps=0,
                   label_smoothing=0.1)
@@ -129,7 +129,7 @@ def test_val_loss_and_top1_equal_an_independent_evaluation_of_the_checkpoint(dig
     recipe.compile_model(model, config, 10, 6)
     model.optimizer.build(model.trainable_variables)
     model.load_weights(os.path.join(latest_checkpoint(config.logdir)[0], WEIGHTS_FILE))
-    data = make_datasets("digits", InputSpec(digits_dir, image_size=8, batch_size=64, seed=1))
+    data = make_datasets("digits", InputSpec(digits_dir, image_size=8, batch=BatchShape(64), seed=1))
     losses, hits = [], []
     for images, labels, weights in data.validation:
         logits = keras.ops.convert_to_numpy(model(images, training=False)).astype("float64")

@@ -1,1 +1,1 @@
-"""What every mode shares: backend and devices, models, the recipe, prices, timing."""
+"""What every mode shares: backend and devices, models, the recipe, prices, measuring."""

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from preprocessing.spec import DataError, InputSpec
+from preprocessing.spec import BatchShape, DataError, InputSpec
 
 
-def input_spec(config, topology, global_batch_size: int | None = None) -> InputSpec:
-    """The plain values the dataset builders get (per-process batch and shard)."""
-    batch = global_batch_size or config.global_batch_size
+def input_spec(config, batch: BatchShape | None) -> InputSpec:
+    """The plain values the dataset builders get: `batch` (None while the dataset is
+    only checked, before the devices are known), this process's shard, the data."""
     return InputSpec(
-        data_dir=config.data_dir, image_size=config.image_size,
-        batch_size=batch // topology.num_processes, num_processes=topology.num_processes,
-        process_index=topology.process_index, seed=config.seed, preset=config.preprocessing,
+        data_dir=config.data_dir, image_size=config.image_size, batch=batch,
+        process_index=config.process_id, seed=config.seed, preset=config.preprocessing,
         with_validation=config.validation_steps != -1, backend=config.backend,
         manual_dir=config.manual_dir, download=config.download,
         dtype="bfloat16" if config.policy == "mixed_bfloat16" else "float32",

@@ -25,6 +25,7 @@ import sys
 import threading
 
 from app.engine import native_stderr
+from preprocessing.spec import BatchError, BatchShape
 
 
 class TopologyError(RuntimeError):
@@ -87,6 +88,17 @@ class Topology:
         from jax.experimental import multihost_utils
 
         return int(multihost_utils.broadcast_one_to_all(np.array(seed, dtype=np.uint32)))
+
+    def batch_shape(self, global_size: int) -> BatchShape:
+        """`global_size` images a step, shared by this topology's processes and devices.
+
+        Raises:
+            TopologyError: if the replicas cannot share it evenly.
+        """
+        try:
+            return BatchShape(global_size, self.num_processes, self.devices_per_process)
+        except BatchError as error:
+            raise TopologyError(str(error)) from None
 
     def scope(self):
         """Context in which the model and optimizer must be built."""
@@ -187,10 +199,7 @@ def make_topology(config) -> Topology:
         topology = _tensorflow_topology(config)
     else:
         topology = _jax_topology(config)
-    if config.global_batch_size % topology.num_replicas:
-        raise TopologyError(
-            f"--global_batch_size={config.global_batch_size} is not divisible by the "
-            f"{topology.num_replicas} replicas found; use a multiple of {topology.num_replicas}")
+    topology.batch_shape(config.global_batch_size)  # fails here, before Keras is imported
     _import("keras", config)  # after the devices: importing it takes seconds
     native_stderr.release()
     return topology

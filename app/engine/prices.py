@@ -10,7 +10,7 @@ only (MFU works, the cost asks for --price_per_hour_usd). A run is billed per
 machine-hour for as many machines as its devices need.
 
 Pure Python: no framework is imported here. The arithmetic of dollars is in
-callbacks/money.py.
+callbacks/figures/money.py.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ import dataclasses
 import os
 import time
 
+from app.engine.measure import timed_synthetic_fit
 from app.engine.recipe import make_compiled_model
-from app.engine.timing import timed_synthetic_fit
 from app.run import context as run_context
 from app.run import rundir
 from preprocessing.datasets import make_datasets
@@ -43,14 +43,14 @@ def time_pipeline(stream, batches: int, batch_size: int) -> float:
     return batches * batch_size / (time.perf_counter() - start)
 
 
-def model_appetite(config, topology, num_classes: int, image_size: int) -> float:
+def model_appetite(config, topology, batch, num_classes: int, image_size: int) -> float:
     """Steady-state training images/second of the model on synthetic data of the
     dataset's shape (the same measurement as one size of the sweep)."""
     spe = config.steps_per_execution
     steps = (5 if config.accelerator == "cpu" else 30) * spe
     config = dataclasses.replace(config, image_size=image_size)
     model, _ = make_compiled_model(config, topology, num_classes, image_size, steps)
-    meter, _ = timed_synthetic_fit(model, config, topology, config.global_batch_size, steps,
+    meter, _ = timed_synthetic_fit(model, config, topology, batch, steps,
                                    2 * spe)
     return meter.images_per_sec
 
@@ -68,9 +68,9 @@ def run(context) -> dict:
           f"preprocessing={data.preset})",
           flush=True)
     # Every process reads its own shard: the job's rate is the sum.
-    rate = time_pipeline(data.train, batches, spec.batch_size) * topology.num_processes
+    rate = time_pipeline(data.train, batches, spec.batch_size) * spec.num_processes
     cores = cpu_cores()
-    appetite = model_appetite(config, topology, data.num_classes, data.image_size)
+    appetite = model_appetite(config, topology, context.batch, data.num_classes, data.image_size)
     ratio = rate / appetite if appetite else None
     summary = {
         "mode": "input_benchmark", **topology.describe(), "dataset": config.dataset,

@@ -18,17 +18,18 @@ import os
 import re
 import time
 
+from app.engine.distribute import TopologyError
+from app.engine.measure import timed_synthetic_fit
+from app.engine.memory import is_out_of_memory, peak_memory_gib
 from app.engine.recipe import make_compiled_model
-from app.engine.timing import (gpu_energy_readers, is_out_of_memory, peak_memory_gib,
-                               timed_synthetic_fit)
 from app.run import context as run_context
 from app.run import rundir
 from app.run.summary import shell_command
-from callbacks.dashboard import figure_of
-from callbacks.energy import EnergyMeter
-from callbacks.events import EventWriter
+from callbacks.energy import EnergyMeter, gpu_energy_readers
+from callbacks.figures.money import usd_per_million_images
 from callbacks.mfu import ModelFlopsUtilization
-from callbacks.money import usd_per_million_images
+from callbacks.records.dashboard import figure_of
+from callbacks.records.events import EventWriter
 from preprocessing.datasets import synthetic
 
 DEFAULT_STEPS = 100
@@ -70,16 +71,18 @@ def run(context) -> dict:
     for batch in sorted(config.sweep_batch_sizes):
         row = {"global_batch_size": batch, "status": "ok"}
         rows.append(row)
-        if batch % topology.num_replicas:
+        try:
+            shape = topology.batch_shape(batch)
+        except TopologyError:
             row["status"] = f"skipped: not divisible by {topology.num_replicas} replicas"
             continue
-        row["per_device_batch_size"] = batch // topology.num_replicas
+        row["per_device_batch_size"] = shape.per_replica
         utilization = ModelFlopsUtilization(flops, topology.num_replicas,
                                             billing.peak_tflops_per_device)
-        energy = EnergyMeter(**readers, images_per_step=batch // topology.num_processes,
+        energy = EnergyMeter(**readers, images_per_step=shape.per_process,
                              warmup_steps=spe) if readers else None
         try:
-            meter, warmup_seconds = timed_synthetic_fit(model, config, topology, batch, steps, warmup_steps,
+            meter, warmup_seconds = timed_synthetic_fit(model, config, topology, shape, steps, warmup_steps,
                                         [c for c in (energy, utilization) if c is not None])
         except Exception as error:  # noqa: BLE001 - an OOM must not end the sweep
             if not is_out_of_memory(error):

@@ -19,11 +19,11 @@ import sys
 
 from app.engine.data import steps_for
 from app.engine.recipe import make_compiled_model
-from app.engine.timing import frozen_heap
 from app.modes.train_callbacks import make_callbacks
 from app.run import context as run_context
 from app.run import resume, rundir, summary
 from app.run.ledger import Ledger
+from callbacks.heap import frozen_heap
 from callbacks.stops import PROCESS_STOP, Diverged
 from preprocessing.datasets import make_datasets
 
@@ -43,11 +43,10 @@ class Plan:
 
 def banner(context, data) -> str:
     config, topology = context.config, context.topology
-    per_replica = config.global_batch_size // topology.num_replicas
     return (f"[{config.model} on {config.dataset}] backend={config.backend} "
             f"accelerator={config.accelerator} ({topology.device_kind}) "
             f"replicas={topology.num_replicas} ({topology.num_processes} process(es)) "
-            f"global_batch={config.global_batch_size} per_replica_batch={per_replica} "
+            f"global_batch={context.batch.global_size} per_replica_batch={context.batch.per_replica} "
             f"image_size={data.image_size} input_pipeline={data.input_pipeline} "
             f"preprocessing={data.preset} precision={config.policy} logdir={context.logdir}")
 

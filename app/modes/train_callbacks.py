@@ -13,12 +13,11 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from app.engine.timing import gpu_energy_readers
 from app.run import signals
 from callbacks.accuracy import TopOneTargets
 from callbacks.checkpoint import Checkpoint
 from callbacks.cost import CloudCost
-from callbacks.energy import EnergyMeter
+from callbacks.energy import EnergyMeter, gpu_energy_readers
 from callbacks.heap import FreezeAfterCompile
 from callbacks.learning_rate import LearningRateLogger
 from callbacks.metrics_logger import MetricsLogger
@@ -111,9 +110,9 @@ def make_callbacks(context, plan) -> RunCallbacks:
     readers = gpu_energy_readers(config.accelerator, topology.devices_per_process)
     if readers is not None:  # each process meters its own GPUs, which see its images
         parts.energy = EnergyMeter(
-            **readers, images_per_step=config.global_batch_size // topology.num_processes,
+            **readers, images_per_step=context.batch.per_process,
             warmup_steps=config.throughput_warmup_steps,
-            images_per_epoch=steps_per_epoch * config.global_batch_size // topology.num_processes)
+            images_per_epoch=steps_per_epoch * context.batch.per_process)
     if topology.is_chief:
         parts.logger = MetricsLogger(
             logdir, config.log_every_steps,

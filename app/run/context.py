@@ -19,18 +19,10 @@ from app.engine import distribute
 from app.engine.data import input_spec
 from app.engine.prices import Billing, resolve_billing
 from app.run import rundir
-from preprocessing.spec import DataError, InputSpec
 from preprocessing.datasets import check_dataset
+from preprocessing.spec import BatchShape, DataError, InputSpec
 
 SMALLEST_IMAGE = 8  # --image_size's lower bound: the batch check never over-estimates
-
-
-@dataclasses.dataclass(frozen=True)
-class _Processes:
-    """The processes the flags ask for, as input_spec reads them from a Topology."""
-
-    num_processes: int
-    process_index: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +42,11 @@ class RunContext:
         return self.run_dir.path
 
     @property
+    def batch(self) -> BatchShape:
+        """--global_batch_size and its shares per process and per replica."""
+        return self.spec.batch
+
+    @property
     def is_chief(self) -> bool:
         return self.topology.is_chief
 
@@ -64,10 +61,11 @@ def prepare(config, started_at: float) -> RunContext:
     distribute.prepare_backend(config)
     # The data is looked at before the framework starts (seconds, on a small host):
     # the checks read files only, for the processes the flags ask for.
-    check_dataset(config.dataset, input_spec(config, _Processes(config.num_processes,
-                                                                config.process_id)))
+    spec = input_spec(config, batch=None)
+    check_dataset(config.dataset, spec)
     topology = distribute.make_topology(config)
-    spec = input_spec(config, topology)
+    # The batch's shares once the devices are known: checked there, read everywhere.
+    spec = dataclasses.replace(spec, batch=topology.batch_shape(config.global_batch_size))
     _check_batch_fits(spec)
     billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
                               config.peak_tflops_per_device, topology.device_kind,

@@ -22,7 +22,7 @@ import threading
 import time
 
 from app.run.rundir import write_json_atomic
-from callbacks import durable
+from callbacks.records import durable
 
 LEDGER_FILE = "billing.json"
 HEARTBEAT_SECONDS = 2.0

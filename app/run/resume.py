@@ -13,7 +13,7 @@ files keep the points up to its epoch (epoch series) and step (step series). Eac
 epoch then appears exactly once, in order. (The metrics logger writes an epoch's
 line before the checkpoint of that epoch commits, so the logs are never behind a
 checkpoint.) Checkpoint files themselves (format, saving, finding, loading) belong
-to callbacks/checkpoint.py and callbacks/checkpoint_files.py.
+to callbacks/checkpoint.py and callbacks/records/checkpoint_files.py.
 """
 
 from __future__ import annotations
@@ -24,7 +24,11 @@ import os
 
 from app.run.rundir import SUMMARY_FILE, RunDirError
 from callbacks import metrics_logger
-from callbacks.checkpoint_files import CheckpointMismatch, latest_checkpoint, load_latest
+from callbacks.records.checkpoint_files import (
+    CheckpointMismatch,
+    latest_checkpoint,
+    load_latest,
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,7 +20,7 @@ import json
 import os
 import time
 
-from callbacks.durable import write_json_atomic  # noqa: F401 (the app's one JSON writer)
+from callbacks.records.durable import write_json_atomic  # noqa: F401 (the app's one JSON writer)
 from callbacks.stops import StorageError
 from preprocessing.datasets.paths import writable_ancestor
 

@@ -14,7 +14,7 @@ import shlex
 import sys
 import time
 
-from callbacks.money import billed_seconds, cost_usd, usd_per_million_images
+from callbacks.figures.money import billed_seconds, cost_usd, usd_per_million_images
 
 STATUS_BY_EXCEPTION = {"Preempted": "preempted", "Diverged": "diverged",
                        "KeyboardInterrupt": "interrupted"}
@@ -56,8 +56,8 @@ def build(context, plan, parts, status: str, attempts: list) -> dict:
         "model": config.model, "dataset": config.dataset, "num_classes": data.num_classes,
         "image_size": data.image_size, "precision": config.policy,
         "input_pipeline": data.input_pipeline, "preprocessing": data.preset,
-        "global_batch_size": config.global_batch_size,
-        "per_replica_batch_size": config.global_batch_size // topology.num_replicas,
+        "global_batch_size": context.batch.global_size,
+        "per_replica_batch_size": context.batch.per_replica,
         "steps_per_execution": config.steps_per_execution,
         "steps_per_epoch": steps_per_epoch, "epochs": config.epochs,
         "train_examples": data.train_examples,

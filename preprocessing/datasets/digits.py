@@ -13,9 +13,9 @@ import os
 import shutil
 import tempfile
 
-from preprocessing.spec import DataError, Datasets, InputSpec
 from preprocessing.datasets import folder
 from preprocessing.datasets.paths import writable_ancestor
+from preprocessing.spec import DataError, Datasets, InputSpec
 
 FOLDER_NAME = "digits"
 VALIDATION_IMAGES = 360

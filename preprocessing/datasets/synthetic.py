@@ -16,8 +16,8 @@ import itertools
 
 import keras  # imported after app.engine.distribute.prepare_backend chose the backend
 
-from preprocessing.spec import Datasets, InputSpec, num_batches
 from preprocessing.feed import Feed
+from preprocessing.spec import Datasets, InputSpec, num_batches
 
 IMAGE_SIZE = 224
 NUM_CLASSES = 1000

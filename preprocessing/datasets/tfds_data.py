@@ -36,9 +36,14 @@ import os
 import re
 import sys
 
-from preprocessing.spec import DataError, Datasets, InputSpec
 from preprocessing.augment import SMALL_IMAGE_SIDE
-from preprocessing.datasets.tfds_records import ARRAY_RECORD, Records, SplitReader, labels_of
+from preprocessing.datasets.tfds_records import (
+    ARRAY_RECORD,
+    Records,
+    SplitReader,
+    labels_of,
+)
+from preprocessing.spec import BatchShape, DataError, Datasets, InputSpec
 
 IMAGENET = "imagenet2012"
 IMAGENET_TARS = ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar")
@@ -462,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--manual_dir", default="", help="where ImageNet's tars are")
     parser.add_argument("--download", action="store_true", help="let TFDS download it")
     args = parser.parse_args(argv)
-    spec = InputSpec(data_dir=args.data_dir, image_size=0, batch_size=1, backend="jax",
+    spec = InputSpec(data_dir=args.data_dir, image_size=0, batch=BatchShape(1), backend="jax",
                      input_pipeline="grain", manual_dir=args.manual_dir,
                      download=args.download)
     try:

@@ -22,9 +22,16 @@ import os
 import tensorflow as tf
 
 # The presets' constants live in augment.py, shared with the TensorFlow-free paths.
-from preprocessing.augment import (AREA_RANGE, ASPECT_RANGE, CROP_FRACTION,  # noqa: F401
-                                   MAX_ATTEMPTS, MEAN_RGB, MIN_OBJECT_COVERED, PRESETS,
-                                   STDDEV_RGB)
+from preprocessing.augment import (  # noqa: F401
+    AREA_RANGE,
+    ASPECT_RANGE,
+    CROP_FRACTION,
+    MAX_ATTEMPTS,
+    MEAN_RGB,
+    MIN_OBJECT_COVERED,
+    PRESETS,
+    STDDEV_RGB,
+)
 
 
 def decode(encoded: tf.Tensor) -> tf.Tensor:

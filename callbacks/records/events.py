@@ -20,7 +20,7 @@ from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 from tensorboard.summary.writer.record_writer import RecordWriter
 from tensorboard.util import tensor_util
 
-from callbacks import durable
+from callbacks.records import durable
 
 _counter = 0
 

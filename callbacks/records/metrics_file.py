@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 
-from callbacks import durable
+from callbacks.records import durable
 
 METRICS_FILE = "metrics.jsonl"
 

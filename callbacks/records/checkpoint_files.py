@@ -15,7 +15,7 @@ import os
 import re
 import zlib
 
-from callbacks import durable
+from callbacks.records import durable
 
 CHECKPOINT_DIR = "checkpoints"
 WEIGHTS_FILE = "model.weights.h5"
