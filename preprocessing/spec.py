@@ -75,8 +75,9 @@ class InputSpec:
     manual_dir: str = ""
     download: bool = False
     dtype: str = "float32"  # dtype of the images handed to the model
-    input_pipeline: str = "auto"  # auto, tf.data, grain or gpu (see streams.py)
+    input_pipeline: str = "auto"  # auto, tf.data, grain, gpu or device (see streams.py)
     accelerator: str = "cpu"
+    validation_steps: int = 0  # > 0: evaluate that many batches, a fixed uniform sample
 
     @property
     def batch_size(self) -> int:
@@ -86,6 +87,22 @@ class InputSpec:
     @property
     def num_processes(self) -> int:
         return self.batch.num_processes if self.batch is not None else 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Pixels:
+    """A split already decoded, as a builder that owns raw pixels hands it over
+    (Fashion-MNIST's IDX files): uint8 images [N, H, W] (gray) or [N, H, W, C], and
+    their int labels [N]. The other builders hand (path or bytes, label) records."""
+
+    images: object  # numpy uint8 array
+    labels: object  # numpy int array
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def shard(self, index: int, count: int) -> "Pixels":
+        return Pixels(self.images[index::count], self.labels[index::count])
 
 
 @dataclasses.dataclass
@@ -112,6 +129,9 @@ class Datasets:
     input_state: object = None  # fn(batches served) -> JSON state, where resumable
     restore_input: object = None  # fn(state) -> None: continue from a saved state
     input_wait_seconds: object = None  # fn() -> seconds fit waited for training batches
+    # What the pipeline says of itself, as JSON values for summary.json's "input" (e.g.
+    # the bytes it holds in device memory, the seconds it took to decode the dataset).
+    facts: dict = dataclasses.field(default_factory=dict)
 
 
 def num_batches(examples: int, batch_size: int) -> int:

@@ -20,10 +20,11 @@ on which one fed it.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 
-from preprocessing.spec import DataError, Datasets, InputSpec
+from preprocessing.spec import DataError, Datasets, InputSpec, Pixels
 
 PIPELINES = ("tf.data", "grain", "gpu")
 
@@ -58,9 +59,58 @@ def choose(spec: InputSpec, preset: str, jpeg_files: bool = False) -> str:
 
 def jpeg_paths(records) -> bool:
     """True if the records are (path, label) pairs of .jpg/.jpeg files (a sample)."""
+    if isinstance(records, Pixels):
+        return False
     sample = records[:64]
     return bool(sample) and all(isinstance(path, str) and
                                 path.lower().endswith((".jpg", ".jpeg")) for path, _ in sample)
+
+
+DEVICE_PRESETS = ("small", "standard")
+# The share of the free memory of each local device (or, for tf.data's cache, of the
+# host) that a dataset decoded for the device pipeline may take; the rest is the
+# model's. Said in the run's output when `auto` weighs it.
+DEVICE_MEMORY_SHARE = 0.4
+
+
+def pick(spec: InputSpec, preset: str, train, validation) -> tuple[str, str | None]:
+    """The pipeline for these records, and a line to print when `auto` fell back.
+
+    `auto` picks `device` when the decoded dataset (this process's shard, both
+    splits) fits in DEVICE_MEMORY_SHARE of the free memory it would live in, and
+    otherwise what `choose` says. A dataset whose decoded size cannot be known
+    beforehand (TFDS records, bytes) is left to `choose` unless `device` is asked for.
+
+    Raises:
+        DataError: --input_pipeline=device for a preset it does not implement, or a
+            dataset that does not fit its share of memory.
+    """
+    wanted = spec.input_pipeline
+    fallback = lambda: choose(dataclasses.replace(spec, input_pipeline="auto") if wanted ==  # noqa: E731
+                              "device" else spec, preset, jpeg_paths(train))
+    if wanted not in ("auto", "device"):
+        return wanted, None
+    if preset not in DEVICE_PRESETS:
+        if wanted == "device":
+            raise DataError(f"--input_pipeline=device implements the {' and '.join(DEVICE_PRESETS)} "
+                            f"presets; --preprocessing={preset} needs grain or tf.data")
+        return fallback(), None
+    from preprocessing.device import memory
+
+    needed = sum(memory.decoded_bytes(_shard(split, spec)) for split in (train, validation)
+                 if split)
+    if needed == 0:  # unknown until decoded
+        return ("device", None) if wanted == "device" else (fallback(), None)
+    free, where = memory.free_bytes(spec.backend, spec.accelerator)
+    if free is None or needed <= DEVICE_MEMORY_SHARE * free:
+        return "device", None
+    over = (f"the decoded dataset ({needed / 2**30:,.2f} GiB) exceeds "
+            f"{DEVICE_MEMORY_SHARE:.0%} of the {free / 2**30:,.1f} GiB free in {where}")
+    if wanted == "device":
+        raise DataError(f"--input_pipeline=device: {over}; use --input_pipeline=auto (or "
+                        "grain, tf.data, gpu) for this dataset")
+    choice = fallback()
+    return choice, f"note: {over}; input_pipeline={choice}"
 
 
 def check(spec: InputSpec) -> None:
@@ -86,21 +136,25 @@ def check(spec: InputSpec) -> None:
                             "--backend=jax") from None
 
 
-def make(train_records: list, validation_records: list | None, spec: InputSpec, *,
+def make(train_records, validation_records, spec: InputSpec, *,
          preset: str, image_size: int, num_classes: int) -> Datasets:
     """The training and validation streams of this process from all records.
 
     Args:
-        train_records: every (path or bytes, label) of the training split.
+        train_records: every (path or bytes, label) of the training split, or its
+            decoded `Pixels`.
         validation_records: the same for validation, or None (no validation).
         spec: the builders' plain inputs (batch, shard, seed, dtype, pipeline).
         preset: standard, heavy or small (augment.PRESETS).
         image_size: side of the images handed to the model.
         num_classes: labels are 0..num_classes-1.
     """
-    pipeline = choose(spec, preset, jpeg_paths(train_records))
-    build = {"tf.data": _tf_data, "grain": _grain, "gpu": _gpu}[pipeline]
     validation_records = validation_records if spec.with_validation else None
+    validation_records = _validation_sample(validation_records, spec)
+    pipeline, note = pick(spec, preset, train_records, validation_records)
+    if note:
+        print(note, flush=True)
+    build = {"tf.data": _tf_data, "grain": _grain, "gpu": _gpu, "device": _device}[pipeline]
     # Every process runs the same number of evaluation batches: size them for the
     # largest shard (the others pad with weight-0 images).
     largest = -(-len(validation_records) // spec.num_processes) if validation_records else 0
@@ -114,7 +168,30 @@ def make(train_records: list, validation_records: list | None, spec: InputSpec, 
 
 
 def _shard(records, spec):
+    if isinstance(records, Pixels):
+        return records.shard(spec.process_index, spec.num_processes)
     return records[spec.process_index::spec.num_processes]
+
+
+VALIDATION_SAMPLE_SEED = 0  # the same images for every run and seed, so runs compare
+
+
+def _validation_sample(records, spec: InputSpec):
+    """--validation_steps=N: a fixed, uniform sample of N batches' worth of images
+    (every image when the split holds fewer). The split's file order is often sorted
+    by class: its first N batches would be a few classes only."""
+    if not records or spec.validation_steps <= 0:
+        return records
+    wanted = spec.validation_steps * spec.batch_size * spec.num_processes
+    if wanted >= len(records):
+        return records
+    import numpy as np
+
+    chosen = np.sort(np.random.default_rng(VALIDATION_SAMPLE_SEED).choice(
+        len(records), wanted, replace=False))
+    if isinstance(records, Pixels):
+        return Pixels(records.images[chosen], records.labels[chosen])
+    return [records[i] for i in chosen]
 
 
 def _batches(examples: int, batch_size: int) -> int:
@@ -126,24 +203,32 @@ def _empty() -> Datasets:
                     train_examples=0, validation_examples=0, validation_batches=0)
 
 
-def _tf_data(train, validation, spec, preset, size, largest) -> Datasets:
+def _tf_data(train, validation, spec, preset, size, largest, decode_once=False) -> Datasets:
+    """tf.data; with `decode_once` (the device pipeline on TensorFlow) every image is
+    decoded once into tf.data's cache, and augmented from there every epoch."""
     from preprocessing.tfdata import images as tf_images
     from preprocessing.tfdata import pipeline as tf_pipeline
 
     counter = tf_pipeline.DecodeCounter()
+    pixels = decode_once or isinstance(train, Pixels)
 
-    def records_of(pairs):
-        return tf_pipeline.read_files([p for p, _ in pairs], [label for _, label in pairs],
-                                   counter)
+    def records_of(split):
+        if isinstance(split, Pixels):
+            return tf_pipeline.pixel_records(split.images, split.labels)
+        records = tf_pipeline.read_files([p for p, _ in split], [label for _, label in split],
+                                         counter)
+        return tf_pipeline.decode_once(records, counter) if decode_once else records
 
     data = _empty()
     data.train = tf_pipeline.train_stream(
-        records_of(train), len(train), tf_images.train_transform(preset, size, spec.dtype),
-        spec.batch_size, spec.seed, counter)
+        records_of(train), len(train),
+        tf_images.train_transform(preset, size, spec.dtype, from_pixels=pixels),
+        spec.batch_size, spec.seed, counter, cached=pixels)
     if validation:
         data.validation, data.validation_batches = tf_pipeline.eval_stream(
-            records_of(validation), largest, tf_images.eval_transform(preset, size, spec.dtype),
-            spec.batch_size, size, spec.dtype, counter)
+            records_of(validation), largest,
+            tf_images.eval_transform(preset, size, spec.dtype, from_pixels=pixels),
+            spec.batch_size, size, spec.dtype, counter, cached=pixels)
     data.skipped_images = counter.skipped
     return data
 
@@ -156,22 +241,80 @@ def _grain(train, validation, spec, preset, size, largest) -> Datasets:
     # Worker processes pay off for real photos; tiny images (the small preset) decode
     # faster in this process than they could be shipped between processes.
     workers = 0 if preset == "small" else None
-    train_source = grain_stream.FileSource(train)
+    pixels = isinstance(train, Pixels)
+    train_source = grain_stream.FileSource(_pairs(train))
     stream = grain_stream.train_stream(
-        train_source, spec.batch_size, host_images.train_transform(preset, size, spec.dtype),
+        train_source, spec.batch_size,
+        host_images.train_transform(preset, size, spec.dtype, from_pixels=pixels),
         spec.seed, workers=workers)
     data = _empty()
     data.train = Feed(stream, None)
     sources = [train_source]
     if validation:
-        val_source = grain_stream.FileSource(validation)
+        val_source = grain_stream.FileSource(_pairs(validation))
         sources.append(val_source)
         evaluation, _ = grain_stream.eval_stream(
-            val_source, spec.batch_size, host_images.eval_transform(preset, size, spec.dtype),
+            val_source, spec.batch_size,
+            host_images.eval_transform(preset, size, spec.dtype, from_pixels=pixels),
             size, spec.dtype, examples=largest, workers=workers)
         data.validation_batches = _batches(largest, spec.batch_size)
         data.validation = Feed(evaluation, data.validation_batches)
     data.skipped_images = lambda: sum(s.skipped_images() for s in sources)
+    _feed_facts(data)
+    return data
+
+
+def _pairs(split):
+    """(item, label) records; decoded Pixels as (pixels, label), one view each."""
+    if isinstance(split, Pixels):
+        return [(image, int(label)) for image, label in zip(split.images, split.labels)]
+    return split
+
+
+def _device(train, validation, spec, preset, size, largest) -> Datasets:
+    """The dataset decoded once and held where the model trains (preprocessing/device/);
+    on TensorFlow, tf.data with the decoded images cached in host memory."""
+    import time
+
+    from preprocessing.device import memory
+
+    started = time.perf_counter()
+    if spec.backend != "jax":
+        data = _tf_data(train, validation, spec, preset, size, largest, decode_once=True)
+        held = sum(memory.decoded_bytes(s) for s in (train, validation) if s)
+        data.facts = {"held_in": "host memory (tf.data's cache)", "bytes_held": held,
+                      "memory_share": DEVICE_MEMORY_SHARE}
+        return data
+    from preprocessing.device.decode import DecodedSplit, decode_records
+    from preprocessing.device.stream import DeviceStream
+    from preprocessing.feed import Feed
+
+    def decoded(split):
+        if isinstance(split, Pixels):
+            return DecodedSplit.from_array(split.images, split.labels)
+        return decode_records(split)
+
+    splits = [decoded(train)] + ([decoded(validation)] if validation else [])
+    sharding = _data_sharding(spec, size)
+    data = _empty()
+    stream = DeviceStream(splits[0], spec.batch_size, size, preset, spec.seed, train=True,
+                          dtype=spec.dtype, sharding=sharding)
+    data.train = Feed(stream, None)
+    held = stream.nbytes
+    if validation:
+        evaluation = DeviceStream(splits[1], spec.batch_size, size, preset, spec.seed,
+                                  train=False, dtype=spec.dtype, sharding=sharding,
+                                  min_batches=_batches(largest, spec.batch_size))
+        held += evaluation.nbytes
+        data.validation_batches = evaluation.num_batches
+        data.validation = Feed(evaluation, data.validation_batches)
+    cache_seconds = time.perf_counter() - started  # decoded and on the devices
+    free, where = memory.free_bytes(spec.backend, spec.accelerator)
+    data.skipped_images = lambda: sum(s.skipped for s in splits)
+    data.facts = {"held_in": where, "bytes_held": held, "memory_share": DEVICE_MEMORY_SHARE,
+                  "free_bytes_before": free, "cache_seconds": round(cache_seconds, 3)}
+    print(f"input: {sum(len(s) for s in splits):,} images decoded once in {cache_seconds:.1f} s; "
+          f"{held / 2**20:,.1f} MiB held in {where}", flush=True)
     _feed_facts(data)
     return data
 

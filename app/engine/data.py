@@ -14,7 +14,8 @@ def input_spec(config, batch: BatchShape | None) -> InputSpec:
         with_validation=config.validation_steps != -1, backend=config.backend,
         manual_dir=config.manual_dir, download=config.download,
         dtype="bfloat16" if config.policy == "mixed_bfloat16" else "float32",
-        input_pipeline=config.input_pipeline, accelerator=config.accelerator)
+        input_pipeline=config.input_pipeline, accelerator=config.accelerator,
+        validation_steps=max(0, config.validation_steps))
 
 
 def steps_for(config, train_examples: int) -> int:

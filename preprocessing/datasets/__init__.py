@@ -1,7 +1,8 @@
 """The `--dataset` builders and their registry: one module per kind of dataset.
 
 `synthetic` (random images made on the device), `digits` (scikit-learn's 1,797 real
-handwritten digits written once as PNG files), `folder` (PATH/train/<label>/*.jpg),
+handwritten digits written once as PNG files), `fashion_mnist` (Zalando's 70,000
+clothes from their IDX files), `folder` (PATH/train/<label>/*.jpg),
 `tfds_data` (a prepared TFDS dataset, and ImageNet 2012 from its manual download).
 Each has `check(dataset, spec)` (fails fast, writes nothing) and `make(dataset, spec)
 -> Datasets`. The real-image builders hand their records to preprocessing/streams.py,
@@ -19,6 +20,8 @@ def _module_for(dataset: str):
         from preprocessing.datasets import synthetic as module
     elif dataset == "digits":
         from preprocessing.datasets import digits as module
+    elif dataset == "fashion_mnist":
+        from preprocessing.datasets import fashion_mnist as module
     elif dataset.startswith("folder:"):
         from preprocessing.datasets import folder as module
     elif dataset == "imagenet2012" or dataset.startswith("tfds:"):

@@ -317,15 +317,24 @@ def _check(preset: str) -> None:
         raise ValueError(f"unknown preset {preset!r}; accepted: {', '.join(augment.PRESETS)}")
 
 
-def train_transform(preset: str, size: int, dtype: str = "float32"):
+def rgb(pixels: np.ndarray) -> np.ndarray:
+    """uint8 [H, W(, 1 or 3)] pixels as [H, W, 3] (a gray image's channel repeated)."""
+    pixels = np.asarray(pixels)
+    if pixels.ndim == 2:
+        pixels = pixels[..., None]
+    return np.repeat(pixels, 3, axis=2) if pixels.shape[2] == 1 else pixels
+
+
+def train_transform(preset: str, size: int, dtype: str = "float32", from_pixels: bool = False):
     """Returns fn(data: bytes, rng: numpy Generator) -> normalized size x size image.
 
-    The same steps as image_ops.train_transform, preset by preset.
+    The same steps as the tf.data pipeline's train_transform, preset by preset.
+    from_pixels: `data` is decoded uint8 pixels, not encoded bytes.
     """
     _check(preset)
 
     def transform(data: bytes, rng: np.random.Generator) -> np.ndarray:
-        image = decode(data)
+        image = rgb(data) if from_pixels else decode(data)
         if preset == "small":
             pad, dy, dx = augment.random_shift_offsets(size, rng)
             padded = np.pad(resize(image, size), ((pad, pad), (pad, pad), (0, 0)))
@@ -342,7 +351,7 @@ def train_transform(preset: str, size: int, dtype: str = "float32"):
     return transform
 
 
-def eval_transform(preset: str, size: int, dtype: str = "float32"):
+def eval_transform(preset: str, size: int, dtype: str = "float32", from_pixels: bool = False):
     """Returns fn(data: bytes) -> normalized size x size evaluation image.
 
     The same steps as image_ops.eval_transform: center 87.5% crop then bilinear
@@ -351,7 +360,7 @@ def eval_transform(preset: str, size: int, dtype: str = "float32"):
     _check(preset)
 
     def transform(data: bytes) -> np.ndarray:
-        image = decode(data)
+        image = rgb(data) if from_pixels else decode(data)
         if preset != "small":
             y, x, h, w = augment.center_crop_window(image.shape[0], image.shape[1])
             image = image[y:y + h, x:x + w]

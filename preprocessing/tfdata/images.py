@@ -145,17 +145,39 @@ def normalize(image: tf.Tensor, dtype: str = "float32") -> tf.Tensor:
     return tf.cast(image, dtype)
 
 
-def train_transform(preset: str, size: int, dtype: str = "float32"):
-    """Returns fn(encoded, seed) -> normalized training image of size x size."""
+def rgb(pixels: tf.Tensor) -> tf.Tensor:
+    """uint8 [H, W, 1 or 3] pixels as [H, W, 3] (a gray image's channel repeated)."""
+    pixels = tf.convert_to_tensor(pixels)
+    if pixels.shape.rank == 2:
+        pixels = pixels[..., None]
+    image = tf.cond(tf.shape(pixels)[-1] == 1, lambda: tf.tile(pixels, [1, 1, 3]),
+                    lambda: pixels)
+    image.set_shape([None, None, 3])
+    return image
+
+
+def _random_crop(pixels: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+    y, x, h, w = tf.unstack(random_crop_window(tf.shape(pixels), seed))
+    return pixels[y:y + h, x:x + w]
+
+
+def train_transform(preset: str, size: int, dtype: str = "float32", from_pixels: bool = False):
+    """Returns fn(encoded, seed) -> normalized training image of size x size.
+
+    from_pixels: the function takes decoded uint8 pixels instead of encoded bytes (the
+    `device` pipeline's decoded cache); the crop window is drawn the same way.
+    """
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; accepted: {', '.join(PRESETS)}")
 
     def transform(encoded, seed):
         seeds = tf.random.experimental.stateless_split(seed, 3)
         if preset == "small":
-            image = random_shift(resize(decode(encoded), size), size, seeds[0])
+            image = rgb(encoded) if from_pixels else decode(encoded)
+            image = random_shift(resize(image, size), size, seeds[0])
         else:
-            image = decode_and_random_crop(encoded, seeds[0])
+            image = (_random_crop(rgb(encoded), seeds[0]) if from_pixels
+                     else decode_and_random_crop(encoded, seeds[0]))
             image = resize(image, size, "bicubic" if preset == "heavy" else "bilinear")
             image = random_flip(image, seeds[1])
             if preset == "heavy":
@@ -165,14 +187,19 @@ def train_transform(preset: str, size: int, dtype: str = "float32"):
     return transform
 
 
-def eval_transform(preset: str, size: int, dtype: str = "float32"):
-    """Returns fn(encoded) -> normalized evaluation image of size x size."""
+def eval_transform(preset: str, size: int, dtype: str = "float32", from_pixels: bool = False):
+    """Returns fn(encoded) -> normalized evaluation image of size x size (from_pixels:
+    of decoded uint8 pixels, as train_transform)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; accepted: {', '.join(PRESETS)}")
 
     def transform(encoded):
         if preset == "small":
-            image = resize(decode(encoded), size)
+            image = resize(rgb(encoded) if from_pixels else decode(encoded), size)
+        elif from_pixels:
+            image = rgb(encoded)
+            y, x, h, w = tf.unstack(center_crop_window(tf.shape(image), size))
+            image = resize(image[y:y + h, x:x + w], size)
         else:
             image = resize(decode_and_center_crop(encoded, size), size)
         return normalize(image, dtype)

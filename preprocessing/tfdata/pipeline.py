@@ -111,8 +111,27 @@ def _keyed(records: tf.data.Dataset) -> tf.data.Dataset:
     return records.map(lambda encoded, label: (_key(encoded), encoded, label))
 
 
+def decode_once(records: tf.data.Dataset, counter: DecodeCounter) -> tf.data.Dataset:
+    """(key, pixels uint8 [H, W, C], label) of every image that decodes, cached decoded:
+    the `device` pipeline's form on TensorFlow (decoded once, augmented every epoch
+    from the cache). Undecodable images are dropped and counted."""
+    from preprocessing.tfdata.images import decode
+
+    decoded = _keyed(records).map(
+        lambda key, encoded, label: (key, counter.wrap(decode)(key, encoded), label),
+        num_parallel_calls=AUTOTUNE, deterministic=True).ignore_errors()
+    return decoded.cache()
+
+
+def pixel_records(images, labels) -> tf.data.Dataset:
+    """(key, pixels, label) records of uint8 images already in memory ([N, H, W, C])."""
+    keys = tf.range(len(labels), dtype=tf.int64)
+    return tf.data.Dataset.from_tensor_slices((keys, images, tf.constant(labels, tf.int64)))
+
+
 def train_stream(records: tf.data.Dataset, examples: int, transform, batch_size: int,
-                 seed: int | None, counter: DecodeCounter) -> tf.data.Dataset:
+                 seed: int | None, counter: DecodeCounter,
+                 cached: bool = False) -> tf.data.Dataset:
     """An endless stream of shuffled, augmented (images, labels) training batches.
 
     Args:
@@ -122,10 +141,11 @@ def train_stream(records: tf.data.Dataset, examples: int, transform, batch_size:
         batch_size: images per batch of this process.
         seed: None for a fresh, non-deterministic order; else reproducible.
         counter: counts corrupt images.
+        cached: the records are cached already (decode_once, pixel_records).
     """
     deterministic = seed is not None
     records = _keyed(records)
-    if examples <= CACHE_MAX_EXAMPLES:
+    if examples <= CACHE_MAX_EXAMPLES and not cached:
         records = records.cache()
     records = records.shuffle(min(examples, SHUFFLE_BUFFER), seed=seed,
                               reshuffle_each_iteration=True).repeat()
@@ -141,7 +161,7 @@ def train_stream(records: tf.data.Dataset, examples: int, transform, batch_size:
 
 
 def eval_stream(records: tf.data.Dataset, examples: int, transform, batch_size: int,
-                image_size: int, dtype: str, counter: DecodeCounter):
+                image_size: int, dtype: str, counter: DecodeCounter, cached: bool = False):
     """Every validation image of this process once, as (images, labels, weights).
 
     The last batch is filled with weight-0 blank images, so every batch has the
@@ -152,7 +172,7 @@ def eval_stream(records: tf.data.Dataset, examples: int, transform, batch_size: 
     """
     batches = max(1, -(-examples // batch_size))
     records = _keyed(records)
-    if examples <= CACHE_MAX_EXAMPLES:
+    if examples <= CACHE_MAX_EXAMPLES and not cached:
         records = records.cache()
     real = records.map(
         lambda key, encoded, label: (counter.wrap(transform)(key, encoded), label,

@@ -1,0 +1,160 @@
+"""A split held in accelerator memory, shuffled and augmented there: `DeviceStream`.
+
+Each local device holds its own shard of the split (images i, i + n, ... of this
+process's records, for n devices) as uint8, and makes its slice of every batch
+itself: the epoch's order is a permutation drawn on the device from (seed, epoch),
+the batch's randomness from (seed, epoch, batch), and one compiled function
+(preprocessing/device/ops.py) gathers, crops, resizes, flips and normalizes. Nothing
+crosses from the host per step but a few scalars, so a step is fed as fast as the
+device computes (Fashion-MNIST's whole training set is 47 MB).
+
+Training streams are endless and yield (images, labels); the position is (epoch,
+batch), and `get_state`/`set_state` resume it exactly (a mid-epoch checkpoint goes on
+with the same images in the same order). Evaluation streams yield every image once,
+in order, as (images, labels, weights), the last batch padded with weight-0 zeros.
+
+Without a sharding the arrays stay uncommitted on the default device, as Keras's
+state is (a committed batch would commit the state, and JAX would compile the step
+again: preprocessing/gpu/README.md); with keras.distribution's data layout, each
+device's slice is assembled into the global batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from preprocessing.device.decode import MAX_PIXELS, DecodedSplit
+from preprocessing.device.ops import make_augment, make_permute
+
+
+class DeviceStream:
+    """Batches of one split, made on the devices that hold it.
+
+    Args:
+        split: this process's images.
+        batch_size: images per batch of this process (all its devices together).
+        image_size: output side in pixels.
+        preset: "small" or "standard" (augment.PRESETS; heavy is not implemented here).
+        seed: decides the orders and the augmentation (None: a fresh seed).
+        train: endless and augmented (True), or each image once, in order (False).
+        dtype: of the images, "float32" or "bfloat16".
+        sharding: keras.distribution's NamedSharding of the global image batch, or
+            None (one device, arrays uncommitted).
+        min_batches: evaluation: at least this many batches (every process runs as
+            many as the one with the largest shard; the rest is weight-0 padding).
+    """
+
+    def __init__(self, split: DecodedSplit, batch_size: int, image_size: int, preset: str,
+                 seed: int | None, train: bool, dtype: str = "float32", sharding=None,
+                 min_batches: int = 1):
+        import jax
+
+        if len(split.flat) > MAX_PIXELS:
+            raise ValueError(f"{len(split.flat):,} pixels exceed the device pipeline's int32 "
+                             f"indices ({MAX_PIXELS:,})")
+        self.batch_size, self.image_size, self.train = batch_size, image_size, train
+        self.seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else int(seed)
+        self.sharding = sharding
+        self.devices = self._devices(jax, sharding, batch_size, image_size)
+        if batch_size % len(self.devices):
+            raise ValueError(f"batch_size {batch_size} is not divisible by this process's "
+                             f"{len(self.devices)} devices")
+        self.per_device = batch_size // len(self.devices)
+        count = len(self.devices)
+        shards = [split.shard(i, count) if count > 1 else split for i in range(count)]
+        smallest = min(len(s) for s in shards)
+        if train and smallest < self.per_device:
+            raise ValueError(f"{smallest} images per device cannot fill a batch of "
+                             f"{self.per_device} (the last partial batch is dropped)")
+        self.steps_per_epoch = smallest // self.per_device if train else 0
+        self.num_batches = 0 if train else max(min_batches, -(-max(len(s) for s in shards)
+                                                              // self.per_device))
+        self._augment = make_augment(preset, image_size, train, dtype, split.channels,
+                                     split.same_size, self.per_device)
+        self._permute = make_permute()
+        self._held = [self._put(jax, s, d if sharding is not None else None)
+                      for s, d in zip(shards, self.devices)]
+        self.nbytes = sum(s.nbytes for s in shards)
+        self._position = (0, 0)
+        self._orders = [None] * count  # per device: (epoch, its permutation)
+
+    @staticmethod
+    def _devices(jax, sharding, batch_size: int, image_size: int):
+        """This process's devices, in the order of their slices of the batch."""
+        if sharding is None:  # the default device, where Keras keeps the model's state
+            return list(jax.device_put(np.zeros((), np.int32)).devices())
+        shape = (batch_size * jax.process_count(), image_size, image_size, 3)
+        starts = {device: index[0].start or 0 for device, index in
+                  sharding.addressable_devices_indices_map(shape).items()}
+        return sorted(starts, key=starts.get)
+
+    @staticmethod
+    def _put(jax, split: DecodedSplit, device):
+        return tuple(jax.device_put(a, device) for a in (
+            split.flat, split.offsets.astype(np.int32), split.heights, split.widths,
+            split.labels))
+
+    # ---- the stream -------------------------------------------------------------------
+
+    def get_state(self) -> dict:
+        """The next batch to come (JSON)."""
+        epoch, batch = self._position
+        return {"epoch": epoch, "batch": batch, "seed": self.seed}
+
+    def set_state(self, state: dict) -> None:
+        """Continues from a get_state(): the same batches in the same order (the saved
+        seed is adopted, so a run started without --seed goes on with its own)."""
+        epoch, batch = int(state["epoch"]), int(state["batch"])
+        limit = self.steps_per_epoch if self.train else self.num_batches
+        if epoch < 0 or not 0 <= batch < max(limit, 1):
+            raise ValueError(f"state {state} is outside this stream ({limit} batches per epoch)")
+        self.seed = int(state.get("seed", self.seed))
+        self._orders = [None] * len(self._held)
+        self._position = (epoch, batch)
+
+    def __iter__(self):
+        if not self.train:  # each evaluation reads everything again, from the start
+            self._position = (0, 0)
+        return self
+
+    def __next__(self):
+        epoch, batch = self._position
+        if not self.train and batch >= self.num_batches:
+            raise StopIteration
+        made = self._make(epoch, batch)
+        if self.train and batch + 1 >= self.steps_per_epoch:
+            self._position = (epoch + 1, 0)
+        else:
+            self._position = (epoch, batch + 1)
+        return made
+
+    def skipped_images(self) -> int:
+        return 0  # undecodable images were left out, and counted, when decoding
+
+    def _make(self, epoch: int, batch: int):
+        import jax
+
+        seed = np.uint32(self.seed)
+        outputs = []
+        for device, held in enumerate(self._held):
+            order = held[4]  # evaluation: any int32 array (unused)
+            if self.train:
+                if self._orders[device] is None or self._orders[device][0] != epoch:
+                    self._orders[device] = (epoch, self._permute(seed, epoch, device, held[4]))
+                order = self._orders[device][1]
+            outputs.append(self._augment(*held, order, np.int32(batch * self.per_device), seed,
+                                         np.int32(epoch), np.int32(batch * len(self._held) + device)))
+        if self.sharding is None:
+            images, labels, weights = outputs[0]
+        else:
+            images = self._assemble(jax, [o[0] for o in outputs], self.sharding)
+            rows = jax.sharding.NamedSharding(self.sharding.mesh,
+                                              jax.sharding.PartitionSpec(self.sharding.spec[0]))
+            labels, weights = (self._assemble(jax, [o[i] for o in outputs], rows) for i in (1, 2))
+        return (images, labels) if self.train else (images, labels, weights)
+
+    def _assemble(self, jax, parts, sharding):
+        """The global batch from each local device's slice."""
+        rows = parts[0].shape[0] * len(self.devices) * jax.process_count()
+        return jax.make_array_from_single_device_arrays((rows, *parts[0].shape[1:]), sharding,
+                                                        parts)
