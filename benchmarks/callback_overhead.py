@@ -36,6 +36,7 @@ def main():
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", default="")
     args = parser.parse_args()
+    os.environ["KERAS_BACKEND"] = args.backend  # before anything imports Keras
 
     from app.modes.train import Plan
     from app.modes.train_callbacks import make_callbacks

@@ -8,10 +8,10 @@ app's `power_watts` and `joules_per_image` with nvidia-smi's mean power over the
 same seconds. Prints one JSON object (and writes it with --out); exit 0 when the
 comparison was made, 1 when it could not be.
 
-On the GPU machine, from the repository root (keras from .whl/, see
-benchmarks/device_env.sh):
+On the GPU machine, from the repository root, the energy recipe of the device runner
+runs it (keras from .whl/; `python benchmarks/collect.py energy $OUT RESULT.json` after):
 
-    source benchmarks/device_env.sh && python3 benchmarks/energy_check.py --out $OUT/energy_check.json
+    bash benchmarks/device_run.sh energy
 
 nvidia-smi's `power.draw` is, on Ampere and newer GPUs, an average over the last
 second; `power.draw.instant` (where the driver has it) is not. Both are reported.

@@ -68,11 +68,12 @@ def main():
               "global_batch_size": args.batch, "model": args.model, "rows": rows}, args.out)
         return
 
+    os.environ.setdefault("KERAS_BACKEND", "jax")  # before anything imports Keras
     from app.engine import distribute, models, recipe
     from app.engine.data import input_spec
     from flags import Config
 
-    config = Config(accelerator=args.accelerator, backend=os.environ.get("KERAS_BACKEND", "jax"),
+    config = Config(accelerator=args.accelerator, backend=os.environ["KERAS_BACKEND"],
                     model=args.model, dataset="synthetic", image_size=args.image_size,
                     global_batch_size=args.batch, validation_steps=-1, logdir="/tmp/unused")
     distribute.prepare_backend(config)
@@ -83,7 +84,7 @@ def main():
     from preprocessing.datasets import make_datasets
 
     keras.config.set_dtype_policy(config.policy)
-    data = make_datasets("synthetic", input_spec(config, topology))
+    data = make_datasets("synthetic", input_spec(config, topology.batch_shape(args.batch)))
     for name in args.variants.split(","):
         layer_set = models.LayerSet(*VARIANTS[name])
         keras.utils.set_random_seed(0)

@@ -1,6 +1,7 @@
 """Where a training step's GPU time goes, kernel by kernel, from a profiler trace.
 
-    python benchmarks/step_kernels.py RUN/plugins/profile/<time>/<host>.trace.json.gz [TOP]
+    python benchmarks/step_kernels.py RUN/plugins/profile/<time>/<host>.trace.json.gz \
+        [--top=25] [--json=OUT.json]
 
 (the trace the app writes with --profile_steps, beside its xplane.pb). It takes the
 busiest GPU stream (XLA's compute stream), keeps its whole steps (a step starts where a
@@ -8,13 +9,15 @@ forward-pass kernel, scope `jvp(...)`, follows a backward one, `transpose(jvp(..
 the stretch before the first start and after the last is dropped), and prints per step: the time in convolutions and matrix products (cuDNN, cuBLAS, CUTLASS
 kernels), in XLA's reduction fusions, and in its other fusions (elementwise: BatchNorm's
 apply, ReLU, residual adds, and their gradients), then the TOP (25) kernels with the
-layer XLA names for them where it does (fusions carry no layer name). A benchmark tool:
-the closing notes' before/after step profiles come from it. Needs only the standard
+layer XLA names for them where it does (fusions carry no layer name); --json writes the
+per-step figures (steps, ms_per_step, by_category_ms) for benchmarks/collect.py. The
+step recipe of benchmarks/device_run.sh runs it on its trace. Needs only the standard
 library.
 """
 
 from __future__ import annotations
 
+import argparse
 import collections
 import gzip
 import json
@@ -85,5 +88,17 @@ def report(kernels, steps: int, top: int = 25) -> dict:
             "by_category_ms": {k: round(v / steps, 3) for k, v in by_category.items()}}
 
 
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trace", help="a profiler trace, *.trace.json.gz")
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--json", default="", help="write the per-step figures here")
+    args = parser.parse_args(argv)
+    figures = report(*load(args.trace), args.top)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(figures, f, indent=2)
+
+
 if __name__ == "__main__":
-    report(*load(sys.argv[1]), *(int(a) for a in sys.argv[2:3]))
+    main(sys.argv[1:])

@@ -2,8 +2,8 @@
 
     python benchmarks/trace_report.py RUN/plugins/profile/<time>/<host>.xplane.pb
 
-(a trace from the app's --profile_steps, or from gpu_stages.py's TRACE_BATCHES, with
-Python traced). It prints, for the busiest GPU stream (XLA's compute stream):
+(a trace from the app's --profile_steps). It prints, for the busiest GPU stream (XLA's
+compute stream):
 - its busy time against the stretch, and the XLA modules that ran (train steps, the
   JPEG pipeline's crop/resize steps), each with its duration;
 - the other streams' work (nvJPEG's conversion kernels, copies) by name: total, count;
@@ -53,6 +53,8 @@ def report(spans) -> None:
     for e in spans:
         if e["thread"].startswith("Stream #"):
             streams[e["thread"]] += e.get("dur", 0)
+    if not streams:
+        raise SystemExit("no GPU streams in this trace")
     compute = streams.most_common(1)[0][0]
     gpu = sorted((e["ts"], e["end"]) for e in spans if e["thread"] == compute)
     modules = sorted((e for e in spans if e["thread"].startswith("XLA Modules")),
@@ -136,4 +138,6 @@ def report(spans) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
+        raise SystemExit(__doc__)
     report(load(sys.argv[1]))

@@ -1,54 +1,49 @@
 """Real JPEGs into the model at accelerator speed: decoded on the GPU, augmented there.
 
 The host only reads each file, reads the JPEG's size from its header, draws the crop
-window and the flip from the seed, and shards (jpeg_plan.py, in worker processes, so
-the training process's GIL stays free). The GPU's JPEG engines decode the batch
-(nvJPEG's hardware decoder, nvjpeg_c.py; or nvImageCodec: api), only each image's
-crop window, straight into one fixed-shape uint8 canvas per batch and device
-(gpu/decoders.py); one compiled step per batch then crops, resizes
-(bilinear, TF's arithmetic), flips and normalizes every image (canvas_ops.py).
-Canvas shapes come from a few buckets, so XLA compiles a handful of programs in all:
-no per-batch shape ever reaches it. A background thread collects the plans while
-another decodes them, `prefetch` batches ahead of training.
+window and the flip from the seed, and routes each image (planning.py, in worker
+processes, so the training process's GIL stays free). The GPU's JPEG engines decode
+the batch, only each image's crop window, straight into one fixed-shape uint8 canvas
+per batch and device (decoders.py); one compiled step per batch then crops, resizes
+(bilinear, TF's arithmetic), flips and normalizes every image (canvas.py). Canvas
+shapes come from a few buckets, so XLA compiles a handful of programs in all: no
+per-batch shape ever reaches it. A background thread collects the plans while others
+decode them, `prefetch` batches ahead of training (threads.py). The knobs, and the
+figures behind their defaults, are GpuOptions (options.py); README.md beside this
+file says what bites here.
 
-The augmentation is the `standard` preset of image_ops.py (Inception crop from
-augment.random_crop_window, bilinear resize, random flip; eval: center 87.5% crop)
-with the same distribution, not the same draws (numpy, not Philox).
+The augmentation is the `standard` preset of preprocessing/tfdata/images.py
+(Inception crop from augment.random_crop_window, bilinear resize, random flip; eval:
+center 87.5% crop) with the same distribution, not the same draws (numpy, not Philox).
 
 Images the GPU path does not take (PNG named .JPEG, CMYK, arithmetic-coded, 12-bit,
 truncated, a window larger than the biggest canvas) are decoded on the CPU
-(host_ops.decode) and copied into their slot (a batch nvJPEG refuses for one image is
-split in halves until only that image is left: decoders.decode_bisecting); a window
-too large for any canvas is resized on the host first (then rounded to uint8: at most
-half a gray level off).
+(preprocessing/host/images.py) and copied into their slot (a batch nvJPEG refuses for
+one image is split in halves until only that image is left: decoders.decode_bisecting);
+a window too large for any canvas is resized on the host first (then rounded to uint8:
+at most half a gray level off).
 Images no decoder can read are skipped and counted (`skipped_images()`, distinct
 files): in training another image of the same batch and device stands in for them
 (image and label together), in evaluation they get weight 0.
-
-`decoder="cpu"` runs the same pipeline with every image decoded on the host: that is
-the fallback without nvImageCodec, and what the CPU tests exercise.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import math
-import os
 import warnings
 import weakref
 
 import numpy as np
 
-from preprocessing.gpu.threads import END, Running, process_pool
 from preprocessing.gpu.canvas import canvas_step
-from preprocessing.gpu.decoders import APIS, BACKENDS
-from preprocessing.gpu.planning import (PlanSpec, host_decode, host_window, plan_batch, read_file,
-                                     warm_up_jpegs)
+from preprocessing.gpu.decoders import make_canvases, nvimgcodec_available
 from preprocessing.gpu.native.shared_bytes import Blocks, warn_if_short
+from preprocessing.gpu.options import GpuOptions
+from preprocessing.gpu.planning import (PlanSpec, host_decode, host_window, plan_batch, read_file,
+                                        warm_up_jpegs)
+from preprocessing.gpu.threads import END, Running, Work, process_pool
 
-CANVAS_SIDES = (256, 384, 512, 768, 1024)  # canvas sides (square), in buckets
-DECODERS = ("auto", "nvimgcodec", "cpu")
 _DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -69,64 +64,10 @@ class GpuJpegStream:
         sharding: a NamedSharding of the global batch (batch_size x processes) over
             devices, this process's among them (keras.distribution.DataParallel's
             data layout); each local device decodes its own slice. None: one device.
-        decoder: "nvimgcodec" (on GPUs; with api="c" also on the CPU, through
-            nvImageCodec's CPU backend, as the tests run it), "cpu" (host_ops.decode),
-            or "auto" (nvimgcodec when it imports and the devices are GPUs, else cpu).
-        prefetch: batches made ahead of the consumer. 3: on an H200 whose step ran at
-            8,100 img/s (batch 256), with 2 fit waited 0.4 s for batches in the last of
-            3 epochs (0.951 of synthetic data), with 3 it did not (0.974; one call,
-            benchmarks/h200_feed.sh, results/2026-12-01-h200-step.json "feed").
-        roi: decode only each crop window on the GPU (False: the whole image).
-        backend: nvImageCodec backend, see decoders.BACKENDS. "hw" (the default, the
-            fastest measured under load): the hardware JPEG engines, and JPEGs they do
-            not take (progressive, unusual chroma subsampling) go to the CPU.
-        canvas_sides: allowed canvas sides; the largest caps the canvas.
-        workers: processes that plan batches (read, headers, windows, CPU decodes);
-            0 plans in this process (slower: its Python competes with training for
-            the GIL). None: for the GPU decoder half the cores, at most 8 (with 4 on
-            an H200's 16 cores the last epochs waited for plans: 7,156 img/s against
-            7,188 with 8 and no wait, benchmarks/h200_workers.sh), all cores but two
-            for the CPU one.
-            The processes are spawned, so the program's main module must be safe to
-            import (its work under `if __name__ == "__main__":`).
-        write: "direct" (nvImageCodec decodes into the canvas) or "copy".
-        decoder_options: nvImageCodec decoder options (None: decoders.decoder_options,
-            buffers preallocated for the batch and the largest canvas).
-        high_priority: the decoders are handed a CUDA stream of the highest priority
-            (they run their kernels on streams of their own: no difference measured).
-        decoders: batches decoded at the same time (lanes), each with its own decoder,
-            stream and canvases per device. None: 6 with api "nvjpeg" (measured on an
-            H200 under training: 7,010 img/s with 6 lanes), 3 with nvImageCodec, 1
-            for the CPU.
-        hw_share: with backend "hw+cuda", the hardware engines' first share of each
-            batch (nvImageCodec then adapts it; the CUDA decoder takes the rest).
-        api: how the GPU decoder is called, decoders.APIS: "nvjpeg" (nvJPEG's
-            hardware decoder called directly, preprocessing/gpu/native/nvjpeg_c.py; backend "hw"
-            only), "c" (nvImageCodec's C API, preprocessing/gpu/native/nvimgcodec_c.py: no GIL
-            take per image, no cudaFree waiting for the GPU), or "python" (its Python
-            binding). None: "nvjpeg" with backend "hw" (the fastest measured, 0.93 of
-            synthetic data against 0.84 for "c" in the same call), falling back to "c"
-            with nvImageCodec's own choice of backend on a GPU without JPEG engines;
-            "c" with the other backends.
-        read_in: where the GPU decoder's input bytes are read: "shared" (the
-            planning processes, which read each file for its header anyway, write
-            them into shared memory, preprocessing/gpu/native/shared_bytes.py), "workers" (they
-            send them with the plan, through the process pool's pipe: on an H200 host
-            29 ms of this process's CPU a batch of 256, at most 33 batches a second,
-            against 0.5 ms through shared memory) or "stream" (a thread of this
-            process reads each file again). None: "shared" with api "nvjpeg" ("workers"
-            without planning processes: the bytes are here already); the nvImageCodec
-            APIs read their files themselves ("stream").
-        warm_up: with api "nvjpeg", files drawn (from the seed) to warm nvJPEG's
-            hardware decoders up before their first batch: each decodes batches of
-            made-up JPEGs as large as the largest of these (sides up to twice the
-            largest canvas side), per chroma layout, so it grows its buffers then and
-            not in training (jpeg_plan.warm_up_jpegs; on an H200 without it nvJPEG
-            freed and allocated memory in 65 of the first epoch's 80 batches, and the
-            training step waited for those frees). A failed warm-up warns; training
-            goes on. 0: none.
+        options: how to decode (GpuOptions: the decoder, lanes, planning processes...).
 
     Attributes:
+        options: `options` as the stream runs them, every None decided.
         warmed: with the GPU decoder, a Future of the compiles of the step for every
             canvas shape, started when the stream is made (None with decoder "cpu").
         devices: this process's devices, in the order of their slices; without a
@@ -134,43 +75,14 @@ class GpuJpegStream:
     """
 
     def __init__(self, records, batch_size: int, image_size: int, seed: int | None,
-                 train: bool, dtype: str = "float32", sharding=None, decoder: str = "auto",
-                 prefetch: int = 3, roi: bool = True, backend: str = "hw",
-                 canvas_sides=CANVAS_SIDES, workers: int | None = None,
-                 write: str = "direct", decoder_options: str | None = None,
-                 high_priority: bool = True, decoders: int | None = None,
-                 hw_share: float = 0.75, api: str | None = None,
-                 read_in: str | None = None, warm_up: int = 1024):
+                 train: bool, dtype: str = "float32", sharding=None,
+                 options: GpuOptions = GpuOptions()):
         import jax
 
         self.records = [(str(path), int(label)) for path, label in records]
-        if not self.records:
-            raise ValueError("records is empty: there is nothing to read")
-        if batch_size < 1 or image_size < 1 or prefetch < 1:
-            raise ValueError(f"batch_size, image_size and prefetch must be >= 1, got "
-                             f"{batch_size}, {image_size}, {prefetch}")
-        if train and len(self.records) < batch_size:
-            raise ValueError(f"{len(self.records)} training records cannot fill one batch of "
-                             f"{batch_size} (the last partial batch is dropped)")
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
-        if decoder not in DECODERS:
-            raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        if not 0.0 < hw_share <= 1.0:
-            raise ValueError(f"hw_share must be in (0, 1], got {hw_share}")
-        if api is not None and api not in APIS:
-            raise ValueError(f"api must be one of {APIS}, got {api!r}")
-        if api == "nvjpeg" and backend != "hw":
-            raise ValueError(f"api='nvjpeg' drives the hardware JPEG engines only: backend "
-                             f"must be 'hw', got {backend!r}")
-        self.canvas_sides = tuple(sorted(int(s) for s in canvas_sides))
-        if image_size > self.canvas_sides[-1]:
-            raise ValueError(f"image_size {image_size} exceeds the largest canvas side "
-                             f"{self.canvas_sides[-1]}")
-        self.batch_size, self.image_size, self.train = batch_size, image_size, train
-        self.dtype, self.prefetch = dtype, prefetch
+        self._check(batch_size, image_size, train, dtype, options)
+        self.batch_size, self.image_size, self.train, self.dtype = (
+            batch_size, image_size, train, dtype)
         self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
         self.sharding = sharding
         self.devices, self._global_batch = self._local_devices(jax, sharding)
@@ -178,84 +90,22 @@ class GpuJpegStream:
         # Keras's state is: a committed batch would commit the state the first step
         # returns, and every change of commitment (that step; the metrics reset at
         # each epoch's end) makes JAX compile the training step again (ResNet-50 on
-        # an H200: ~10 s each, measured).
+        # an H200: ~10 s each).
         self._commit = sharding is not None
-        self.per_device = batch_size // len(self.devices)
-        if self.per_device * self.canvas_sides[-1] ** 2 >= 2**31:
-            raise ValueError(f"{self.per_device} images per device of canvases up to "
-                             f"{self.canvas_sides[-1]}^2 overflow int32 indices; lower "
-                             "canvas_sides or the batch")
-        api_chosen = api is None
-        if api is None:
-            api = "nvjpeg" if backend == "hw" else "c"
-        self.decoder = self._pick_decoder(decoder, api)
+        self.per_device = self._per_device(options)
+        self.options = options.resolved(self._pick_decoder(options))
         self.steps_per_epoch = len(self.records) // batch_size if train else 0
         self.num_batches = -(-len(self.records) // batch_size) if not train else 0
-        self._spec = PlanSpec(seed=self.seed, train=train, roi=roi,
-                              max_side=self.canvas_sides[-1], image_size=image_size,
-                              gpu=self.decoder == "nvimgcodec", hw_only=backend == "hw")
-        cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                 else os.cpu_count() or 1)  # the cores this process may use
-        if workers is None:
-            workers = (min(8, max(1, cores // 2)) if self.decoder == "nvimgcodec"
-                       else max(1, cores - 2))
-        self.workers = workers
-        if decoders is None:
-            decoders = 1 if self.decoder == "cpu" else 6 if api == "nvjpeg" else 3
-        if decoders < 1:
-            raise ValueError(f"decoders must be >= 1, got {decoders}")
-        self.decoders = decoders
         self._step = canvas_step(image_size, dtype)
-        try:
-            first = self._make_fillers(backend, write, decoder_options, high_priority,
-                                       hw_share, api)
-        except (RuntimeError, ImportError) as e:
-            if not (api_chosen and api == "nvjpeg" and self.decoder == "nvimgcodec"):
-                raise
-            # No JPEG engines (or no nvJPEG library): nvImageCodec decodes, with CUDA.
-            warnings.warn(f"nvJPEG's hardware decoder is unavailable ({e}); decoding with "
-                          "nvImageCodec's C API instead", RuntimeWarning, stacklevel=2)
-            api, backend = "c", "default"
-            first = self._make_fillers(backend, write, decoder_options, high_priority,
-                                       hw_share, api)
-        self.api = api
-        if read_in not in (None, "shared", "workers", "stream"):
-            raise ValueError(f"read_in must be 'shared', 'workers' or 'stream', got {read_in!r}")
-        if read_in in ("shared", "workers") and api != "nvjpeg":
-            raise ValueError(f"read_in={read_in!r} needs api='nvjpeg' (nvImageCodec's {api!r} "
-                             "API reads its files itself)")
-        if read_in == "shared" and not workers:
-            raise ValueError("read_in='shared' needs planning processes (workers >= 1)")
-        if read_in is None:
-            read_in = ("shared" if workers else "workers") if api == "nvjpeg" else "stream"
-        self.read_in = read_in
-        carry = self.read_in in ("shared", "workers") and self.decoder == "nvimgcodec"
-        self._spec = dataclasses.replace(self._spec, keep_bytes=carry)
-        self._blocks = None  # shared_bytes.Blocks with read_in "shared"
-        if carry and self.read_in == "shared":
-            # A block per batch from its planning to its decode: those being planned
-            # (background.Running._planning), waiting, being decoded, and one spare.
-            wanted = max(2, 2 * workers) + prefetch + 2 * decoders + 1
-            self._blocks = Blocks(wanted, _block_bytes(batch_size))
-            warn_if_short(self._blocks, wanted)
-            weakref.finalize(self, self._blocks.close)
-        self._warm_jpegs = None  # a Future of warm_up_jpegs' JPEGs, api "nvjpeg" only
-        if self.api == "nvjpeg" and self.decoder == "nvimgcodec" and warm_up > 0:
-            rng = np.random.default_rng([self.seed, 3])
-            picks = rng.choice(len(self.records), min(warm_up, len(self.records)), replace=False)
-            paths = [self.records[i][0] for i in sorted(picks)]
-            cap = 2 * self.canvas_sides[-1]
-            if workers:
-                self._warm_jpegs = process_pool(workers).submit(warm_up_jpegs, paths, cap)
-            else:
-                self._warm_jpegs = concurrent.futures.Future()
-                self._warm_jpegs.set_result(warm_up_jpegs(paths, cap))
-        self._lanes = [first] + [self._make_fillers(backend, write, decoder_options,
-                                                    high_priority, hw_share, api)
-                                 for _ in range(decoders - 1)]
+        hw_only = self.options.backend == "hw"  # as asked: before any fallback
+        first = self._first_lane(options)
+        self._spec = self._plan_spec(hw_only)
+        self._blocks = self._shared_blocks()
+        self._warm_jpegs = self._warm_up_jpegs()
+        self._lanes = [first] + [self._lane() for _ in range(self.options.decoders - 1)]
         self._fillers = [filler for lane in self._lanes for filler in lane]
         self._threads = concurrent.futures.ThreadPoolExecutor(
-            max(len(self.devices) * decoders, 4), thread_name_prefix="jpeg")
+            max(len(self.devices) * self.options.decoders, 4), thread_name_prefix="jpeg")
         self._cpu_threads = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="jpeg_cpu")
         self._skipped: set[str] = set()  # paths
         self._permutation = (None, None)  # (epoch, order)
@@ -265,7 +115,7 @@ class GpuJpegStream:
         # next (fit compiles the model): a shape first met in training would hold
         # that batch, and so training, for the compile (0.2-0.5 s on an H200).
         self.warmed = (self._threads.submit(self._compile_steps)
-                       if self.decoder == "nvimgcodec" else None)
+                       if self.options.decoder == "nvimgcodec" else None)
 
     # ---- public API -------------------------------------------------------------
 
@@ -305,7 +155,7 @@ class GpuJpegStream:
             self._stop()
             raise StopIteration
         if self._running is None:
-            self._running = Running(self, self._position)
+            self._running = Running(self._positions(self._position), self._work())
         item = self._running.take()
         if item is END:
             self._stop()
@@ -324,6 +174,23 @@ class GpuJpegStream:
             self._running = None
 
     # ---- set-up -----------------------------------------------------------------
+
+    def _check(self, batch_size: int, image_size: int, train: bool, dtype: str,
+               options: GpuOptions) -> None:
+        """The arguments' checks that GpuOptions cannot make alone."""
+        if not self.records:
+            raise ValueError("records is empty: there is nothing to read")
+        if batch_size < 1 or image_size < 1:
+            raise ValueError(f"batch_size and image_size must be >= 1, got {batch_size}, "
+                             f"{image_size}")
+        if train and len(self.records) < batch_size:
+            raise ValueError(f"{len(self.records)} training records cannot fill one batch of "
+                             f"{batch_size} (the last partial batch is dropped)")
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
+        if image_size > options.canvas_sides[-1]:
+            raise ValueError(f"image_size {image_size} exceeds the largest canvas side "
+                             f"{options.canvas_sides[-1]}")
 
     def _local_devices(self, jax, sharding):
         """This process's devices in the order of their slices of the batch."""
@@ -344,38 +211,100 @@ class GpuJpegStream:
                              f"process's {len(devices)} devices")
         return devices, global_batch
 
-    def _pick_decoder(self, decoder: str, api: str) -> str:
-        from preprocessing.gpu import decoders
+    def _per_device(self, options: GpuOptions) -> int:
+        """Images per device of a batch (the canvas step indexes them with int32)."""
+        per_device = self.batch_size // len(self.devices)
+        if per_device * options.canvas_sides[-1] ** 2 >= 2**31:
+            raise ValueError(f"{per_device} images per device of canvases up to "
+                             f"{options.canvas_sides[-1]}^2 overflow int32 indices; lower "
+                             "canvas_sides or the batch")
+        return per_device
 
+    def _pick_decoder(self, options: GpuOptions) -> str:
+        """options.decoder for these devices: "nvimgcodec" or "cpu"."""
+        decoder = options.decoder
         on_gpu = all(d.platform == "gpu" for d in self.devices)
         if decoder == "auto":
-            return "nvimgcodec" if on_gpu and decoders.nvimgcodec_available() else "cpu"
+            return "nvimgcodec" if on_gpu and nvimgcodec_available() else "cpu"
         if decoder == "nvimgcodec":
-            if not on_gpu and api != "c":  # nvImageCodec's C API can use its CPU backend
+            # nvImageCodec's C API can use its CPU backend
+            if not on_gpu and options.chosen_api() != "c":
                 raise ValueError(f"decoder='nvimgcodec' needs GPU devices, got "
                                  f"{self.devices[0].platform}")
-            if not decoders.nvimgcodec_available():
+            if not nvimgcodec_available():
                 raise ValueError("decoder='nvimgcodec' but nvidia.nvimgcodec does not import "
                                  "(pip install nvidia-nvimgcodec-cu13 nvidia-nvjpeg)")
         return decoder
 
-    def _make_fillers(self, backend: str, write: str, options, high_priority: bool,
-                      hw_share: float, api: str):
-        if self.decoder == "cpu":
-            return [_HostCanvases(d, self._commit) for d in self.devices]
-        from preprocessing.gpu.decoders import NvImageCodecCanvases, decoder_options
-
-        # Canvases kept per shape and lane: the batches a lane can have in flight (made
-        # ahead of the consumer, shared by the lanes), plus the one it is making.
-        keep = math.ceil((self.prefetch + self.decoders) / self.decoders) + 1
-        if options is None:
-            options = decoder_options(self.per_device, self.canvas_sides[-1])
-        return [NvImageCodecCanvases(d, backend=backend, write=write, keep=keep,
-                                     options=options, high_priority=high_priority,
-                                     hw_share=hw_share, api=api,
-                                     preallocate=(self.per_device, self.canvas_sides[-1]),
-                                     commit=self._commit)
+    def _lane(self) -> list:
+        """A lane's canvases (and so its decoder), one per device."""
+        return [make_canvases(d, self.options, self.per_device, self._commit)
                 for d in self.devices]
+
+    def _first_lane(self, asked: GpuOptions) -> list:
+        """The first lane, which finds out whether nvJPEG's hardware decoder can be had:
+        where it was not asked for by name and cannot (no JPEG engines, no libnvjpeg),
+        nvImageCodec's C API decodes instead, with its own choice of backend."""
+        try:
+            return self._lane()
+        except (RuntimeError, ImportError) as e:
+            used = self.options
+            if not (asked.api is None and used.api == "nvjpeg" and used.decoder == "nvimgcodec"):
+                raise
+            warnings.warn(f"nvJPEG's hardware decoder is unavailable ({e}); decoding with "
+                          "nvImageCodec's C API instead", RuntimeWarning, stacklevel=3)
+            self.options = dataclasses.replace(
+                asked, api="c", backend="default", decoders=used.decoders).resolved(used.decoder)
+            return self._lane()
+
+    def _plan_spec(self, hw_only: bool) -> PlanSpec:
+        """What planning needs. hw_only: the backend asked for was "hw", so what the
+        engines refuse goes to the CPU, also after a fallback to nvImageCodec."""
+        options = self.options
+        # read_in "shared" or "workers": planning hands the GPU decoder the bytes it read.
+        carry = options.read_in in ("shared", "workers") and options.decoder == "nvimgcodec"
+        return PlanSpec(seed=self.seed, train=self.train, roi=options.roi,
+                        max_side=options.canvas_sides[-1], image_size=self.image_size,
+                        gpu=options.decoder == "nvimgcodec", hw_only=hw_only, keep_bytes=carry)
+
+    def _planning_depth(self) -> int:
+        """Batches being planned at once: two a planning process, at least two."""
+        return max(2, 2 * self.options.workers)
+
+    def _shared_blocks(self) -> Blocks | None:
+        """With read_in "shared", the shared-memory blocks the planning processes write
+        each batch's bytes into."""
+        if not (self._spec.keep_bytes and self.options.read_in == "shared"):
+            return None
+        # A block per batch from its planning to its decode: those being planned,
+        # waiting, being decoded, and one spare.
+        wanted = (self._planning_depth() + self.options.prefetch
+                  + 2 * self.options.decoders + 1)
+        blocks = Blocks(wanted, _block_bytes(self.batch_size))
+        warn_if_short(blocks, wanted)
+        weakref.finalize(self, blocks.close)
+        return blocks
+
+    def _warm_up_jpegs(self) -> concurrent.futures.Future | None:
+        """With api "nvjpeg", a Future of planning.warm_up_jpegs' JPEGs for the files
+        options.warm_up draws; else None."""
+        options = self.options
+        if not (options.api == "nvjpeg" and options.decoder == "nvimgcodec"
+                and options.warm_up > 0):
+            return None
+        rng = np.random.default_rng([self.seed, 3])
+        picks = rng.choice(len(self.records), min(options.warm_up, len(self.records)),
+                           replace=False)
+        paths = [self.records[i][0] for i in sorted(picks)]
+        return self._planned(warm_up_jpegs, paths, 2 * options.canvas_sides[-1])
+
+    def _planned(self, fn, *args) -> concurrent.futures.Future:
+        """fn(*args) in a planning process, or here and now without them."""
+        if self.options.workers:
+            return process_pool(self.options.workers).submit(fn, *args)
+        done = concurrent.futures.Future()
+        done.set_result(fn(*args))
+        return done
 
     def _compile_steps(self) -> int:
         """Runs the step once on a zero canvas of each shape and device (freed after);
@@ -384,7 +313,7 @@ class GpuJpegStream:
 
         count = self.per_device
         for device in self.devices:
-            for side in self.canvas_sides:
+            for side in self.options.canvas_sides:
                 canvas = jnp.zeros((count, side, side, 3), jnp.uint8,
                                    device=device if self._commit else None)
                 boxes = np.tile(np.array([0, 0, side, side], np.int32), (count, 1))
@@ -392,7 +321,7 @@ class GpuJpegStream:
                                        np.zeros(count, bool), np.ones(count, bool))
                 images.block_until_ready()
                 del canvas, images
-        return len(self.devices) * len(self.canvas_sides)
+        return len(self.devices) * len(self.options.canvas_sides)
 
     # ---- the order and the plans ----------------------------------------------------
 
@@ -407,6 +336,12 @@ class GpuJpegStream:
         while self.train or position[1] < self.num_batches:
             yield position
             position = self._after(position)
+
+    def _work(self) -> Work:
+        """What a pass's threads do (threads.Running): plan, then decode, each batch."""
+        return Work(submit=self._submit, finish=self._finish, materialize=self._materialize,
+                    release=self._release, lanes=self.options.decoders,
+                    prefetch=self.options.prefetch, plan_ahead=self._planning_depth())
 
     def _records_of(self, position) -> list[int]:
         epoch, batch = position
@@ -424,14 +359,9 @@ class GpuJpegStream:
         shared-memory block it holds or None: `_release` it once decoded)."""
         records = self._records_of(position)
         paths = [self.records[r][0] if r >= 0 else None for r in records]
-        if self.workers:
-            block = self._blocks.acquire() if self._blocks is not None else None
-            name = None if block is None else self._blocks.name(block)
-            return records, process_pool(self.workers).submit(
-                plan_batch, paths, position, self._spec, name), block
-        done = concurrent.futures.Future()
-        done.set_result(plan_batch(paths, position, self._spec))
-        return records, done, None
+        block = self._blocks.acquire() if self._blocks is not None else None
+        name = None if block is None else self._blocks.name(block)
+        return records, self._planned(plan_batch, paths, position, self._spec, name), block
 
     def _release(self, block) -> None:
         """Frees a batch's shared-memory block (its decode is over, or it never ran)."""
@@ -464,7 +394,7 @@ class GpuJpegStream:
     # ---- the device side -------------------------------------------------------------
 
     def _bucket(self, extent: int) -> int:
-        for side in self.canvas_sides:
+        for side in self.options.canvas_sides:
             if extent <= side:
                 return side
         raise AssertionError(f"content of {extent} px beyond the canvas cap")  # planned away
@@ -518,7 +448,7 @@ class GpuJpegStream:
             self._warm(filler)
         # Square canvases: fewer shapes, so fewer compiles and more canvases reused.
         side = self._bucket(max(max(s.content) for s in slots))
-        canvas, targets, failed = filler.fill((len(slots), side, side, 3), slots)
+        canvas, failed = filler.fill((len(slots), side, side, 3), slots)
         if failed:  # what the GPU could not decode, the CPU decodes into the same slot
             # Their own threads: every thread of _threads may be in here, waiting.
             for slot, pixels in self._cpu_threads.map(self._cpu_fallback, failed):
@@ -531,7 +461,7 @@ class GpuJpegStream:
             filler.fill_host(canvas, [s for s in failed if s.route == "host"])
         good = [s.index for s in slots if s.route != "bad"]
         if self.train and not good:
-            filler.release(canvas, None, targets)
+            filler.release(canvas, None)
             return None
         sources = np.arange(len(slots), dtype=np.int32)
         labels = np.array([s.label for s in slots], np.int32)
@@ -548,7 +478,7 @@ class GpuJpegStream:
                 labels[i] = 0
         weights = valid.astype(np.float32)
         images, done = self._step(canvas, sources, boxes, flips, valid)
-        filler.release(canvas, done, targets)
+        filler.release(canvas, done)
         return images, labels, weights
 
 
@@ -556,29 +486,3 @@ def _block_bytes(batch_size: int) -> int:
     """A batch's shared-memory block: 160 KiB an image (ImageNet's JPEGs: 110 KB on
     average; files beyond a full block take the pipe), whole MiB."""
     return -(-batch_size * 160 * 1024 // 2**20) * 2**20
-
-
-class _HostCanvases:
-    """Canvases built in host memory from CPU-decoded images, then sent to the device."""
-
-    def __init__(self, device, commit: bool = True):
-        self.device, self.commit = device, commit
-
-    def code_stream_or_none(self, path, region, data=None):
-        return None
-
-    def fill(self, shape, slots):
-        import jax
-
-        canvas = np.zeros(shape, np.uint8)
-        for slot in slots:
-            if slot.route == "host":
-                h, w = slot.pixels.shape[:2]
-                canvas[slot.index, :h, :w] = slot.pixels
-        return jax.device_put(canvas, self.device if self.commit else None), None, []
-
-    def fill_host(self, canvas, slots):
-        raise AssertionError("the host canvases never leave an image undecoded")
-
-    def release(self, canvas, done, targets):
-        pass

@@ -1,10 +1,11 @@
-"""The threads and processes behind a GpuJpegStream.
+"""The threads and processes behind a stream of batches planned, then decoded.
 
-`Running` is one pass of a stream: a thread that submits batch plans to the worker
-processes and collects them in order, and one or more threads (lanes) that decode
-plans onto the devices at the same time (GpuJpegStream._materialize), handing the
-batches to the consumer in order, and errors too. `process_pool` holds the planning
-processes, shared by every stream of the training process.
+`Running` is one pass of a stream: a thread that submits batch plans (to the worker
+processes) and collects them in order, and one or more threads (lanes) that decode
+plans onto the devices at the same time, handing the batches to the consumer in
+order, and errors too. What planning and decoding are, it is handed as plain
+callables (`Work`). `process_pool` holds the planning processes, shared by every
+stream of the training process.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import atexit
 import collections
 import concurrent.futures
+import dataclasses
 import functools
 import multiprocessing
 import os
@@ -19,6 +21,7 @@ import queue
 import threading
 import time
 import weakref
+from typing import Callable
 
 END = object()  # the end of an evaluation pass
 
@@ -47,19 +50,37 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True, name="parent_watch").start()
 
 
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """What a pass plans and decodes, as callables `Running` calls from its threads,
+    and how far ahead it works."""
+
+    submit: Callable  # position -> (records, a Future of its slots, its block or None)
+    finish: Callable  # (position, records, slots, block) -> a plan (position, parts)
+    materialize: Callable  # (parts, lane) -> the batch, or None (dropped: nothing decoded)
+    release: Callable  # block -> None: the block may be reused (None: there is none)
+    lanes: int  # decoding threads
+    prefetch: int  # batches made ahead of the consumer, beside one per lane
+    plan_ahead: int  # batches being planned at once
+
+
 class Running:
-    """A stream's threads: one collects plans in order, `stream.decoders` decode them.
+    """A pass's threads: one collects plans in order, `work.lanes` decode them.
 
     Each plan carries its sequence number; the decoding threads (lanes) take plans as
     they come and may finish out of order, so finished batches wait in `done` until
     the consumer reaches them: the stream's order never depends on the threads'
-    timing. A lane starts a batch only while it is fewer than `prefetch + decoders`
+    timing. A lane starts a batch only while it is fewer than `prefetch + lanes`
     batches ahead of the consumer, which bounds the canvases in flight.
+
+    Args:
+        positions: an iterator of the pass's batch positions, in order.
+        work: what to do with each.
     """
 
-    def __init__(self, stream, start):
-        self.stream, self.start = stream, start
-        self.ahead = stream.prefetch + stream.decoders  # batches made before they are taken
+    def __init__(self, positions, work: Work):
+        self.positions, self.work = positions, work
+        self.ahead = work.prefetch + work.lanes  # batches made before they are taken
         self.plans = queue.Queue(maxsize=self.ahead)
         self.done = {}  # sequence number -> (position, batch) or None (dropped)
         self.taken = 0  # sequence number of the next batch the consumer takes
@@ -72,7 +93,7 @@ class Running:
                                          daemon=True, name="jpeg_planning")]
         self.threads += [threading.Thread(target=self._guard, args=(self._decoding, lane),
                                           daemon=True, name=f"jpeg_decoding{lane or ''}")
-                         for lane in range(stream.decoders)]
+                         for lane in range(work.lanes)]
         for thread in self.threads:
             thread.start()
 
@@ -103,25 +124,23 @@ class Running:
                 self.changed.notify_all()
 
     def _planning(self):
-        stream = self.stream
-        ahead = max(2, 2 * stream.workers)  # batches being planned at once
+        work = self.work
         pending = collections.deque()
-        positions = stream._positions(self.start)
         sequence = 0
         try:
             while not self.stopping.is_set():
-                while len(pending) < ahead:
-                    position = next(positions, None)
+                while len(pending) < work.plan_ahead:
+                    position = next(self.positions, None)
                     if position is None:
                         break
-                    pending.append((position, *stream._submit(position)))
+                    pending.append((position, *work.submit(position)))
                 if not pending:
                     break
                 position, records, future, block = pending[0]
-                plan = stream._finish(position, records, future.result(), block)
+                plan = work.finish(position, records, future.result(), block)
                 pending.popleft()
                 if not self._put(self.plans, (sequence, plan, block)):
-                    stream._release(block)
+                    work.release(block)
                     break
                 sequence += 1
         finally:
@@ -130,12 +149,12 @@ class Running:
                 future.cancel()
             concurrent.futures.wait([future for _, _, future, _ in pending])
             for _, _, _, block in pending:
-                stream._release(block)
+                work.release(block)
         if not self.stopping.is_set():
             with self.changed:
                 self.end = sequence
                 self.changed.notify_all()
-        for _ in range(stream.decoders):  # one END for each lane
+        for _ in range(work.lanes):  # one END for each lane
             self._put(self.plans, END)
 
     def _decoding(self, lane: int):
@@ -150,9 +169,9 @@ class Running:
                         self.changed.wait(0.1)
                 if self.stopping.is_set():
                     return
-                batch = self.stream._materialize(parts, lane)
+                batch = self.work.materialize(parts, lane)
             finally:  # the decode has read the block (it synchronizes its stream)
-                self.stream._release(block)
+                self.work.release(block)
             with self.changed:
                 self.done[sequence] = None if batch is None else (position, batch)
                 self.changed.notify_all()
@@ -190,7 +209,7 @@ class Running:
                 except queue.Empty:
                     break
                 if item is not END:
-                    self.stream._release(item[2])
+                    self.work.release(item[2])
 
 
 _RUNNING = weakref.WeakSet()

@@ -2,19 +2,16 @@
 
 These tests need an NVIDIA GPU with JPEG engines (A100, H100, H200) and skip
 elsewhere; they import neither TensorFlow nor the TensorFlow-based test helpers, so
-the GPU machine runs them as they are: benchmarks/h200_real_data.sh does.
+the GPU machine runs them as they are: `benchmarks/device_run.sh real_data` does.
 """
 
 import numpy as np
 import pytest
 
-from photos import assorted_jpegs, encode, photo
-from preprocessing import augment
-from preprocessing.gpu.stream import GpuJpegStream
+from gpu_helpers import (assert_close_to, assert_odd_files_handled, batches,  # noqa: F401
+                         jpegs, odd_files, small_stream)
+from photos import encode, photo
 from preprocessing.gpu.jpeg_header import read_jpeg_header
-
-COLORS = [(200, 40, 40), (40, 200, 40), (40, 40, 200), (200, 200, 40)]
-STD = np.asarray(augment.STDDEV_RGB, np.float32)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -25,37 +22,17 @@ def gpu_with_engines():
 
     if jax.devices()[0].platform != "gpu" or nvjpeg_c.library_path() is None:
         pytest.skip("needs an NVIDIA GPU with JPEG engines (A100, H100, H200) and "
-                    "nvidia-nvjpeg; benchmarks/h200_real_data.sh runs these on the H200")
-
-
-@pytest.fixture(scope="module")
-def jpegs(tmp_path_factory):
-    """24 JPEGs of assorted (non-square) sizes, a gray and a progressive one among them."""
-    return assorted_jpegs(tmp_path_factory.mktemp("jpegs"))
-
-
-def pixels_of(images):
-    return np.asarray(images, np.float32) * STD + np.asarray(augment.MEAN_RGB, np.float32)
-
-
-def batches(stream, count):
-    return [tuple(np.asarray(a) for a in next(stream)) for _ in range(count)]
-
-
-def stream(records, batch, train, **kwargs):
-    return GpuJpegStream(records, batch, 32, seed=4, train=train, workers=0, **kwargs)
+                    "nvidia-nvjpeg; benchmarks/device_run.sh real_data runs these on an H200")
 
 
 def test_the_hardware_decoder_gives_the_cpu_decoders_batches(jpegs):
     """Each window decoded where the plan put it (x and y not swapped, the row pitch
     kept): the same batches as decoder="cpu" within JPEG tolerance."""
     for train in (False, True):
-        cpu = stream(jpegs, 8, train, decoder="cpu")
-        hw = stream(jpegs, 8, train, decoder="nvimgcodec", api="nvjpeg", backend="hw")
+        cpu = small_stream(jpegs, 8, train, decoder="cpu")
+        hw = small_stream(jpegs, 8, train, decoder="nvimgcodec", api="nvjpeg", backend="hw")
         for ours, theirs in zip(batches(hw, 3), batches(cpu, 3)):
-            assert all(np.array_equal(a, b) for a, b in zip(ours[1:], theirs[1:]))  # labels
-            diff = np.abs(pixels_of(ours[0]) - pixels_of(theirs[0]))
-            assert diff.mean() < 1.5 and diff.max() < 8.0, (diff.mean(), diff.max())
+            assert_close_to(ours, theirs)
         assert sum(f.refused_batches for f in hw._fillers) == 0
         # What the engines do not take (the progressive JPEG) goes to the CPU; the
         # rest the engines decode, every one.
@@ -74,20 +51,20 @@ def test_bytes_from_the_planning_processes_decode_like_bytes_read_again(jpegs):
     batches of read_in="stream" (read again here); every shared-memory block is free
     again after a pass stopped mid-epoch and after each evaluation pass."""
     kwargs = dict(decoder="nvimgcodec", api="nvjpeg", backend="hw")
-    shared = GpuJpegStream(jpegs, 8, 32, seed=4, train=True, workers=2, **kwargs)
-    assert shared.read_in == "shared" and shared._spec.keep_bytes
+    shared = small_stream(jpegs, 8, True, workers=2, **kwargs)
+    assert shared.options.read_in == "shared" and shared._spec.keep_bytes
     blocks = shared._blocks
-    assert blocks.count == max(2, 2 * 2) + shared.prefetch + 2 * shared.decoders + 1
-    piped = GpuJpegStream(jpegs, 8, 32, seed=4, train=True, workers=2, read_in="workers",
-                          **kwargs)
-    again = stream(jpegs, 8, True, read_in="stream", **kwargs)
+    assert blocks.count == (max(2, 2 * 2) + shared.options.prefetch
+                            + 2 * shared.options.decoders + 1)
+    piped = small_stream(jpegs, 8, True, workers=2, read_in="workers", **kwargs)
+    again = small_stream(jpegs, 8, True, read_in="stream", **kwargs)
     assert piped._blocks is None and again._blocks is None
     for ours, theirs, third in zip(batches(shared, 5), batches(again, 5), batches(piped, 5)):
         assert all(np.array_equal(a, b) for a, b in zip(ours, theirs))
         assert all(np.array_equal(a, b) for a, b in zip(third, theirs))
     shared.close()  # mid-epoch (5 of 3 batches an epoch: the second epoch)
     assert blocks.free() == blocks.count
-    evaluation = GpuJpegStream(jpegs, 8, 32, seed=4, train=False, workers=2, **kwargs)
+    evaluation = small_stream(jpegs, 8, False, workers=2, **kwargs)
     for _ in range(2):
         assert len(list(evaluation)) == evaluation.num_batches
         assert evaluation._blocks.free() == evaluation._blocks.count
@@ -109,7 +86,7 @@ def test_the_step_is_compiled_before_training_asks(jpegs):
             if "Finished XLA compilation" in record.getMessage():
                 compiles.append(record.getMessage())
 
-    warm = stream(jpegs, 8, True, decoder="nvimgcodec", canvas_sides=(128, 256, 512))
+    warm = small_stream(jpegs, 8, True, decoder="nvimgcodec", canvas_sides=(128, 256, 512))
     assert warm.warmed.result(timeout=120) == 3
     handler = Count()
     logging.getLogger("jax").addHandler(handler)
@@ -123,30 +100,13 @@ def test_the_step_is_compiled_before_training_asks(jpegs):
     assert [c for c in compiles if "jit(step)" in c] == []
 
 
-def test_odd_files_are_decoded_on_the_cpu_or_skipped_and_counted(tmp_path):
+def test_odd_files_are_decoded_on_the_cpu_or_skipped_and_counted(odd_files):
     """A PNG and a CMYK JPEG named .JPEG, a truncated and a corrupt file: never a crash,
     never a wrong label; the two unreadable files are skipped and counted."""
-    files = []
-    for label in range(4):
-        pixels = np.tile(np.array(COLORS[label], np.uint8), (48 + 8 * label, 64, 1))
-        data = encode(pixels, fmt="PNG" if label == 1 else "JPEG",
-                      mode="CMYK" if label == 2 else "RGB")
-        files.append((data, label))
-    whole = encode(photo(96, 128, 1))
-    files += [(whole[: len(whole) * 3 // 4], 3), (b"\xff\xd8\xff\xe0 not a JPEG", 3)]
-    records = []
-    for i, (data, label) in enumerate(files):
-        (tmp_path / f"{i}.JPEG").write_bytes(data)
-        records.append((str(tmp_path / f"{i}.JPEG"), label))
-    evaluation = stream(records, 4, False, decoder="nvimgcodec", api="nvjpeg", backend="hw")
-    images, labels, weights = (np.concatenate([np.asarray(b[i]) for b in evaluation])
-                               for i in range(3))
-    assert weights[:6].tolist() == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0]
-    for image, label, weight in zip(images, labels, weights):
-        if weight:
-            assert np.abs(pixels_of(image).mean((0, 1)) - COLORS[label]).max() < 12
-    assert evaluation.skipped_images() == 2
-
+    records = [(path, label) for path, label, _ in odd_files]
+    evaluation = small_stream(records, 4, False, decoder="nvimgcodec", api="nvjpeg",
+                              backend="hw")
+    assert_odd_files_handled(evaluation, odd_files)
 
 
 def test_one_bad_file_leaves_the_rest_of_its_batch_to_the_engines(jpegs, tmp_path):
@@ -156,7 +116,8 @@ def test_one_bad_file_leaves_the_rest_of_its_batch_to_the_engines(jpegs, tmp_pat
     whole = encode(photo(96, 128, 2))
     (tmp_path / "cut.JPEG").write_bytes(whole[: len(whole) * 2 // 3])
     records = list(jpegs[:7]) + [(str(tmp_path / "cut.JPEG"), 0)]
-    evaluation = stream(records, 8, False, decoder="nvimgcodec", api="nvjpeg", backend="hw")
+    evaluation = small_stream(records, 8, False, decoder="nvimgcodec", api="nvjpeg",
+                              backend="hw")
     engines = sum(read_jpeg_header(open(path, "rb").read()).hw_decodable
                   for path, _ in jpegs[:7])
     images, labels, weights = (np.asarray(a) for a in next(iter(evaluation)))
@@ -171,8 +132,8 @@ def test_by_default_the_engines_decode_and_without_them_nvimgcodec_does(jpegs, m
     them) the stream says so once and decodes the same batches with nvImageCodec."""
     from preprocessing.gpu.native import nvjpeg_c
 
-    default = stream(jpegs, 8, False, decoder="nvimgcodec")
-    assert (default.api, default.decoders) == ("nvjpeg", 6)
+    default = small_stream(jpegs, 8, False, decoder="nvimgcodec")
+    assert (default.options.api, default.options.decoders) == ("nvjpeg", 6)
     expected = batches(default, 2)
     default.close()
 
@@ -181,16 +142,14 @@ def test_by_default_the_engines_decode_and_without_them_nvimgcodec_does(jpegs, m
 
     monkeypatch.setattr(nvjpeg_c.HardwareDecoder, "__init__", no_engines)
     with pytest.warns(RuntimeWarning, match="hardware decoder is unavailable"):
-        fallback = stream(jpegs, 8, False, decoder="nvimgcodec")
-    assert fallback.api == "c"
+        fallback = small_stream(jpegs, 8, False, decoder="nvimgcodec")
+    assert fallback.options.api == "c"
     for ours, theirs in zip(batches(fallback, 2), expected):
-        assert np.array_equal(ours[1], theirs[1])
-        diff = np.abs(pixels_of(ours[0]) - pixels_of(theirs[0]))
-        assert diff.mean() < 1.5 and diff.max() < 8.0, (diff.mean(), diff.max())
+        assert_close_to(ours, theirs)
     assert sum(f.decoded for f in fallback._fillers) > 0
     fallback.close()
     with pytest.raises(RuntimeError, match="status 6"):  # asked for by name: no fallback
-        stream(jpegs, 8, False, decoder="nvimgcodec", api="nvjpeg")
+        small_stream(jpegs, 8, False, decoder="nvimgcodec", api="nvjpeg")
 
 
 def test_after_the_warm_up_nvjpeg_takes_no_more_memory(tmp_path):
@@ -199,7 +158,7 @@ def test_after_the_warm_up_nvjpeg_takes_no_more_memory(tmp_path):
     does so on its first batch of large photos; one warmed up with warm_up_jpegs'
     made-up JPEGs of the same files takes no device memory over a dozen batches."""
     from preprocessing.gpu.native.cuda_driver import CudaDriver
-    from preprocessing.gpu.decoders import NvImageCodecCanvases
+    from preprocessing.gpu.decoders import NvjpegCanvases
     from preprocessing.gpu.planning import warm_up_jpegs
 
     rng = np.random.default_rng(0)
@@ -233,9 +192,9 @@ def test_after_the_warm_up_nvjpeg_takes_no_more_memory(tmp_path):
     import jax
 
     device = jax.devices()[0]
-    fresh = NvImageCodecCanvases(device, backend="hw", api="nvjpeg", preallocate=(16, 1024))
+    fresh = NvjpegCanvases(device, preallocate=(16, 1024))
     grew = taken_by_batches(fresh, 12)
-    warmed = NvImageCodecCanvases(device, backend="hw", api="nvjpeg", preallocate=(16, 1024))
+    warmed = NvjpegCanvases(device, preallocate=(16, 1024))
     jpegs = warm_up_jpegs(paths)
     assert set(jpegs) == {"420"}
     assert warmed.warm(list(jpegs.values())) and warmed.warmed_up

@@ -11,7 +11,8 @@ import pytest
 from photos import assorted_jpegs
 from preprocessing.gpu.threads import process_pool
 from preprocessing.gpu.planning import PlanSpec, plan_batch
-from preprocessing.gpu.native.shared_bytes import SHM_DIRECTORY, Blocks, HostBytes, warn_if_short, write
+from preprocessing.gpu.native.shared_bytes import (SHM_DIRECTORY, Blocks, HostBytes,
+                                                  warn_if_short, write)
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(SHM_DIRECTORY),
                                 reason=f"no {SHM_DIRECTORY} on this system")

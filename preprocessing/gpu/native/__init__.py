@@ -1,2 +1,3 @@
 """The one floor that calls C libraries (ctypes): CUDA driver, nvJPEG, nvImageCodec,
-memory pools, shared memory. Only preprocessing/gpu/ imports it."""
+memory pools, shared memory, host memory at an address. Only preprocessing/gpu/
+imports it."""

@@ -1,7 +1,7 @@
 """Memory pools for the GPU decoders' allocators: blocks reused, never freed early.
 
-nvImageCodec (preprocessing/gpu/native/nvimgcodec_c.py) and nvJPEG (preprocessing/gpu/native/nvjpeg_c.py)
-take stream-ordered allocators, `malloc(ctx, &pointer, size, stream)` and
+nvImageCodec (native/nvimgcodec_c.py) and nvJPEG (native/nvjpeg_c.py) take
+stream-ordered allocators, `malloc(ctx, &pointer, size, stream)` and
 `free(ctx, pointer, size, stream)`. Given none, they allocate with cudaMalloc and
 cudaHostAlloc and free with cudaFree and cudaFreeHost, and a free waits for the whole
 GPU to drain (training steps included) while it blocks other threads' launches. A

@@ -15,7 +15,7 @@ data's images/sec, calling nvJPEG directly 0.93.) Here:
   release and re-take per call); the decode releases it once for the batch, and so
   do the calls that may run the pools (a Python callback) on nvImageCodec's threads.
 
-Only what preprocessing/gpu/stream.py needs: code streams read from files with a
+Only what preprocessing/gpu/decoders.py needs: code streams read from files with a
 region, images over caller memory (device or host, interleaved 8-bit RGB, a row
 pitch), a batch decode with a status per image. Struct layouts follow
 `nvimgcodec.h` of nvidia-nvimgcodec-cu13 0.9 (shipped in the wheel's include/).

@@ -6,7 +6,8 @@ region of interest, interleaved 8-bit RGB written at a row pitch into canvas slo
 buffers allocated once for the largest batch and image. Measured on an H200 while
 ResNet-50 trains (benchmarks/results/2026-12-01-h200-nvjpeg.json, call5): 0.93 of
 synthetic data's images/sec against 0.84 through nvImageCodec's C API in the same
-call; the engines alone decode ~17,000-19,000 img/s (probe, idle GPU).
+call; the engines alone decode ~17,000-19,000 img/s on an idle GPU (same file,
+"decoding_under_contention").
 
 What it needs around it (found on the way, same file): nvJPEG converts each decoded
 image with a CUDA kernel on streams it makes itself, so the caller's stream and its
@@ -94,17 +95,19 @@ class HardwareDecoder(ClosedWhenCollected):
         max_side: the image side nvjpegDecodeBatchedPreAllocate is given. It does not
             keep the hardware decoder from growing its buffers when a batch holds
             larger images than it has met (on an H200: 14 of 30 batches of 20,480
-            ImageNet-sized JPEGs did, after preallocating 1,024); `warm` does.
+            ImageNet-sized JPEGs did, after preallocating 1,024; 2026-12-01-h200-warm-up.json
+            call2); `warm` does.
         flags: nvjpegCreateEx's flags; the default, FLAG_FANCY_UPSAMPLING, upsamples
             chroma by interpolation, as libjpeg-turbo (and so TensorFlow and PIL) does.
         padding: bytes nvJPEG adds to each device and pinned buffer it allocates
             (nvjpegSet{Device,Pinned}MemoryPadding); 0: nvJPEG's default. 64 MiB did
             not make the hardware decoder grow its buffers less often (H200, first
-            epoch: 57 of 80 batches against 65; benchmarks/h200_first_epoch.sh).
+            epoch: 57 of 80 batches against 65; 2026-12-01-h200-warm-up.json call1).
 
     Its memory is nvJPEG's own: nvjpegCreateExV2 accepts stream-ordered allocators
-    with the hardware backend but never calls them (benchmarks/nvjpeg_pools_probe.py
-    on an H200: no block asked for while creating, preallocating and decoding), so
+    with the hardware backend but never calls them (on an H200: no block asked for
+    while creating, preallocating and decoding; 2026-12-01-h200-real-data-20k.json,
+    "nvjpeg_allocators_probe_call5"), so
     the pools the other decoders get (preprocessing/gpu/native/memory_pool.py) cannot be used.
     """
 
@@ -178,7 +181,7 @@ class HardwareDecoder(ClosedWhenCollected):
         """Decodes a batch_size batch of each of `jpegs` (one JPEG's bytes repeated),
         WARM_WINDOW x WARM_WINDOW pixels of each into `scratch` (device memory of
         warm_scratch_bytes()), on `stream`, synchronizing it: nvJPEG grows its buffers
-        for such batches now (jpeg_plan.warm_up_jpegs says why). Returns whether
+        for such batches now (planning.warm_up_jpegs says why). Returns whether
         nvJPEG took every batch."""
         window, count = WARM_WINDOW, self.batch_size
         pitch = window * 3

@@ -5,11 +5,11 @@ same bytes in the training process. Returned through the process pool's pipe the
 pickled there and unpickled here by one thread holding the GIL: a batch of 256
 ImageNet-sized JPEGs is ~29 MB, and on an H200 host (16 cores, 8 planning processes)
 that cost the training process 29 ms of CPU a batch and carried at most 33 batches a
-second, about the 31 a second ResNet-50 trains at (benchmarks/plan_transfer.py,
-2026-12-01). Here the training process makes a few blocks of shared memory; a planning
-process writes a batch's bytes into the block it is handed and returns only where each
-file lies (0.5 ms a batch, 420 batches a second, same call). The GPU decoder reads them
-in place (`HostBytes`: an address and a length).
+second, about the 31 a second ResNet-50 trains at (2026-12-01-h200-shared.json,
+"plan_transfer"). Here the training process makes a few blocks of shared memory; a
+planning process writes a batch's bytes into the block it is handed and returns only
+where each file lies (0.5 ms a batch, 420 batches a second, same measurement). The
+GPU decoder reads them in place (`HostBytes`: an address and a length).
 
 A block belongs to one batch from its planning until its decode has finished
 (`Blocks.acquire` / `release`); with none free, or a file that does not fit, the bytes

@@ -1,0 +1,251 @@
+"""A result JSON from what `bash benchmarks/device_run.sh RECIPE` wrote.
+
+    python benchmarks/collect.py RECIPE OUT_DIR benchmarks/results/DATE-NAME.json
+
+OUT_DIR is the runner's $OUT (./bench-out by default) or its RECIPE folder. Every
+figure is read from the logs, summaries and peer results there, nothing is typed in;
+a run that failed or did not finish reads null, with its exit code under "exits". The
+JSON names the command, the machine and the date the runner recorded, and under
+"provenance" the git commit (the runner's, else `git rev-parse HEAD` where this runs:
+collect right after the run) and whether the tree had uncommitted changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+from results_io import emit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUMMARY_KEYS = ("global_batch_size", "num_replicas", "input_pipeline", "images_per_sec",
+                "images_per_sec_per_device", "images_per_sec_wall", "step_time_ms",
+                "step_time_jitter", "mfu", "input_wait_seconds", "epochs_completed",
+                "wall_seconds", "usd_per_million_images", "device_kind")
+RESNET = "ResNet-50 v1.5 bf16, Keras on JAX, every callback on"
+
+
+class Folder:
+    """The runner's output for one recipe."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def text(self, name: str) -> str | None:
+        try:
+            with open(os.path.join(self.path, name), encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return None
+
+    def json(self, name: str):
+        text = self.text(name)
+        return json.loads(text) if text else None
+
+
+def ratio(a, b, digits: int = 4):
+    return round(a / b, digits) if a is not None and b else None
+
+
+def rate(row):
+    return row.get("images_per_sec") if row else None
+
+
+def epochs(log: str | None) -> list[float]:
+    """images/sec of each epoch line the app printed (--verbose=2)."""
+    return [float(m.replace(",", "")) for m in
+            re.findall(r"^epoch \d+/\d+ .* - ([\d,]+) images/sec", log or "", re.M)]
+
+
+def run(folder: Folder, name: str) -> dict | None:
+    """One app run: its summary's figures and its epochs' images/sec."""
+    summary = folder.json(f"{name}.json")
+    if summary is None:
+        return None
+    return {**{k: summary.get(k) for k in SUMMARY_KEYS},
+            "epochs_images_per_sec": epochs(folder.text(f"{name}.log"))}
+
+
+def peer(folder: Folder, name: str = "peer") -> dict | None:
+    result = folder.json(f"{name}.json")
+    return result["rows"][0] if result and result.get("rows") else None
+
+
+def sweep_rate(folder: Folder, name: str, batch: int):
+    sweep = folder.json(f"{name}.sweep.json")
+    rows = [r for r in (sweep or {}).get("sweep", []) if r.get("global_batch_size") == batch]
+    return rows[0].get("images_per_sec") if rows else None
+
+
+def step(folder: Folder) -> dict:
+    app = {b: run(folder, f"app{b}") for b in (1024, 256)}
+    row = peer(folder)
+    return {
+        "what": f"{RESNET}, synthetic data, one GPU: the app at batch 1,024 and 256 "
+                "against the torch.compile peer at 256 in the same call",
+        "one_gpu": {
+            "app_best_batch": app[1024],
+            "app_batch_256": app[256],
+            "peer_batch_256": row and {"images_per_sec": row.get("images_per_sec"),
+                                       "step_time_ms": row.get("step_time_ms"),
+                                       "what": "torchvision resnet50, channels_last, bf16 "
+                                               "autocast, torch.compile"},
+            "ratio_app_over_peer_at_256": ratio(rate(app[256]), rate(row)),
+        },
+        "step_profile_batch_256": folder.json("step_kernels.json"),
+    }
+
+
+def real_data(folder: Folder) -> dict:
+    runs = {n: run(folder, n) for n in ("synthetic", "gpu", "grain")}
+    syn, gpu, grain = (rate(runs[n]) for n in ("synthetic", "gpu", "grain"))
+    row = peer(folder)
+    tests = (folder.text("gpu_tests.log") or "").strip().splitlines()
+    return {
+        "what": f"{RESNET}, one GPU, real JPEGs with ImageNet's spread of sizes "
+                "(benchmarks/make_jpegs.py) through the gpu and grain pipelines, "
+                "synthetic data with the same epochs and steps, and the PyTorch peer "
+                "(DataLoader into torch.compile) on the same files, in one call",
+        "gpu_tests": tests[-1] if tests else None,
+        "real_data": {
+            "images_per_sec_synthetic": syn,
+            "images_per_sec_gpu_pipeline": gpu,
+            "fraction_of_synthetic": ratio(gpu, syn),
+            "epochs_gpu_pipeline": runs["gpu"] and runs["gpu"]["epochs_images_per_sec"],
+            "epochs_synthetic": runs["synthetic"] and runs["synthetic"]["epochs_images_per_sec"],
+            "images_per_sec_grain": grain,
+            "epochs_grain": runs["grain"] and runs["grain"]["epochs_images_per_sec"],
+            "images_per_sec_peer": rate(row),
+            "speedup_over_peer": ratio(gpu, rate(row), 3),
+            "fit_wait_seconds_gpu_pipeline": runs["gpu"] and runs["gpu"]["input_wait_seconds"],
+        },
+        "runs": runs,
+    }
+
+
+def digits(folder: Folder) -> dict:
+    summary = folder.json("digits.json") or {}
+    return {
+        "what": "the app's default job (small_resnet on scikit-learn's digits) on one GPU "
+                "with JAX, on a machine without TensorFlow",
+        "digits_on_gpu": {k: summary.get(k) for k in (
+            "best_val_top1", "val_top1", "epochs_completed", "input_pipeline", "device_kind",
+            "versions")},
+    }
+
+
+def energy(folder: Folder) -> dict:
+    return {"what": "the app's energy figures against nvidia-smi's power readings over "
+                    "the same windows (benchmarks/energy_check.py)",
+            "energy_check": folder.json("energy_check.json")}
+
+
+def batchnorm(folder: Folder) -> dict:
+    def scaling(two: str) -> dict:
+        out = {}
+        for per_gpu in (256, 1024):
+            one = sweep_rate(folder, "one_gpu", per_gpu)
+            both = sweep_rate(folder, two, 2 * per_gpu)
+            out[f"per_gpu_{per_gpu}"] = {"one_gpu": one, "two_gpus": both,
+                                         "scaling": ratio(both, one and 2 * one)}
+        return out
+
+    result = {
+        "what": "ResNet-50 v1.5 bf16 on synthetic data, JAX, sweeps of 40 timed steps per "
+                "size (app/modes/sweep.py); one GPU via CUDA_VISIBLE_DEVICES=0",
+        "scaling": {"batchnorm_statistics": "per_replica", **scaling("two_per_replica")},
+        "global_batchnorm_same_call": scaling("two_global"),
+    }
+    if folder.json("two_xla.sweep.json"):
+        result["xla_flags_same_call"] = scaling("two_xla")
+    return result
+
+
+def scale(folder: Folder) -> dict:
+    names = ("syn1", "gpu1", "grain1", "syn2", "gpu2", "grain2", "syn2_lhs")
+    runs = {n: run(folder, n) for n in names}
+    r = {n: rate(row) for n, row in runs.items()}
+
+    def scaling(two, one):
+        return ratio(r[two], r[one] and 2 * r[one])
+
+    return {
+        "what": f"{RESNET}, 256 images per GPU, real JPEGs with ImageNet's spread of sizes "
+                "(benchmarks/make_jpegs.py), the first epoch warm-up; one GPU via "
+                "CUDA_VISIBLE_DEVICES=0, two GPUs of one host, in one call",
+        "real_data": {
+            "images_per_sec_synthetic": r["syn1"],
+            "images_per_sec_gpu_pipeline": r["gpu1"],
+            "images_per_sec_grain": r["grain1"],
+            "fraction_of_synthetic": ratio(r["gpu1"], r["syn1"]),
+            "fraction_of_synthetic_grain": ratio(r["grain1"], r["syn1"]),
+            "scaling_two_gpus": scaling("gpu2", "gpu1"),
+            "scaling_two_gpus_grain": scaling("grain2", "grain1"),
+            "scaling_two_gpus_synthetic": scaling("syn2", "syn1"),
+            "scaling_two_gpus_synthetic_latency_hiding": scaling("syn2_lhs", "syn1"),
+        },
+        "runs": runs,
+    }
+
+
+def not_written(recipe: str):
+    def collect(folder: Folder) -> dict:
+        raise SystemExit(f"error: recipe {recipe} has no collector yet")
+    return collect
+
+
+RECIPES = {
+    "step": step,
+    "real_data": real_data,
+    "digits": digits,
+    "energy": energy,
+    "batchnorm": batchnorm,
+    "scale": scale,
+    # room for the recipes being written
+    "fashion_mnist": not_written("fashion_mnist"),
+    "vit": not_written("vit"),
+}
+
+
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 3 or argv[0] not in RECIPES:
+        raise SystemExit(f"usage: python benchmarks/collect.py RECIPE OUT_DIR RESULT.json "
+                         f"(RECIPE: {', '.join(RECIPES)})")
+    recipe, out_dir, path = argv
+    if not os.path.exists(os.path.join(out_dir, "run.json")):
+        out_dir = os.path.join(out_dir, recipe)
+    folder = Folder(out_dir)
+    ran = folder.json("run.json")
+    if ran is None or ran.get("recipe") != recipe:
+        raise SystemExit(f"error: {out_dir} holds no run of recipe {recipe} (no run.json)")
+    figures = RECIPES[recipe](folder)
+    exits = [line.split() for line in (folder.text("exits.txt") or "").splitlines()]
+    result = {
+        "what": figures.pop("what"),
+        "date": ran["date"],
+        "machine": (folder.text("machine.txt") or "").strip().splitlines(),
+        "command": ran["command"],
+        "provenance": {
+            "commit": ran.get("commit") or _git("rev-parse", "HEAD"),
+            "commit_from": "the runner" if ran.get("commit") else "git rev-parse HEAD "
+                           "where the collector ran",
+            "uncommitted_changes": bool(_git("status", "--porcelain", "--untracked-files=no")),
+            "collected_with": f"python benchmarks/collect.py {recipe} OUT_DIR "
+                              f"{os.path.basename(path)}",
+        },
+        **figures,
+        "exits": {name: int(code) for name, code in exits},
+    }
+    emit(result, path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

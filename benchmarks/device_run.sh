@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# The device runner: the recipes behind README's "Measured" figures, one per figure.
+#
+#   bash benchmarks/device_run.sh RECIPE        (on the GPU machine, repository root)
+#
+# It installs the wheels carried in .whl/ (git-ignored; the GPU machines have no network
+# and no Keras: keras, namex, optree, plus grain, array-record, portpicker, simplejpeg,
+# nvidia-nvimgcodec-cu13, nvidia-nvjpeg and pytest for the recipes that read JPEGs),
+# checks the machine has the GPUs the recipe needs, runs it and writes every log,
+# summary and peer result under $OUT/RECIPE ($OUT: ./bench-out when unset). Then, on
+# any machine with the repository: python benchmarks/collect.py RECIPE $OUT RESULT.json
+#
+# recipe        GPUs  what                                                 figures in results/
+# step          1     ResNet-50 synthetic, every callback on, at 1,024 and  2026-12-01-h200-step.json
+#                     256; the torch.compile peer at 256; a trace of steps
+#                     20-25 at 256 split by kernel kind (step_kernels.py)
+# real_data     1     the GPU tests of the nvJPEG path, then $TRAIN JPEGs:  2026-12-01-h200-gc.json
+#                     synthetic, --input_pipeline=gpu, the DataLoader peer,
+#                     --input_pipeline=grain (batch $B, 4 epochs; grain 2)
+# digits        1     the default digits job on the GPU, no TensorFlow      2026-11-30-h200-real-data.json
+# energy        1     the app's energy figures against nvidia-smi's         (energy_check.py's JSON)
+# batchnorm     2     sweeps at 256 and 1,024 per GPU: one GPU, two with    2026-11-30-h200x2-batchnorm.json
+#                     BatchNorm statistics per replica, two global
+#                     (BENCH_XLA="flags" adds a two-GPU sweep with them)
+# scale         2     real JPEGs, 256 per GPU: synthetic, gpu and grain on  2026-11-30-h200-real-data.json
+#                     one GPU and on two; two on synthetic data with XLA's
+#                     latency-hiding scheduler
+# fashion_mnist 1     time to 0.93 top-1 on Fashion-MNIST (default recipe,   (time_to_accuracy)
+#                     batch 512, 15 epochs, auto pipeline) against the
+#                     PyTorch peer (torch_fashion_peer.py), in turn; the
+#                     IDX files from $FASHION (default .data/fashion-mnist:
+#                     carry it; .xz or .gz files are unpacked to /tmp)
+# vit           1     ViT-B/16 against a torch.compile peer                 (not written yet)
+#
+# Settings (environment): B (256) the batch of step's trace and of real_data, TRAIN
+# (20,480) the JPEGs made for real_data and scale. The app's run folders go to
+# /tmp/bench/NAME, made afresh for every run (a warm machine keeps the last call's
+# folders, and resuming one would measure nothing); only their summaries come back.
+set -u
+RECIPE=${1:-}
+B=${B:-256}
+TRAIN=${TRAIN:-20480}
+FASHION=${FASHION:-$PWD/.data/fashion-mnist}
+OUT=${OUT:-$PWD/bench-out}
+R=$OUT/$RECIPE
+
+case "$RECIPE" in  # the GPUs of one host each recipe needs
+  step|real_data|digits|energy|fashion_mnist) NEED=1 ;;
+  batchnorm|scale) NEED=2 ;;
+  vit)  # room for the recipe being written (its steps go in the case below)
+    echo "error: recipe $RECIPE is not written yet" >&2; exit 2 ;;
+  *) sed -n '2,34p' "$0" | cut -c3-; echo "error: unknown recipe '$RECIPE'" >&2; exit 2 ;;
+esac
+HAVE=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$HAVE" -lt "$NEED" ]; then
+  echo "error: recipe $RECIPE needs $NEED GPU(s) of one host; this machine has $HAVE" >&2
+  exit 2
+fi
+
+# The environment: the carried wheels, the repository on the path, nvJPEG's library.
+# .whl-gpu/ (nvimgcodec, nvjpeg: 29 MB) travels only with the recipes that read JPEGs.
+WHEELS=$(ls .whl/*.whl .whl-gpu/*.whl 2>/dev/null)
+if [ -n "$WHEELS" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site $WHEELS || exit 1
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
+export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
+mkdir -p "$R" /tmp/bench
+
+# What ran where: the collector copies these into the result JSON.
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  echo "cores: $(nproc)"
+  python3 -c "import jax, keras; print('jax', jax.__version__, 'keras', keras.__version__)"
+  python3 -c "import torch; print('torch', torch.__version__)" 2>/dev/null || echo "torch: absent"
+  python3 -c "import tensorflow" > /dev/null 2>&1 && echo "tensorflow: present" \
+    || echo "tensorflow: absent"
+  [ "$NEED" -gt 1 ] && nvidia-smi topo -m
+} > "$R/machine.txt" 2>&1
+case "$RECIPE" in  # the settings the recipe reads, for the command it records
+  step) SETTINGS="B=$B " ;;
+  real_data) SETTINGS="B=$B TRAIN=$TRAIN " ;;
+  scale) SETTINGS="TRAIN=$TRAIN " ;;
+  batchnorm) SETTINGS=${BENCH_XLA:+"BENCH_XLA='$BENCH_XLA' "} ;;
+  *) SETTINGS="" ;;
+esac
+RECIPE=$RECIPE SETTINGS=$SETTINGS GPUS=$NEED python3 - > "$R/run.json" <<'PY'
+import datetime, json, os, subprocess
+commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
+print(json.dumps({
+    "recipe": os.environ["RECIPE"], "gpus": int(os.environ["GPUS"]),
+    "command": f"{os.environ['SETTINGS']}bash benchmarks/device_run.sh {os.environ['RECIPE']}",
+    "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    "commit": commit.stdout.strip() if commit.returncode == 0 else ""}, indent=2))
+PY
+: > "$R/exits.txt"
+
+# app NAME GPUS SECONDS [VAR=value ...] -- [app flags ...]: the app (ResNet-50 by
+# default, JAX on the GPUs, every callback on) in a fresh /tmp/bench/NAME with those
+# variables set; its log, summary.json, metrics.jsonl (and sweep.json) come back as NAME.*.
+app() {
+  local name=$1 gpus=$2 limit=$3; shift 3; local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  local visible=0; [ "$gpus" = 2 ] && visible=0,1
+  rm -rf "/tmp/bench/$name"
+  env ${envs[@]+"${envs[@]}"} CUDA_VISIBLE_DEVICES=$visible timeout "$limit" \
+    python3 app/main.py --accelerator=gpu --backend=jax --model=resnet50 --verbose=2 \
+    --logdir="/tmp/bench/$name" "$@" > "$R/$name.log" 2>&1
+  local rc=$?; echo "$name $rc" >> "$R/exits.txt"; echo "$name exit $rc"
+  cp "/tmp/bench/$name/summary.json" "$R/$name.json" 2>/dev/null
+  cp "/tmp/bench/$name/sweep.json" "$R/$name.sweep.json" 2>/dev/null
+  cp "/tmp/bench/$name/metrics.jsonl" "$R/$name.metrics.jsonl" 2>/dev/null
+  grep -E "^epoch|^throughput|^top-1|^ +[0-9]+ |input_pipeline=|Error|error:" "$R/$name.log" | cut -c1-300
+}
+
+# peer NAME SECONDS [torch_peer.py flags ...]: the torch.compile peer, on GPU 0.
+peer() {
+  local name=$1 limit=$2; shift 2
+  CUDA_VISIBLE_DEVICES=0 timeout "$limit" python3 benchmarks/torch_peer.py \
+    --out "$R/$name.json" "$@" > "$R/$name.log" 2>&1
+  local rc=$?; echo "$name $rc" >> "$R/exits.txt"; echo "$name exit $rc"
+  grep -h '"images_per_sec"' "$R/$name.json" 2>/dev/null | cut -c1-300
+}
+
+# jpegs COUNT VALIDATION: a folder of ImageNet-sized JPEGs (made once per warm machine).
+jpegs() {
+  local folder=/tmp/bench-jpegs-$1-$2
+  if [ ! -e "$folder/.done" ]; then
+    rm -rf "$folder"
+    python3 benchmarks/make_jpegs.py "$folder" --train="$1" --validation="$2" --classes=100 \
+      > "$R/jpegs.log" 2>&1 && touch "$folder/.done"
+  else
+    echo "$folder made by an earlier call on this machine" > "$R/jpegs.log"
+  fi
+  echo "$folder"
+}
+
+case "$RECIPE" in
+  step)
+    for batch in 1024 256; do
+      app "app$batch" 1 150 -- --dataset=synthetic --global_batch_size=$batch --epochs=1 \
+        --steps_per_epoch=$((24576 / batch)) --validation_steps=-1
+    done
+    peer peer 170 --batch_sizes=256 --steps=90
+    app prof 1 100 -- --dataset=synthetic --global_batch_size="$B" --epochs=1 \
+      --steps_per_epoch=30 --validation_steps=-1 --profile_steps=20,25
+    trace=$(find /tmp/bench/prof/plugins -name '*trace.json.gz' 2>/dev/null | head -1)
+    if [ -n "$trace" ]; then
+      python3 benchmarks/step_kernels.py "$trace" --json "$R/step_kernels.json" \
+        > "$R/step_kernels.txt" 2>&1
+    fi
+    [ -d /tmp/bench/prof/plugins ] && tar czf "$R/trace.tgz" -C /tmp/bench/prof plugins
+    ;;
+  real_data)
+    timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_nvjpeg_on_gpu.py \
+      > "$R/gpu_tests.log" 2>&1
+    status=$?; echo "gpu_tests $status" >> "$R/exits.txt"; echo "gpu tests exit $status"
+    if [ $status != 0 ]; then  # a broken pipeline measures nothing: keep the device time
+      tail -60 "$R/gpu_tests.log"; exit 1
+    fi
+    J=$(jpegs "$TRAIN" 1024); cat "$R/jpegs.log"
+    app synthetic 1 120 -- --dataset=synthetic --global_batch_size="$B" --epochs=4 \
+      --steps_per_epoch=$((TRAIN / B)) --validation_steps=-1
+    app gpu 1 150 -- --dataset=folder:"$J" --input_pipeline=gpu --global_batch_size="$B" \
+      --epochs=4 --validation_steps=-1
+    peer peer 140 --data="$J" --batch_sizes="$B" --steps=90 --warmup=15
+    app grain 1 120 -- --dataset=folder:"$J" --input_pipeline=grain --global_batch_size="$B" \
+      --epochs=2 --validation_steps=-1
+    ;;
+  digits)  # the app's defaults: small_resnet on digits (a later --model overrides app's)
+    app digits 1 150 -- --model=small_resnet
+    ;;
+  energy)
+    CUDA_VISIBLE_DEVICES=0 timeout 540 python3 benchmarks/energy_check.py \
+      --logdir=/tmp/bench/energy --out "$R/energy_check.json" > "$R/energy.log" 2>&1
+    rc=$?; echo "energy $rc" >> "$R/exits.txt"; echo "energy exit $rc"
+    ;;
+  batchnorm)
+    SWEEP="--dataset=synthetic --steps_per_epoch=40"
+    app one_gpu 1 165 -- $SWEEP --sweep_batch_sizes=256,1024
+    app two_per_replica 2 165 -- $SWEEP --sweep_batch_sizes=512,2048
+    app two_global 2 165 -- $SWEEP --sweep_batch_sizes=512,2048 --batchnorm_statistics=global
+    if [ -n "${BENCH_XLA:-}" ]; then
+      app two_xla 2 165 "XLA_FLAGS=$BENCH_XLA" -- $SWEEP --sweep_batch_sizes=512,2048
+    fi
+    ;;
+  scale)
+    J=$(jpegs "$TRAIN" 1024); cat "$R/jpegs.log"
+    for gpus in 1 2; do  # the first epoch is warm-up: compile and the workers' start
+      steps=$((TRAIN / (256 * gpus)))
+      EACH="--global_batch_size=$((256 * gpus)) --validation_steps=-1"
+      app "syn$gpus" $gpus 170 -- $EACH --dataset=synthetic --epochs=2 \
+        --steps_per_epoch=$((80 / gpus)) --throughput_warmup_steps=$((80 / gpus))
+      app "gpu$gpus" $gpus 170 -- $EACH --dataset=folder:"$J" --input_pipeline=gpu --epochs=3 \
+        --throughput_warmup_steps=$steps
+      app "grain$gpus" $gpus 170 -- $EACH --dataset=folder:"$J" --input_pipeline=grain \
+        --epochs=3 --throughput_warmup_steps=$steps
+    done
+    app syn2_lhs 2 170 XLA_FLAGS=--xla_gpu_enable_latency_hiding_scheduler=true -- \
+      --global_batch_size=512 --validation_steps=-1 --dataset=synthetic --epochs=2 \
+      --steps_per_epoch=40 --throughput_warmup_steps=40
+    ;;
+  fashion_mnist)
+    python3 - "$FASHION" /tmp/fashion <<'PY' || exit 1
+import gzip, lzma, os, sys
+source, target = sys.argv[1:]
+os.makedirs(target, exist_ok=True)
+for name in os.listdir(source):
+    stem, ext = os.path.splitext(name)
+    opener = {".xz": lzma.open, ".gz": gzip.open}.get(ext)
+    with (opener or open)(os.path.join(source, name), "rb") as f, \
+            open(os.path.join(target, stem if opener else name), "wb") as out:
+        out.write(f.read())
+PY
+    for turn in 1 2; do  # app, peer, app, peer: the machine's drift hits both
+      app "app$turn" 1 240 -- --model=small_resnet --dataset=fashion_mnist \
+        --data_dir=/tmp/fashion --global_batch_size=512 --epochs=15 --target_top1=0.93
+      CUDA_VISIBLE_DEVICES=0 timeout 240 python3 benchmarks/torch_fashion_peer.py \
+        --data_dir=/tmp/fashion --epochs=15 --batch=512 --out "$R/peer$turn.json" \
+        > "$R/peer$turn.log" 2>&1
+      rc=$?; echo "peer$turn $rc" >> "$R/exits.txt"; echo "peer$turn exit $rc"
+      grep -E "^\{'epoch'" "$R/peer$turn.log" | tail -2
+    done
+    ;;
+  # vit) ViT-B/16 against a torch.compile peer: being written
+esac
+ls "$R"
+! grep -qv ' 0$' "$R/exits.txt"  # exit 1 if any run failed (exits.txt says which)
