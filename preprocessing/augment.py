@@ -1,7 +1,7 @@
 """The augmentation's definition, framework-free: constants and random windows.
 
 One source of truth for what the presets mean, shared by the tf.data path
-(`image_ops.py`), the TensorFlow-free host path (`host_ops.py` on `grain`) and the
+(`tfdata/images.py`), the TensorFlow-free host path (`host/images.py` on grain) and the
 GPU path. Only numpy; randomness comes from an explicit `numpy.random.Generator`.
 
 `random_crop_window` reproduces TensorFlow's `sample_distorted_bounding_box` kernel
@@ -87,7 +87,7 @@ def random_crop_window(height: int, width: int, rng: np.random.Generator,
 
     Same distribution as `tf.image.stateless_sample_distorted_bounding_box` with the
     whole image as the only box, min_object_covered=0.1, max_attempts=10 and
-    use_image_if_no_bounding_boxes=True (see image_ops.random_crop_window).
+    use_image_if_no_bounding_boxes=True (see tfdata/images.py, random_crop_window).
 
     Args:
         height: image height in pixels.
@@ -120,7 +120,7 @@ def random_crop_window(height: int, width: int, rng: np.random.Generator,
 def center_crop_window(height: int, width: int, fraction: float = CROP_FRACTION):
     """The centered square (y, x, side, side) kept for evaluation.
 
-    Equal to image_ops.center_crop_window: side = int(float32(fraction) * min side),
+    Equal to tfdata/images.py's center_crop_window: side = int(float32(fraction) * min side),
     at least 1, and the odd pixel left over goes to the top/left margin.
     """
     side = max(1, int(_F(fraction) * _F(min(height, width))))
@@ -146,7 +146,7 @@ def flip_draw(rng: np.random.Generator) -> bool:
 
 def color_distort_params(rng: np.random.Generator):
     """(brightness delta, saturation factor, hue delta, contrast factor), each uniform
-    in its half-open range, as image_ops.color_distort draws them."""
+    in its half-open range, as tfdata/images.py's color_distort draws them."""
     return (float(rng.uniform(-BRIGHTNESS_DELTA, BRIGHTNESS_DELTA)),
             float(rng.uniform(*SATURATION_RANGE)),
             float(rng.uniform(-HUE_DELTA, HUE_DELTA)),

@@ -69,7 +69,7 @@ class InputSpec:
     batch: BatchShape | None = None  # None only while the dataset is checked (no batch yet)
     process_index: int = 0
     seed: int | None = None
-    preset: str = "auto"  # auto, standard, heavy or small (see image_ops.PRESETS)
+    preset: str = "auto"  # auto, standard, heavy or small (see augment.PRESETS)
     with_validation: bool = True
     backend: str = "tensorflow"
     manual_dir: str = ""
@@ -125,7 +125,7 @@ class Datasets:
     validation_batches: int  # per process, padding included
     skipped_images: object = None  # callable -> count of corrupt images skipped
     input_pipeline: str = "none"  # which pipeline feeds it: tf.data, grain, gpu or none
-    preset: str = "none"  # the augmentation preset chosen (image_ops.PRESETS)
+    preset: str = "none"  # the augmentation preset chosen (augment.PRESETS)
     input_state: object = None  # fn(batches served) -> JSON state, where resumable
     restore_input: object = None  # fn(state) -> None: continue from a saved state
     input_wait_seconds: object = None  # fn() -> seconds fit waited for training batches

@@ -66,6 +66,7 @@ def jpeg_paths(records) -> bool:
                                 path.lower().endswith((".jpg", ".jpeg")) for path, _ in sample)
 
 
+GRAIN_SMALL_WORKERS_FROM = 20_000  # small images: worker processes from this many on
 DEVICE_PRESETS = ("small", "standard")
 # The share of the free memory of each local device (or, for tf.data's cache, of the
 # host) that a dataset decoded for the device pipeline may take; the rest is the
@@ -238,15 +239,18 @@ def _grain(train, validation, spec, preset, size, largest) -> Datasets:
     from preprocessing.host import grain_stream
     from preprocessing.host import images as host_images
 
-    # Worker processes pay off for real photos; tiny images (the small preset) decode
-    # faster in this process than they could be shipped between processes.
-    workers = 0 if preset == "small" else None
+    # Worker processes pay off for photos, and for tiny images once there are enough of
+    # them to be worth the processes' start (seconds); pixels already in memory are not
+    # decoded at all: this process augments them.
     pixels = isinstance(train, Pixels)
+    workers = 0 if pixels or (preset == "small" and len(train) < GRAIN_SMALL_WORKERS_FROM) \
+        else None
     train_source = grain_stream.FileSource(_pairs(train))
     stream = grain_stream.train_stream(
         train_source, spec.batch_size,
         host_images.train_transform(preset, size, spec.dtype, from_pixels=pixels),
         spec.seed, workers=workers)
+    stream.start()  # its worker processes start while the model is built and compiled
     data = _empty()
     data.train = Feed(stream, None)
     sources = [train_source]

@@ -1,4 +1,4 @@
-"""host_ops / augment against image_ops: the TF-free path must mean the same thing.
+"""host/images.py and augment.py against tfdata/images.py: the TF-free path must mean the same thing.
 
 Tolerances, and why:
 - crop windows: TF draws with Philox, we with numpy, so only distributions can
@@ -184,7 +184,7 @@ def test_resize_equals_tf(method, shape, size, monkeypatch):
     image = _photo(*shape)
     theirs = tf_images.resize(tf.constant(image), size, method).numpy()
     assert np.abs(host_images.resize(image, size, method) - theirs).max() < 0.01
-    monkeypatch.setattr(host_ops, "_cv2", lambda: None)  # the numpy fallback too
+    monkeypatch.setattr(host_images, "_cv2", lambda: None)  # the numpy fallback too
     assert np.abs(host_images.resize(image, size, method) - theirs).max() < 0.01
 
 

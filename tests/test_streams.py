@@ -38,16 +38,20 @@ def test_digits_on_jax_with_grain_and_no_tensorflow_learns(digits_dir, tmp_path)
     assert summary["eval_images_per_sec"] > 0
 
 
-def test_auto_means_grain_on_jax_and_tf_data_on_tensorflow(digits_dir, tmp_path):
+def test_auto_means_device_for_a_dataset_that_fits_on_both_backends(digits_dir, tmp_path):
+    """The digits fit many times in the memory share: auto holds them decoded, in the
+    JAX device's memory (TensorFlow absent) or in tf.data's cache, and says how much."""
     flags = [f"--data_dir={digits_dir}", "--image_size=8", "--epochs=1",
              "--steps_per_epoch=2", "--validation_steps=1", "--verbose=0"]
     jax_run = run_cli("--backend=jax", f"--logdir={tmp_path / 'jax'}", *flags, env=NO_TF)
     assert jax_run.returncode == 0, jax_run.stderr[-3000:]
-    assert "input_pipeline=grain" in jax_run.stdout
-    assert summary_of(tmp_path / "jax")["input_pipeline"] == "grain"
+    assert "input_pipeline=device" in jax_run.stdout
+    held = summary_of(tmp_path / "jax")["input"]
+    assert held["held_in"] == "host memory" and 0 < held["bytes_held"] < 1797 * 64 * 2
     tf_run = run_cli(f"--logdir={tmp_path / 'tf'}", *flags)
     assert tf_run.returncode == 0, tf_run.stderr[-3000:]
-    assert summary_of(tmp_path / "tf")["input_pipeline"] == "tf.data"
+    assert summary_of(tmp_path / "tf")["input_pipeline"] == "device"
+    assert summary_of(tmp_path / "tf")["input"]["held_in"] == "host memory (tf.data's cache)"
 
 
 def test_auto_means_gpu_only_where_the_gpu_pipeline_serves(monkeypatch):

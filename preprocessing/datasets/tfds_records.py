@@ -116,7 +116,7 @@ class Records(collections.abc.Sequence):
         for index in self.indices:
             yield RecordImage(self.reader, index), int(self.labels[index])
 
-    # Random access without a getter per record: what a source (like grain_pipeline's
+    # Random access without a getter per record: what a source (like grain_stream's
     # FileSource) can keep instead of one object per record, which its spawned workers
     # each unpickle (~6 s per worker for ImageNet's 1.28 million, on a CPU here).
     def read(self, i: int) -> bytes:

@@ -22,6 +22,7 @@ import contextlib
 import copy
 import os
 import tempfile
+import threading
 import weakref
 
 import grain
@@ -159,17 +160,27 @@ def _mp_prefetch(ds, workers: int, buffer_size: int):
         num_workers=workers, per_worker_buffer_size=buffer_size))
 
 
+# Grain's read-ahead checks every buffered element each time it hands one out, so its
+# cost per image grows with the buffer: 28x28 JPEGs went from 1,641 to 5,780 images/sec
+# in one process when the buffer went from a batch of 512 to 64 (BUILD.md, "grain").
+# Two threads per process overlap file reads with decoding (simplejpeg and OpenCV
+# release the GIL); 64 images keep both busy.
+READ_AHEAD = 64
+
+
 def _read_options(batch_size: int) -> grain.ReadOptions:
-    # Two threads per process overlap file reads with decoding (simplejpeg and
-    # OpenCV release the GIL); the buffer is bounded by a batch, not grain's 500.
-    return grain.ReadOptions(num_threads=2, prefetch_buffer_size=max(1, batch_size))
+    return grain.ReadOptions(num_threads=2, prefetch_buffer_size=max(1, min(batch_size,
+                                                                            READ_AHEAD)))
 
 
 class TrainIterator:
     """An endless iterator of (images, labels) batches with a JSON-able state.
 
-    Built lazily; `set_state` rebuilds it from the state's seed, so a fresh
-    pipeline restored from a state yields exactly what the original would have.
+    Built lazily, or at once in the background by `start` (the worker processes then
+    start while the model is built and compiled, instead of after: grain's first epoch
+    otherwise ran its first batches at the pace of processes still starting); `set_state`
+    rebuilds it from the state's seed, so a fresh pipeline restored from a state yields
+    exactly what the original would have.
     """
 
     def __init__(self, source, batch_size, transform, seed, shard_index, shard_count,
@@ -179,6 +190,37 @@ class TrainIterator:
                         "batch_size": batch_size, "shard_index": shard_index,
                         "shard_count": shard_count, "workers": workers, "seed": seed}
         self._iterator = None
+        self._early = None  # start(): (thread, [state before the first batch, batch, error])
+
+    def start(self) -> None:
+        """Builds the pipeline and takes its first batch in a background thread, now."""
+        if self._iterator is not None or self._early is not None:
+            return
+        result = [None, None, None]
+
+        def first():
+            try:
+                iterator = self._build()
+                result[0] = copy.deepcopy(iterator.get_state())
+                result[1] = next(iterator)
+                self._iterator = iterator
+            except BaseException as error:  # noqa: BLE001 - raised by the consumer
+                result[2] = error
+
+        thread = threading.Thread(target=first, daemon=True, name="grain_start")
+        self._early = (thread, result)
+        thread.start()
+
+    def _early_batch(self):
+        """The batch `start` took (None if none); waits for it; raises its error."""
+        if self._early is None:
+            return None
+        thread, (_, batch, error) = self._early
+        thread.join()
+        self._early = None
+        if error is not None:
+            raise error
+        return batch
 
     def _build(self):
         c = self._config
@@ -201,12 +243,20 @@ class TrainIterator:
         return self
 
     def __next__(self):  # noqa: D105
+        batch = self._early_batch()
+        if batch is not None:
+            return batch
         if self._iterator is None:
             self._iterator = self._build()
         return next(self._iterator)
 
     def get_state(self) -> dict:
         """Where the stream stands: plain JSON (ints, strings, lists, dicts)."""
+        if self._early is not None:  # the first batch is taken but not handed out yet
+            thread, result = self._early
+            thread.join()
+            if result[2] is None:
+                return copy.deepcopy({**self._config, "grain": result[0]})
         if self._iterator is None:
             self._iterator = self._build()
         # A copy: grain may update the dicts it hands out as the stream moves on.
@@ -219,6 +269,7 @@ class TrainIterator:
             if state.get(key) != self._config[key]:
                 raise ValueError(f"input state has {key}={state.get(key)!r}, but this "
                                  f"pipeline has {key}={self._config[key]!r}")
+        self._early_batch_discarded()
         self.close()
         self._config["seed"] = state["seed"]
         self._iterator = self._build()
@@ -227,8 +278,14 @@ class TrainIterator:
     def skipped_images(self) -> int:
         return self._source.skipped_images()
 
+    def _early_batch_discarded(self) -> None:
+        if self._early is not None:
+            self._early[0].join()
+            self._early = None
+
     def close(self) -> None:
         """Stops the worker processes (also done at garbage collection)."""
+        self._early_batch_discarded()
         if self._iterator is not None and hasattr(self._iterator, "close"):
             self._iterator.close()
         self._iterator = None

@@ -1,6 +1,6 @@
 """TensorFlow-free image functions on the host: decode, crop, resize, flip, color.
 
-The numpy twin of `image_ops.py`, for the JAX backend on hosts without TensorFlow
+The numpy twin of `preprocessing/tfdata/images.py`, for the JAX backend on hosts without TensorFlow
 (the grain pipeline). Each preset means exactly what it means there: the crop
 windows come from `augment.py` (TF's sampling algorithm), the resizes reproduce
 `tf.image.resize(antialias=False)` (half-pixel centers, no antialiasing), and the
@@ -184,6 +184,8 @@ def resize(image: np.ndarray, size: int, method: str = "bilinear") -> np.ndarray
     if method not in ("bilinear", "bicubic"):
         raise ValueError(f"unknown resize method {method!r}; accepted: bilinear, bicubic")
     image = np.asarray(image, np.float32)  # float input: no uint8 rounding in OpenCV
+    if image.shape[:2] == (size, size):  # both kernels are the identity at the same size
+        return np.clip(image, 0.0, 255.0, dtype=np.float32)
     if method == "bilinear" and _cv2() is not None:
         # OpenCV's INTER_LINEAR is TF's half-pixel bilinear (no antialiasing).
         out = _cv2().resize(image, (size, size), interpolation=_cv2().INTER_LINEAR)
@@ -265,7 +267,7 @@ def _adjust_hue(planes: np.ndarray, delta: np.float32) -> np.ndarray:
 
 
 def color_distort(image: np.ndarray, params) -> np.ndarray:
-    """image_ops.color_distort on a float [0, 255] image, given augment's draws.
+    """tfdata/images.py's color_distort on a float [0, 255] image, given augment's draws.
 
     Brightness, saturation, hue, contrast in that order on [0, 1], with no clipping
     between steps (as in TF), then clip and back to [0, 255].
@@ -296,6 +298,18 @@ def normalize(image: np.ndarray, dtype: str = "float32") -> np.ndarray:
 def _row_stats(width: int):
     return (np.tile(np.asarray(augment.MEAN_RGB, np.float32), width),
             np.tile(np.asarray(augment.STDDEV_RGB, np.float32), width))
+
+
+def shift(image: np.ndarray, pad: int, dy: int, dx: int) -> np.ndarray:
+    """image padded by `pad` zeros on each side, then cut back to its size at (dy, dx)
+    (the small preset's shift), written straight into the output: np.pad of a 28x28
+    image took 97 us, ten times the rest of the shift."""
+    height, width = image.shape[:2]
+    out = np.zeros_like(image)
+    rows, cols = dy - pad, dx - pad  # where the window starts in the image
+    out[max(0, -rows):height - max(0, rows), max(0, -cols):width - max(0, cols)] = \
+        image[max(0, rows):height + min(0, rows), max(0, cols):width + min(0, cols)]
+    return out
 
 
 def flip_left_right(image: np.ndarray) -> np.ndarray:
@@ -337,8 +351,7 @@ def train_transform(preset: str, size: int, dtype: str = "float32", from_pixels:
         image = rgb(data) if from_pixels else decode(data)
         if preset == "small":
             pad, dy, dx = augment.random_shift_offsets(size, rng)
-            padded = np.pad(resize(image, size), ((pad, pad), (pad, pad), (0, 0)))
-            return normalize(padded[dy:dy + size, dx:dx + size], dtype)
+            return normalize(shift(resize(image, size), pad, dy, dx), dtype)
         y, x, h, w = augment.random_crop_window(image.shape[0], image.shape[1], rng)
         image = resize(image[y:y + h, x:x + w], size,
                        "bicubic" if preset == "heavy" else "bilinear")
@@ -354,7 +367,7 @@ def train_transform(preset: str, size: int, dtype: str = "float32", from_pixels:
 def eval_transform(preset: str, size: int, dtype: str = "float32", from_pixels: bool = False):
     """Returns fn(data: bytes) -> normalized size x size evaluation image.
 
-    The same steps as image_ops.eval_transform: center 87.5% crop then bilinear
+    The same steps as tfdata/images.py's eval_transform: center 87.5% crop then bilinear
     resize (small: a plain resize).
     """
     _check(preset)

@@ -137,7 +137,7 @@ def train_stream(records: tf.data.Dataset, examples: int, transform, batch_size:
     Args:
         records: (encoded, label) of this process, one pass.
         examples: how many records there are (decides caching and shuffle buffer).
-        transform: fn(encoded, seed) -> image (see image_ops.train_transform).
+        transform: fn(encoded, seed) -> image (see tfdata/images.py, train_transform).
         batch_size: images per batch of this process.
         seed: None for a fresh, non-deterministic order; else reproducible.
         counter: counts corrupt images.

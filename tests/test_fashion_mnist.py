@@ -1,0 +1,100 @@
+"""--dataset=fashion_mnist: the four IDX files of Debian's dataset-fashion-mnist (which
+.ci/run installs), or the same files in --data_dir; damaged or missing files are one
+line, before anything is written."""
+
+import gzip
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, error_lines, run_cli
+
+DEBIAN = "/usr/share/datasets/fashion-mnist"
+NO_TF = {"PYTHONPATH": os.path.join(ROOT, "tests", "no_tensorflow")}
+
+
+def _idx(array: np.ndarray) -> bytes:
+    header = bytes([0, 0, 0x08, array.ndim]) + b"".join(
+        int(n).to_bytes(4, "big") for n in array.shape)
+    return header + np.ascontiguousarray(array, np.uint8).tobytes()
+
+
+def write_fashion(folder, train=96, test=32, gzipped=True):
+    """A small Fashion-MNIST of the real format: two classes told apart by brightness."""
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for prefix, count in (("train", train), ("t10k", test)):
+        labels = np.arange(count) % 10
+        images = (rng.integers(0, 60, (count, 28, 28)) + 19 * labels[:, None, None]).astype(np.uint8)
+        for kind, array in (("images-idx3", images), ("labels-idx1", labels)):
+            name = os.path.join(folder, f"{prefix}-{kind}-ubyte")
+            data = _idx(array)
+            if gzipped:
+                with gzip.open(name + ".gz", "wb") as f:
+                    f.write(data)
+            else:
+                with open(name, "wb") as f:
+                    f.write(data)
+
+
+def test_the_idx_files_are_read_exactly(tmp_path):
+    from preprocessing.datasets import fashion_mnist
+    from preprocessing.spec import BatchShape, InputSpec
+
+    write_fashion(tmp_path / "gz")
+    write_fashion(tmp_path / "plain", gzipped=False)
+    for folder in ("gz", "plain"):
+        spec = InputSpec(data_dir=str(tmp_path / folder), image_size=0, batch=BatchShape(8))
+        train = fashion_mnist.load(spec, "train")
+        assert train.images.shape == (96, 28, 28) and train.images.dtype == np.uint8
+        assert list(train.labels[:12]) == list(range(10)) + [0, 1]
+    assert np.array_equal(fashion_mnist.load(spec, "validation").images,
+                          fashion_mnist.read_idx(str(tmp_path / "gz" / "t10k-images-idx3-ubyte.gz")))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda data: data[:-5], "holds 78,395 bytes of data where its header promises 78,400"),
+    (lambda data: b"\x00\x01" + data[2:], "is not an IDX file"),
+])
+def test_a_damaged_idx_file_is_one_line(tmp_path, damage, message):
+    write_fashion(tmp_path, train=100, gzipped=False)
+    path = tmp_path / "train-images-idx3-ubyte"
+    path.write_bytes(damage(path.read_bytes()))
+    done = run_cli("--dataset=fashion_mnist", f"--data_dir={tmp_path}", "--epochs=1",
+                   f"--logdir={tmp_path / 'run'}")
+    assert done.returncode == 2
+    assert len(error_lines(done.stderr)) == 1 and message in error_lines(done.stderr)[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_missing_files_name_the_debian_package(tmp_path, monkeypatch):
+    from preprocessing.datasets import fashion_mnist
+    from preprocessing.spec import DataError, InputSpec
+
+    monkeypatch.setattr(fashion_mnist, "DEBIAN_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(DataError, match=r"apt-get install dataset-fashion-mnist") as raised:
+        fashion_mnist.check("fashion_mnist", InputSpec(data_dir=str(tmp_path), image_size=0))
+    assert "\n" not in str(raised.value) and "train-images-idx3-ubyte" in str(raised.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_debians_fashion_mnist_trains_two_epochs(backend, tmp_path):
+    """The real 70,000 images from Debian's package, two short epochs, on TensorFlow and
+    on JAX with TensorFlow unimportable: the pixels reach the model undecoded."""
+    assert os.path.isfile(f"{DEBIAN}/train-images-idx3-ubyte.gz"), (
+        "apt-get install dataset-fashion-mnist (.ci/run installs it)")
+    done = run_cli(f"--backend={backend}", "--dataset=fashion_mnist", "--epochs=2",
+                   "--steps_per_epoch=6", "--validation_steps=2", "--global_batch_size=128",
+                   "--verbose=0", "--seed=2", f"--logdir={tmp_path / 'run'}",
+                   f"--data_dir={tmp_path / 'empty'}", env=NO_TF if backend == "jax" else None,
+                   timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["dataset"] == "fashion_mnist" and summary["num_classes"] == 10
+    assert summary["train_examples"] == 60000 and summary["validation_examples"] == 256
+    assert summary["image_size"] == 28 and summary["preprocessing"] == "small"
+    assert summary["input_pipeline"] == "device" and summary["status"] == "completed"
+    assert (backend == "jax") == ("tensorflow" not in summary["versions"])
