@@ -1,8 +1,9 @@
-"""The augmentation's definition, framework-free: constants and random windows.
+"""The augmentation's definition, framework-free: constants, random windows, the resize.
 
 One source of truth for what the presets mean, shared by the tf.data path
-(`tfdata/images.py`), the TensorFlow-free host path (`host/images.py` on grain) and the
-GPU path. Only numpy; randomness comes from an explicit `numpy.random.Generator`.
+(`tfdata/images.py`), the TensorFlow-free host path (`host/images.py` on grain), the
+gpu path and the device path. Only numpy; randomness comes from an explicit
+`numpy.random.Generator`; `bilinear_window` is array-generic (numpy or jax.numpy).
 
 `random_crop_window` reproduces TensorFlow's `sample_distorted_bounding_box` kernel
 (tensorflow/core/kernels/image/sample_distorted_bounding_box_op.cc,
@@ -151,3 +152,49 @@ def color_distort_params(rng: np.random.Generator):
             float(rng.uniform(*SATURATION_RANGE)),
             float(rng.uniform(-HUE_DELTA, HUE_DELTA)),
             float(rng.uniform(*CONTRAST_RANGE)))
+
+
+# ---- the bilinear resize, TensorFlow's arithmetic, for numpy and jax.numpy alike
+
+def _axis_weights(xp, start, length, size: int):
+    """(lower index, upper index, lerp) along one axis of the box, as TF computes them.
+
+    TF (resize_bilinear_op.cc, HalfPixelScaler): in = (out + 0.5) * scale - 0.5 in
+    float32 with scale = in_size / out_size; lower = max(floor(in), 0);
+    upper = min(ceil(in), in_size - 1); lerp = in - floor(in). Using floor + 1
+    for ceil gives the same pixel values (when in is whole, lerp is 0).
+    """
+    f32 = xp.float32
+    scale = xp.asarray(length, f32) / f32(size)
+    where = (xp.arange(size, dtype=f32) + f32(0.5)) * scale - f32(0.5)
+    floor = xp.floor(where)
+    lerp = where - floor
+    floor = floor.astype(xp.int32)
+    last = xp.asarray(length, xp.int32) - 1
+    lower = xp.clip(floor, 0, last) + start
+    upper = xp.clip(floor + 1, 0, last) + start
+    return lower, upper, lerp
+
+
+def bilinear_window(xp, flat, width, box, size: int, flip, base=0):
+    """tf.image.resize(bilinear, antialias=False) of the window `box` (y, x, h, w) of an
+    image held as `flat` ([pixels, C]; pixel (y, x) at base + y * width + x), mirrored
+    where `flip` (None: never): float32 [size, size, C] in [0, 255]. Array-generic
+    (`xp` is numpy or jax.numpy), so the host, the gpu canvas step and the device
+    pipeline run the same arithmetic: half-pixel centers, float32, x then y."""
+    ylo, yhi, ly = _axis_weights(xp, box[0], box[2], size)
+    xlo, xhi, lx = _axis_weights(xp, box[1], box[3], size)
+    if flip is not None:  # mirroring the output = reading the columns right to left
+        xlo = xp.where(flip, xlo[::-1], xlo)
+        xhi = xp.where(flip, xhi[::-1], xhi)
+        lx = xp.where(flip, lx[::-1], lx)
+
+    def take(rows, cols):
+        return flat[base + rows[:, None] * width + cols[None, :]].astype(xp.float32)
+
+    lx3, ly3 = lx[None, :, None], ly[:, None, None]
+    top_left, top_right = take(ylo, xlo), take(ylo, xhi)
+    bottom_left, bottom_right = take(yhi, xlo), take(yhi, xhi)
+    top = top_left + (top_right - top_left) * lx3
+    bottom = bottom_left + (bottom_right - bottom_left) * lx3
+    return xp.clip(top + (bottom - top) * ly3, 0.0, 255.0)

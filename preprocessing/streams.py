@@ -1,21 +1,26 @@
-"""From a dataset's records to the streams `fit` reads: one of three pipelines.
+"""From a dataset's records to the streams `fit` reads: one of four pipelines.
 
-Every real-image builder (folder, digits, TFDS) hands its training and validation
-records here, as (path or bytes, label) pairs, with the preset and image size it
-chose. This module picks the pipeline and builds both streams with it:
+Every real-image builder (folder, digits, fashion_mnist, TFDS) hands its training and
+validation records here, as (path or bytes, label) pairs or as decoded `Pixels`, with
+the preset and image size it chose. This module picks the pipeline and builds both
+streams with it:
 
-- `tf.data`: TensorFlow ops on CPU threads (tfdata/tf_pipeline.py, tfdata/images.py);
+- `device`: the dataset decoded once and held where the model trains, shuffled and
+  augmented there in one compiled step a batch (device/; on TensorFlow, tf.data with
+  the decoded images cached);
+- `tf.data`: TensorFlow ops on CPU threads (tfdata/pipeline.py, tfdata/images.py);
 - `grain`: no TensorFlow; decoding in CPU worker processes (host/grain_stream.py,
   host/images.py), with a checkpointable iterator (exact mid-epoch resume);
-- `gpu`: no TensorFlow; the host reads bytes and draws crops, nvImageCodec decodes
-  JPEGs on the GPU and one compiled step crops, resizes, flips and normalizes the
-  batch there (gpu_pipeline.py), also checkpointable.
+- `gpu`: no TensorFlow; planning processes read bytes and draw crops, the GPU's JPEG
+  engines decode and one compiled step crops, resizes, flips and normalizes the batch
+  there (gpu/), also checkpointable.
 
-`auto` means tf.data on TensorFlow; on JAX, gpu for JPEG files with the standard
-preset on GPUs where nvImageCodec and nvJPEG are installed, else grain (see `choose`
-for the measurement behind that). Every pipeline implements the same
-augmentation (augment.py holds its definition), so a run's figures do not depend
-on which one fed it.
+`auto` (`pick`): device when the decoded dataset fits DEVICE_MEMORY_SHARE of the free
+memory it would live in; else tf.data on TensorFlow; on JAX, gpu for JPEG files with
+the standard preset on GPUs where nvImageCodec and nvJPEG are installed, else grain
+(`choose`, with the measurement behind it). Every pipeline implements the same
+augmentation (augment.py holds its definition), so a run's figures do not depend on
+which one fed it.
 """
 
 from __future__ import annotations

@@ -129,15 +129,15 @@ def test_crop_windows_follow_tensorflows_distribution():
 def test_a_standard_window_is_resized_and_flipped_as_the_host_does():
     import jax.numpy as jnp
 
-    from preprocessing.device.ops import _resize_window
+    from preprocessing.augment import bilinear_window
     from preprocessing.host import images as host_images
 
     image = photo(37, 53, seed=4)
     flat = jnp.asarray(image.reshape(-1, 3))
     y, x, h, w = 5, 9, 21, 30
     for flip in (False, True):
-        got = np.asarray(_resize_window(jnp, flat, 0, 53, jnp.array([y, x, h, w]), 24,
-                                        jnp.bool_(flip)))
+        got = np.asarray(bilinear_window(jnp, flat, 53, jnp.array([y, x, h, w]), 24,
+                                         jnp.bool_(flip)))
         expected = host_images.resize(image[y:y + h, x:x + w], 24)
         if flip:
             expected = host_images.flip_left_right(expected)

@@ -49,7 +49,7 @@ IMAGENET = "imagenet2012"
 IMAGENET_TARS = ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar")
 TFRECORD = "tfrecord"
 TFDS_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"  # TFDS's shard file names
-# gpu_pipeline.GpuJpegStream reads its records by path (str(path), then open), and a
+# gpu.stream.GpuJpegStream reads its records by path (str(path), then open), and a
 # TFDS record is a callable. Until it calls callables, grain feeds TFDS datasets:
 # --input_pipeline=auto picks grain for them, and --input_pipeline=gpu is refused in
 # one line. Set True once GpuJpegStream reads `path() if callable(path)`.

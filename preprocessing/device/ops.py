@@ -99,35 +99,6 @@ def center_crop_windows(jnp, heights, widths):
     return jnp.stack([(heights - side + 1) // 2, (widths - side + 1) // 2, side, side], 1)
 
 
-def _axis(jnp, start, length, size: int):
-    """(lower, upper, lerp) of TF's half-pixel bilinear along one axis of a window."""
-    f32 = jnp.float32
-    where = (jnp.arange(size, dtype=f32) + f32(0.5)) * (length.astype(f32) / f32(size)) - f32(0.5)
-    floor = jnp.floor(where)
-    lerp = where - floor
-    floor = floor.astype(jnp.int32)
-    last = length - 1
-    return jnp.clip(floor, 0, last) + start, jnp.clip(floor + 1, 0, last) + start, lerp
-
-
-def _resize_window(jnp, flat, offset, width, window, size: int, flip):
-    """float32 [size, size, C]: the window (y, x, h, w) of one packed image resized."""
-    ylo, yhi, ly = _axis(jnp, window[0], window[2], size)
-    xlo, xhi, lx = _axis(jnp, window[1], window[3], size)
-    if flip is not None:  # mirroring the output = reading the columns right to left
-        xlo, xhi, lx = (jnp.where(flip, v[::-1], v) for v in (xlo, xhi, lx))
-
-    def take(rows, cols):
-        return flat[offset + rows[:, None] * width + cols[None, :]].astype(jnp.float32)
-
-    lx3, ly3 = lx[None, :, None], ly[:, None, None]
-    top_left, top_right = take(ylo, xlo), take(ylo, xhi)
-    bottom_left, bottom_right = take(yhi, xlo), take(yhi, xhi)
-    top = top_left + (top_right - top_left) * lx3
-    bottom = bottom_left + (bottom_right - bottom_left) * lx3
-    return jnp.clip(top + (bottom - top) * ly3, 0.0, 255.0)
-
-
 def _shift(jnp, lax, image, size: int, dy, dx):
     """augment.random_shift_offsets applied: pad by size/8 with zeros, cut at (dy, dx)."""
     pad = max(1, size // 8)
@@ -164,8 +135,9 @@ def make_augment(preset: str, size: int, train: bool, dtype: str, channels: int,
             rows = offset + jnp.arange(size)[:, None] * width + jnp.arange(size)[None, :]
             image = flat[rows].astype(jnp.float32)
         else:
-            image = _resize_window(jnp, flat, offset, width, window, size,
-                                   flip if preset == "standard" and train else None)
+            image = augment.bilinear_window(jnp, flat, width, window, size,
+                                            flip if preset == "standard" and train else None,
+                                            base=offset)
         if preset == "small" and train:
             image = _shift(jnp, jax.lax, image, size, shift[0], shift[1])
         return jnp.broadcast_to(image, (size, size, 3)) if channels == 1 else image
