@@ -156,6 +156,25 @@ def parse_flags(argv):
         sys.exit(_fail(line, EXIT_USER_ERROR))
 
 
+def _exit_now(code) -> None:
+    """Ends the process once its work is done: the bill ends with the summary, and the
+    frameworks' teardown after Python's exit handlers (2-5 s on a CPU, once 46 s on JAX)
+    would be billed by the cloud but by no figure. Exit handlers still run."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
     define_flags()
-    absl_app.run(main, flags_parser=parse_flags)
+    try:
+        absl_app.run(main, flags_parser=parse_flags)
+    except SystemExit as done:
+        code = done.code
+        if code is not None and not isinstance(code, int):  # sys.exit("message")
+            sys.stderr.write(f"{code}\n")
+            code = 1
+        _exit_now(code or 0)

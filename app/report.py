@@ -155,8 +155,19 @@ def _best_epoch(run: dict):
     return max(measured, key=lambda pair: pair[1])[0] if measured else None
 
 
-def build(runs: list[dict], targets) -> dict:
-    """The report's content: title, warning, rows per run, rankings and findings."""
+def targets_of(runs: list[dict]) -> list[float]:
+    """The target top-1 values the runs were given (--target_top1), all of them."""
+    return sorted({t["target_top1"] for run in runs
+                   for t in run["summary"].get("targets") or [] if "target_top1" in t})
+
+
+def build(runs: list[dict], targets=None) -> dict:
+    """The report's content: title, warning, rows per run, rankings and findings.
+
+    Args:
+        targets: top-1 values to rank the runs to; None = the runs' own (targets_of).
+    """
+    targets = targets_of(runs) if targets is None else list(targets)
     rows = []
     for run, label in zip(runs, labels_of(runs)):
         s = run["summary"]
@@ -168,6 +179,8 @@ def build(runs: list[dict], targets) -> dict:
             "versions": s.get("versions") or {}, "backend": s.get("backend"),
             "precision": s.get("precision"), "accelerator": s.get("accelerator"),
             "device_kind": s.get("device_kind"), "num_processes": s.get("num_processes"),
+            "input_pipeline": s.get("input_pipeline"), "preprocessing": s.get("preprocessing"),
+            "validation_examples": s.get("validation_examples"),
             "num_replicas": s.get("num_replicas"), "machine": s.get("machine"),
             "pricing": s.get("pricing"), "price_per_hour_usd": price, **speed,
             "images_per_sec_per_device": rate / s["num_replicas"] if rate and s.get(
@@ -250,7 +263,7 @@ def charts(runs: list[dict], content: dict, out: str) -> dict:
 
 def write(runs: list[dict], targets, out: str) -> dict:
     """Writes report.html, report.md, report.json and the charts to `out`; returns the
-    content."""
+    content. `targets`: as `build`'s (None = the runs' own)."""
     os.makedirs(out, exist_ok=True)
     content = build(runs, targets)
     made = charts(runs, content, out)
@@ -278,8 +291,7 @@ def main(argv=None) -> int:
             if not all(0 < t <= 1 for t in targets):
                 raise ValueError(f"--targets={args.targets!r}: accepted: numbers in (0, 1]")
         else:
-            targets = sorted({t["top1"] for run in runs
-                              for t in run["summary"].get("targets") or []})
+            targets = None  # the runs' own
         if os.path.exists(args.out) and not os.path.isdir(args.out):
             raise ValueError(f"--out={args.out} is a file; accepted: a folder")
     except (ValueError, OSError) as error:

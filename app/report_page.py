@@ -6,7 +6,10 @@ from __future__ import annotations
 import base64
 import datetime
 import html
+import math
 import os
+
+from app.run.summary import percent
 
 MISSING = "—"
 BACKENDS = {"tensorflow": "TensorFlow", "jax": "JAX", "python": "Python", "keras": "Keras"}
@@ -47,10 +50,36 @@ def _rate(row) -> str:
     return _fmt(row["images_per_sec"]) + ("" if error is None else f" ± {error:,.1f}")
 
 
+# One run per setting measures that run, not the setting: the ± of a rate is the
+# spread of its own step times, and a second run on a loaded or shared machine can
+# differ by far more (a pair on a busy 2-core CPU: 2.01x under load, 1.16x quiet).
+SINGLE_RUNS = ("Each figure is one run: its ± is the spread of that run's step times, "
+               "not of runs, and runs of one setting can differ by more than that on a "
+               "loaded or shared machine; repeat them before trusting a ratio.")
+
+
+def accuracy_gap(first: dict, second: dict) -> str:
+    """What a gap in top-1 between two rows is in images, and whether it is within
+    binomial noise (two standard errors of the difference of two proportions); ""
+    where the validation sizes are not known."""
+    n1, n2 = first.get("validation_examples"), second.get("validation_examples")
+    if not n1 or not n2:
+        return ""
+    p1, p2 = first["best_val_top1"], second["best_val_top1"]
+    noise = 2 * math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
+    images = round((p1 - p2) * n1) if n1 == n2 else None
+    apart = (f"{images} of {n1:,} images apart" if images is not None
+             else f"{p1 - p2:.2%} apart")
+    if p1 - p2 <= noise:
+        return (f" ({apart}: within binomial noise, two standard errors being "
+                f"{noise:.2%}, so this order could go either way)")
+    return f" ({apart}: beyond two standard errors of binomial noise, {noise:.2%})"
+
+
 # ---------------------------------------------------------------------- findings
 def findings(content: dict) -> list[str]:
     """The rankings in words: fastest, cheapest per image, cheapest and quickest to
-    each target, each with its figures."""
+    each target, each with its figures, and how far noise can explain them."""
     rows = {r["label"]: r for r in content["rows"]}
     ranks = content["rankings"]
     out = []
@@ -60,7 +89,7 @@ def findings(content: dict) -> list[str]:
         out.append(f"Fastest: {top['label']} at {top['images_per_sec']:,.0f} images/sec, "
                    + ", ".join(f"{top['images_per_sec'] / rows[o]['images_per_sec']:.2f}x as "
                                f"fast as {o} ({rows[o]['images_per_sec']:,.0f})"
-                               for o in order[1:]) + ".")
+                               for o in order[1:]) + ". " + SINGLE_RUNS)
     order = ranks["usd_per_million_images"]
     if len(order) > 1:
         top = rows[order[0]]
@@ -72,10 +101,11 @@ def findings(content: dict) -> list[str]:
     accurate = sorted((r for r in rows.values() if r["best_val_top1"] is not None),
                       key=lambda r: -r["best_val_top1"])
     if len(accurate) > 1:
-        out.append(f"Most accurate: {accurate[0]['label']}, {accurate[0]['best_val_top1']:.2%} "
-                   f"top-1 (epoch {accurate[0]['best_epoch']}); "
+        best = accurate[0]
+        out.append(f"Most accurate: {best['label']}, {best['best_val_top1']:.2%} "
+                   f"top-1 (epoch {best['best_epoch']}); "
                    + "; ".join(f"{r['label']} {r['best_val_top1']:.2%} (epoch {r['best_epoch']})"
-                               for r in accurate[1:]) + ".")
+                               + accuracy_gap(best, r) for r in accurate[1:]) + ".")
     for index, target in enumerate(content["targets"]):
         out.append(_target_finding(rows, ranks, index, target))
     return out or ["One run: the tables below give its figures."]
@@ -109,6 +139,14 @@ def _versions(row) -> str:
         or MISSING
 
 
+def _input(row) -> str:
+    """The input pipeline and its augmentation, e.g. "tf.data (small)"."""
+    if not row.get("input_pipeline"):
+        return MISSING
+    preset = row.get("preprocessing")
+    return row["input_pipeline"] + (f" ({preset})" if preset and preset != "none" else "")
+
+
 def _target_cell(t) -> str:
     if t["reached"] is None:
         return "no accuracy measured"
@@ -120,17 +158,19 @@ def _target_cell(t) -> str:
 def tables(content: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
     """(id, title, header, rows) of each table."""
     rows, targets = content["rows"], content["targets"]
-    runs = ("runs", "What ran", ["run", "model", "dataset", "image size", "devices", "backend",
-                                 "precision", "global batch", "date", "versions"],
+    runs = ("runs", "What ran", ["run", "model", "dataset", "image size", "input pipeline",
+                                 "devices", "backend", "precision", "global batch", "date",
+                                 "versions"],
             [[r["label"], r["model"] or MISSING, r["dataset"] or MISSING,
-              _fmt(r["image_size"], "d", " px"),
+              _fmt(r["image_size"], "d", " px"), _input(r),
               f"{_fmt(r['num_replicas'], 'd')} x {r['device_kind'] or MISSING}",
               BACKENDS.get(r["backend"], r["backend"] or MISSING), r["precision"] or MISSING,
               _fmt(r["global_batch_size"], "d"), r["date"], _versions(r)] for r in rows])
     speed = ("speed", "Speed", ["run", "images/sec ± s.e.", "speedup", "per device", "MFU",
                                 "sweep"],
              [[r["label"], _rate(r), _fmt(r["speedup"], ".2f", "x"),
-               _fmt(r["images_per_sec_per_device"]), _fmt(r["mfu"], ".1%"),
+               _fmt(r["images_per_sec_per_device"]),
+               MISSING if r["mfu"] is None else percent(r["mfu"]),
                "yes" if r["has_sweep"] else "no sweep"] for r in rows])
     # usd_per_million_images: price / steady-state images/sec (callbacks/figures/money.py), not
     # the run's bill over its images (billed_usd_per_million_images, in metrics.jsonl).

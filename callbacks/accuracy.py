@@ -28,7 +28,8 @@ class TopOneTargets(keras.callbacks.Callback):
     callback put it there, and, when targets were given, `targets_reached` (a count;
     without targets it would be a flat 0 everywhere). Public attributes: `history`
     (one dict per epoch: epoch, top1, top5, hours, cost_usd), `best_top1`, and
-    `targets()` (a list of dicts: top1, reached, epoch, hours, cost_usd, interpolated).
+    `targets()` (a list of dicts: target_top1, reached, epoch, hours, cost_usd,
+    interpolated).
 
     Args:
         targets: top-1 values in (0, 1] to watch for.

@@ -16,6 +16,7 @@ from callbacks.figures.money import (
     billed_seconds,
     billed_usd_per_million_images,
     cost_usd,
+    projected_cost_usd,
 )
 
 
@@ -56,6 +57,7 @@ class CloudCost(keras.callbacks.Callback):
         self.global_batch_size = global_batch_size
         self.total_epochs = total_epochs
         self.cost_usd = None
+        self.usd_per_epoch = None
         self.projected_cost_usd = None
         self._epoch_start_cost = None
 
@@ -78,8 +80,9 @@ class CloudCost(keras.callbacks.Callback):
         self.images += steps * self.global_batch_size
         billed = self.billed_seconds()
         self.cost_usd = cost_usd(billed, self.price_per_hour_usd)
-        epoch_cost = self.cost_usd - (self._epoch_start_cost or 0.0)
-        self.projected_cost_usd = self.cost_usd + epoch_cost * (self.total_epochs - epoch - 1)
+        epoch_cost = self.usd_per_epoch = self.cost_usd - (self._epoch_start_cost or 0.0)
+        self.projected_cost_usd = projected_cost_usd(self.cost_usd, epoch_cost,
+                                                     self.total_epochs - epoch - 1)
         if logs is None:
             return
         logs["cost_usd"] = self.cost_usd

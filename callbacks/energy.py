@@ -85,11 +85,12 @@ def nvml_power_reader(device_indices=None):
 class EnergyMeter(keras.callbacks.Callback):
     """Energy of the steady-state steps, by epoch and for the run.
 
-    Publishes into epoch `logs`: `power_watts`, `joules_per_image` and
-    `kwh_per_epoch` (a full epoch's images at that energy per image), this epoch's
-    window. Public attributes, over every window of the run: `power_watts`,
-    `joules_per_image`, `kwh_per_epoch`; `method`; `windows` (one dict per epoch:
-    epoch, start_unix, end_unix, joules, images), for checking against another meter.
+    Publishes into epoch `logs`, this epoch's window: `epoch_power_watts`,
+    `epoch_joules_per_image` and `epoch_kwh` (a full epoch's images at that energy
+    per image). Public attributes, over every window of the run (earlier attempts
+    included): `power_watts`, `joules_per_image`, `kwh_per_epoch`; `method`;
+    `windows` (one dict per epoch: epoch, start_unix, end_unix, joules, images), for
+    checking against another meter; `state()` for a checkpoint.
 
     Args:
         read_energy: fn() -> joules used so far by the devices metered (a counter),
@@ -102,13 +103,14 @@ class EnergyMeter(keras.callbacks.Callback):
         warmup_steps: steps of the first epoch left out; 0 = automatic (as the
             throughput callback).
         images_per_epoch: training images of a full epoch, for kWh per epoch.
+        carried: `state()` of the checkpoint a resumed attempt starts from, or None.
     """
 
     async_safe = True
 
     def __init__(self, read_energy=None, read_power=None, images_per_step: int = 1,
                  interval_seconds: float = 0.2, warmup_steps: int = 0,
-                 images_per_epoch: int = 0):
+                 images_per_epoch: int = 0, carried: dict | None = None):
         super().__init__()
         if read_energy is None and read_power is None:
             raise ValueError("read_energy or read_power must be a callable, received None")
@@ -123,8 +125,12 @@ class EnergyMeter(keras.callbacks.Callback):
         self.warmup_steps = warmup_steps
         self.images_per_epoch = images_per_epoch
         self.power_watts = self.joules_per_image = self.kwh_per_epoch = None
-        self.windows = []
-        self._totals = [0.0, 0.0, 0]  # joules, seconds, images
+        carried = carried or {}
+        self.windows = list(carried.get("windows", []))
+        self._totals = list(carried.get("totals", [0.0, 0.0, 0]))  # joules, seconds, images
+        if self._totals[2]:
+            self.power_watts, self.joules_per_image, self.kwh_per_epoch = self._figures(
+                *self._totals)
         self._marks, self._samples = [], []
         self._stop = threading.Event()
         self._thread = None
@@ -199,10 +205,14 @@ class EnergyMeter(keras.callbacks.Callback):
         self.power_watts, self.joules_per_image, self.kwh_per_epoch = self._figures(
             *self._totals)
         if logs is not None:
-            for key, value in zip(("power_watts", "joules_per_image", "kwh_per_epoch"),
+            for key, value in zip(("epoch_power_watts", "epoch_joules_per_image", "epoch_kwh"),
                                   self._figures(joules, seconds, images)):
                 if value is not None:
                     logs[key] = value
+
+    def state(self) -> dict:
+        """The run's energy up to the last epoch's end, as JSON (for a checkpoint)."""
+        return {"totals": list(self._totals), "windows": list(self.windows)}
 
     def _figures(self, joules, seconds, images):
         per_image = joules / images

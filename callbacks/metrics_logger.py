@@ -8,9 +8,9 @@ after them, writes what it finds:
   step = epoch, and every `log_every_steps` training steps the live figures
   (throughput, cost, loss) as `batch_*` tags at step = global training step;
   each tag with its description and unit;
-- once, the HParams plugin's record of the run's settings, in the run folder
-  itself, set against the figures the run actually logs (no empty MFU column on
-  a CPU without a peak).
+- at the start of a new run, the HParams plugin's record of the run's settings, in
+  the run folder itself (callbacks/records/hparams.py; the run's figures are added
+  to it when the run ends, from summary.json).
 
 Only process 0 should get this callback. Files are opened in `on_train_begin`
 and closed in `on_train_end`; each line and event is flushed as written, so a
@@ -29,32 +29,16 @@ import keras
 
 from callbacks.figures.steps import global_step, steps_before
 from callbacks.records import events, faults
-from callbacks.records.dashboard import (
-    HPARAM_FIGURES,
-    SETTINGS,
-    TRAIN,
-    VALIDATION,
-    figure_of,
-)
+from callbacks.records import hparams as hparams_record
+from callbacks.records.dashboard import TRAIN, VALIDATION, figure_of
 from callbacks.records.metrics_file import METRICS_FILE, truncate_metrics
 from callbacks.stops import StorageError
 
-BATCH_KEYS = ("images_per_sec", "cost_usd", "loss")
+BATCH_KEYS = ("running_images_per_sec", "cost_usd", "loss")
 
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def hparam_value(value):
-    """A setting as the HParams dashboard should print it.
-
-    TensorBoard prints every number with 5 significant digits (a batch of 64 reads
-    "64.000"), so whole numbers go as text.
-    """
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return value
 
 
 def rewind(logdir: str, epoch: int, step: int) -> None:
@@ -74,22 +58,27 @@ class MetricsLogger(keras.callbacks.Callback):
         log_every_steps: interval of the step-level series.
         hparams: settings to record for TensorBoard's HParams dashboard (a flat
             dict of str/int/float/bool; None values are left out), or None to
-            write none.
+            write none (a resumed run has its record).
         steps_per_epoch: training steps of a full epoch (0 = the fit's own).
         resume_step: global steps done before this attempt's first step.
+        descriptions: {log key: card description} replacing the vocabulary's
+            (callbacks/records/dashboard.py), e.g. how energy was measured.
+        started_at: `time.time()` when the run started (the HParams session's start).
     """
 
     async_safe = True
 
     def __init__(self, logdir: str, log_every_steps: int = 50, hparams: dict | None = None,
-                 steps_per_epoch: int = 0, resume_step: int = 0):
+                 steps_per_epoch: int = 0, resume_step: int = 0,
+                 descriptions: dict | None = None, started_at: float | None = None):
         super().__init__()
         if log_every_steps < 1:
             raise ValueError(f"log_every_steps must be >= 1, received {log_every_steps}")
         self.logdir = logdir
         self.log_every_steps = log_every_steps
-        self.hparams = {k: hparam_value(v) for k, v in (hparams or {}).items()
-                        if v is not None}
+        self.hparams = dict(hparams or {})
+        self.descriptions = dict(descriptions or {})
+        self.started_at = started_at
         self.steps_per_epoch = steps_per_epoch
         self.resume_step = resume_step
         self.path = os.path.join(logdir, METRICS_FILE)
@@ -99,8 +88,7 @@ class MetricsLogger(keras.callbacks.Callback):
         self._epoch_start = 0  # global steps done before this epoch's first batch
         self._steps_per_call = 1  # steps per batch hook (steps_per_execution)
         self._file = None
-        self._writers = {}  # run name ("" = the run folder) -> EventWriter, opened on use
-        self._experiment_pending = False
+        self._writers = {}  # run name -> EventWriter, opened on use
 
     def _writer(self, run: str) -> events.EventWriter:
         if run not in self._writers:
@@ -119,26 +107,7 @@ class MetricsLogger(keras.callbacks.Callback):
         os.makedirs(self.logdir, exist_ok=True)
         self._file = open(self.path, "a")
         if self.hparams:
-            from tensorboard.plugins.hparams import summary_v2 as hp
-
-            self._writer("").summary(hp.hparams_pb(self.hparams, trial_id=os.path.basename(
-                os.path.normpath(self.logdir))))
-            self._experiment_pending = True
-
-    def _write_experiment(self, record: dict):
-        """The HParams dashboard's columns: the settings, and the figures this run has."""
-        from tensorboard.plugins.hparams import summary_v2 as hp
-
-        metrics = []
-        for key, label in HPARAM_FIGURES.items():
-            if key in record:
-                figure = figure_of(key)
-                metrics.append(hp.Metric(figure.tag("epoch"), group=figure.run,
-                                         display_name=label, description=figure.text))
-        settings = [hp.HParam(name, description=SETTINGS.get(name, ""))
-                    for name in sorted(self.hparams)]
-        self._writer("").summary(hp.hparams_config_pb(hparams=settings, metrics=metrics))
-        self._experiment_pending = False
+            hparams_record.write_record(self.logdir, self.hparams, started_at=self.started_at)
 
     def _epoch_steps(self) -> int:
         return self.steps_per_epoch or (self.params or {}).get("steps") or 0
@@ -172,7 +141,7 @@ class MetricsLogger(keras.callbacks.Callback):
     def _scalar(self, key: str, prefix: str, value: float, step: int, wall_time=None):
         figure = figure_of(key)
         self._writer(figure.run).scalar(figure.tag(prefix), value, step, wall_time=wall_time,
-                                        description=figure.text)
+                                        description=self.descriptions.get(key, figure.text))
 
     def on_epoch_end(self, epoch, logs=None):
         record = {"epoch": epoch + 1, "time": time.time()}
@@ -188,8 +157,6 @@ class MetricsLogger(keras.callbacks.Callback):
             for key, value in record.items():
                 if key not in ("epoch", "time"):
                     self._scalar(key, "epoch", value, epoch + 1, wall_time=record["time"])
-            if self._experiment_pending:
-                self._write_experiment(record)
 
     def on_train_end(self, logs=None):
         with self._lock:

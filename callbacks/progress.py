@@ -2,7 +2,9 @@
 
 Keras's own progress bar prints every key of `logs`: about twenty figures here, a
 900-character line per epoch. This one prints loss, top-1, images/sec and dollars:
-a bar redrawn in place on a terminal (verbose 1) or one line per epoch (verbose 2).
+a bar redrawn in place on a terminal (verbose 1) or one line per epoch (verbose 2),
+each naming the epoch of the run (a resumed run's short first `fit` included) and
+what is left: of the epoch (the bar) and of the run, estimated from the pace so far.
 Every figure still reaches metrics.jsonl and TensorBoard, whose sink reads `logs`.
 
 It is a `ProgbarLogger` so that `fit` uses it instead of adding Keras's own, and
@@ -25,14 +27,23 @@ def _money(value: float) -> str:
     return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
 
 
+def duration(seconds: float) -> str:
+    """A short duration: "42 s", "12 min", "3.4 h"."""
+    if seconds < 100:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 6000 else f"{seconds / 3600:.1f} h"
+
+
 def figures(logs: dict) -> str:
-    """The watched figures of `logs`, e.g. "loss 0.4123 - top-1 0.8750 - 1,670 images/sec"."""
+    """The watched figures of `logs`, e.g. "loss 0.4123 - top-1 0.8750 - 1,670 images/sec":
+    the epoch's steady-state rate at its end, the running rate during it."""
     shown = []
     for key, label in (("loss", "loss"), ("top1", "top-1"), ("val_top1", "val top-1")):
         if logs.get(key) is not None:
             shown.append(f"{label} {float(logs[key]):.4f}")
-    if logs.get("images_per_sec") is not None:
-        shown.append(f"{float(logs['images_per_sec']):,.0f} images/sec")
+    rate = logs.get("epoch_images_per_sec", logs.get("running_images_per_sec"))
+    if rate is not None:
+        shown.append(f"{float(rate):,.0f} images/sec")
     if logs.get("cost_usd") is not None:
         shown.append(_money(float(logs["cost_usd"])))
     return " - ".join(shown)
@@ -43,14 +54,22 @@ class Progress(keras.callbacks.ProgbarLogger):
 
     Args:
         stream: where to print (default sys.stdout).
+        total_epochs: epochs of the whole run (default: the fit's own), so that a
+            resumed run's short first fit still says "epoch 4/6".
+        steps_per_epoch: steps of a full epoch (default: the fit's own), for the
+            time left in the run.
     """
 
     async_safe = True  # O(1) work and a print, like Keras's own bar
 
-    def __init__(self, stream=None):
+    def __init__(self, stream=None, total_epochs: int | None = None,
+                 steps_per_epoch: int | None = None):
         super().__init__()
         self.stream = stream
+        self.total_epochs = total_epochs
+        self.steps_per_epoch = steps_per_epoch
         self._epoch = 0
+        self._epoch_seconds = None  # a full epoch's seconds, from the last one finished
         self._began = self._drawn_at = 0.0
         self._width = 0  # of the bar drawn last, to clear it
         self._done = 0  # steps of this epoch done, as far as the hooks have told
@@ -79,23 +98,54 @@ class Progress(keras.callbacks.ProgbarLogger):
             self._drawn_at = now
             self._draw(self._done, now, logs)
 
+    def _name(self, epoch: int) -> str:
+        return f"epoch {epoch + 1}/{self.total_epochs or self.epochs}"
+
+    def _full_epoch_steps(self) -> int | None:
+        return self.steps_per_epoch or self.target
+
+    def _after_this_epoch(self, epoch: int, pace: float | None) -> float | None:
+        """Seconds the epochs after `epoch` will take: a full epoch's seconds as the
+        last one took, else at `pace` (seconds per step of this one)."""
+        left = (self.total_epochs or self.epochs or 0) - epoch - 1
+        per_epoch = self._epoch_seconds
+        if per_epoch is None and pace is not None and self._full_epoch_steps():
+            per_epoch = pace * self._full_epoch_steps()
+        return None if per_epoch is None else max(left, 0) * per_epoch
+
     def _draw(self, done: int, now: float, logs):
+        elapsed = now - self._began
         if self.target:
             filled = BAR_WIDTH * min(done, self.target) // self.target
             bar = f"{done}/{self.target} [{'=' * filled}{'.' * (BAR_WIDTH - filled)}]"
         else:
             bar = f"{done} steps"
-        self._redraw(f"{bar} {now - self._began:.0f} s - {figures(logs or {})}")
+        text = f"{self._name(self._epoch)} step {bar} {duration(elapsed)}"
+        pace = elapsed / done if done else None
+        if pace is not None and self.target:
+            epoch_left = pace * max(self.target - done, 0)
+            text += f", ETA {duration(epoch_left)}"
+            rest = self._after_this_epoch(self._epoch, pace)
+            if rest:
+                text += f" (run {duration(epoch_left + rest)})"
+        self._redraw(f"{text} - {figures(logs or {})}")
 
     def _redraw(self, line: str):
         self._write("\r" + line.ljust(self._width))
         self._width = len(line)
 
     def on_epoch_end(self, epoch, logs=None):
+        seconds = time.time() - self._began
+        with self._lock:
+            if self._done and self._full_epoch_steps():  # this epoch's pace, a full epoch
+                self._epoch_seconds = seconds / self._done * self._full_epoch_steps()
         if not self.verbose:
             return
-        line = (f"epoch {epoch + 1}/{self.epochs} - {time.time() - self._began:.0f} s - "
-                f"{figures(logs or {})}")
+        line = f"{self._name(epoch)} - {duration(seconds)}"
+        rest = self._after_this_epoch(epoch, None)
+        if rest:
+            line += f" - run ETA {duration(rest)}"
+        line += f" - {figures(logs or {})}"
         if self.verbose == 1:
             self._redraw(line)
             self._write("\n")

@@ -14,11 +14,13 @@ import threading
 
 class Preempted(Exception):
     """Training stopped after SIGTERM or SIGINT; a checkpoint was saved first if
-    there was a step to save."""
+    there was a step to save. `kept` replaces the line's part about the checkpoint
+    where something else was kept (a sweep's finished points)."""
 
-    def __init__(self, step: int | None, path: str | None, signal_name: str = "SIGTERM"):
+    def __init__(self, step: int | None, path: str | None, signal_name: str = "SIGTERM",
+                 kept: str | None = None):
         where = f"at step {step}" if step else "before training started"
-        saved = f"checkpoint {path}" if path else "no checkpoint yet"
+        saved = kept or (f"checkpoint {path}" if path else "no checkpoint yet")
         super().__init__(f"preempted ({signal_name}) {where}; {saved}")
         self.step, self.path, self.signal_name = step, path, signal_name
 

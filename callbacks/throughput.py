@@ -1,5 +1,5 @@
 """Throughput: steady-state training images/second, step-time spread, the wall-clock
-rate, eval speed.
+rate, eval speed; each epoch's, and the run's over every attempt.
 
 How it is timed, and why it is honest:
 - Keras calls `on_train_batch_end` once per execution (every `steps_per_execution`
@@ -10,13 +10,20 @@ How it is timed, and why it is honest:
 - On JAX, Keras runs batch hooks in worker threads when every callback is
   `async_safe`; this one is (O(1) work under a lock), so training keeps
   dispatching ahead and nothing here forces an extra host-device sync.
-- Steady state (`images_per_sec`, `step_time_ms`): the marks of callbacks/figures/window.py's
-  window, which leaves out compile and warm-up, and ends at each epoch's last step.
-  Both figures always cover the same window: an epoch's in its logs, the whole
-  run's in the public attributes (and summary.json).
-- Wall clock (`images_per_sec_wall`): every image trained from the first window's
-  start over the wall-clock seconds since then, evaluation, checkpoints and
-  summaries included; what a user waits for, so time-to-train reads from it.
+- Steady state: the marks of callbacks/figures/window.py's window, which leaves out
+  compile and warm-up, and ends at each epoch's last step. The rate and the step
+  time always cover the same window: an epoch's (`epoch_*` in its logs), or the
+  run's (the public attributes, and summary.json): every epoch's window of every
+  attempt, added up as steps and seconds, so that an epoch of many steps weighs
+  more than a short one.
+- Wall clock (`images_per_sec_wall`): every image trained from each attempt's
+  first window start over the wall-clock seconds since then, evaluation,
+  checkpoints and summaries included; what a user waits for, so time-to-train
+  reads from it.
+- A resumed attempt continues the run's sums from the checkpoint it resumed from
+  (`state()` is saved with each checkpoint, `carried` gives it back): the epochs
+  the checkpoint holds are those metrics.jsonl keeps, so the run's figures and
+  the per-epoch lines cover the same epochs.
 """
 
 from __future__ import annotations
@@ -27,22 +34,30 @@ import time
 import keras
 
 from callbacks.figures.window import (
+    add_sums,
+    gap_sums,
+    spread_of,
     steady_state_begins,
     steady_window,
-    step_time_spread,
 )
+
+EMPTY_STATE = {"steady": {}, "wall_images": 0, "wall_seconds": 0.0, "eval_images": 0,
+               "eval_seconds": 0.0}
 
 
 class Throughput(keras.callbacks.Callback):
     """Measures steady-state and wall-clock training images per second, and eval speed.
 
-    Publishes into epoch `logs`: `images_per_sec` (this epoch, steady state),
-    `images_per_sec_per_device`, `step_time_ms`, `step_time_stderr_ms`,
-    `step_time_jitter` (standard deviation / mean), `images_per_sec_wall` (the run
-    so far, up to this epoch's end), `eval_images_per_sec`; into batch logs a
-    running `images_per_sec` for the progress bar. Public attributes for the whole
-    run: `images_per_sec`, `images_per_sec_wall`, `step_time()` (the step-time
-    figures of the same window as `images_per_sec`), `epoch_images_per_sec`.
+    Publishes into epoch `logs`, this epoch's: `epoch_images_per_sec` (steady
+    state), `epoch_images_per_sec_per_device`, `epoch_step_time_ms`,
+    `epoch_step_time_stderr_ms`, `epoch_step_time_jitter` (standard deviation /
+    mean), `epoch_timed_steps` (the steps its window timed), `epoch_eval_images_per_sec`
+    (its evaluation pass); and the run's so far, `images_per_sec_wall`. Into batch
+    logs, `running_images_per_sec`: this epoch's steady-state rate up to that step
+    (for the progress bar). Public attributes, the run's (earlier attempts
+    included): `images_per_sec`, `images_per_sec_wall`, `eval_images_per_sec`,
+    `step_time()` (the step-time figures of the window of `images_per_sec`);
+    `epoch_images_per_sec`: this attempt's epochs' rates; `state()` for a checkpoint.
 
     Args:
         global_batch_size: images per training step over all replicas.
@@ -50,12 +65,14 @@ class Throughput(keras.callbacks.Callback):
         warmup_steps: steps of the first epoch not counted; 0 = automatic
             (callbacks/figures/window.py).
         validation_images: images in one validation pass (for eval speed).
+        carried: `state()` of the checkpoint a resumed attempt starts from, or None.
     """
 
     async_safe = True
 
     def __init__(self, global_batch_size: int, num_devices: int = 1,
-                 warmup_steps: int = 0, validation_images: int = 0):
+                 warmup_steps: int = 0, validation_images: int = 0,
+                 carried: dict | None = None):
         super().__init__()
         if global_batch_size < 1:
             raise ValueError(f"global_batch_size must be >= 1, received {global_batch_size}")
@@ -67,15 +84,45 @@ class Throughput(keras.callbacks.Callback):
         self.num_devices = num_devices
         self.warmup_steps = warmup_steps
         self.validation_images = validation_images
-        self.images_per_sec = self.images_per_sec_wall = self.eval_images_per_sec = None
+        carried = {**EMPTY_STATE, **(carried or {})}
+        self._steady = dict(carried["steady"])  # gap_sums of every window of the run
+        self._wall = [carried["wall_images"], carried["wall_seconds"]]  # earlier fits
+        self._eval = [carried["eval_images"], carried["eval_seconds"]]
+        self._wall_at_epoch_end = tuple(self._wall)  # what a checkpoint keeps
         self.epoch_images_per_sec = []
-        self._gaps = []  # (steps, seconds) between marks of every window of the run
         self._lock = threading.Lock()
         self._first_epoch = True
         self._steps_per_call = 1
-        self._wall = [0, 0.0]  # images and seconds of earlier fits (a resumed run)
         self._wall_start = None  # time the first window of this fit started
         self._wall_images = 0  # images trained in this fit since then
+        self._epoch_eval_rate = None
+        self.images_per_sec_wall = self._wall_rate(time.perf_counter())
+
+    # ------------------------------------------------------------- the run's
+    @property
+    def images_per_sec(self) -> float | None:
+        """The run's steady-state rate: every window's images over its seconds."""
+        seconds = self._steady.get("seconds", 0.0)
+        return (self._steady["steps"] * self.global_batch_size / seconds
+                if seconds > 0 else None)
+
+    @property
+    def eval_images_per_sec(self) -> float | None:
+        """Every evaluation pass's images over their seconds."""
+        images, seconds = self._eval
+        return images / seconds if seconds > 0 and images else None
+
+    def step_time(self) -> dict:
+        """step_time_ms, step_time_stderr_ms, step_time_jitter over the run's windows
+        (the window of `images_per_sec`); {} before any was timed."""
+        return spread_of(self._steady)
+
+    def state(self) -> dict:
+        """The run's sums up to the last epoch's end, as JSON (for a checkpoint)."""
+        with self._lock:
+            return {"steady": dict(self._steady), "wall_images": self._wall_at_epoch_end[0],
+                    "wall_seconds": self._wall_at_epoch_end[1], "eval_images": self._eval[0],
+                    "eval_seconds": self._eval[1]}
 
     # ------------------------------------------------------------------ train
     def on_train_begin(self, logs=None):
@@ -89,6 +136,7 @@ class Throughput(keras.callbacks.Callback):
         with self._lock:
             self._marks = []
             self._start = None  # the first mark that may start the window, as it arrived
+            self._epoch_eval_rate = None
 
     def _rule(self):
         return ((self.params or {}).get("steps"), self._steps_per_call, self._first_epoch,
@@ -104,7 +152,7 @@ class Throughput(keras.callbacks.Callback):
                 return
             start_batch, start_time = self._start
             if logs is not None and now > start_time and batch > start_batch:
-                logs["images_per_sec"] = (
+                logs["running_images_per_sec"] = (
                     (batch - start_batch) * self.global_batch_size / (now - start_time))
 
     def on_epoch_end(self, epoch, logs=None):
@@ -113,25 +161,27 @@ class Throughput(keras.callbacks.Callback):
             window = steady_window(self._marks, *self._rule())
             last_step = max((m[0] for m in self._marks), default=-1)
             self._first_epoch = False
-        if logs is not None and self.eval_images_per_sec is not None:
-            logs["eval_images_per_sec"] = self.eval_images_per_sec
-        self._count_wall(window, last_step, now)
-        if self.images_per_sec_wall is not None and logs is not None:
-            logs["images_per_sec_wall"] = self.images_per_sec_wall
+        logs = logs if logs is not None else {}
+        if self._epoch_eval_rate is not None:
+            logs["epoch_eval_images_per_sec"] = self._epoch_eval_rate
         # Consecutive gaps telescope: their seconds add up to the window's exactly.
         gaps = [(b1 - b0, t1 - t0) for (b0, t0), (b1, t1) in zip(window, window[1:])
                 if b1 > b0]
-        if not gaps or sum(s for _, s in gaps) <= 0:
+        sums = gap_sums(gaps)
+        with self._lock:
+            self._count_wall(window, last_step, now)
+            if sums["seconds"] > 0:
+                self._steady = add_sums(self._steady, sums)
+        if self.images_per_sec_wall is not None:
+            logs["images_per_sec_wall"] = self.images_per_sec_wall
+        if sums["seconds"] <= 0:
             return
-        self._gaps += gaps
-        epoch_rate = sum(n for n, _ in gaps) * self.global_batch_size / sum(s for _, s in gaps)
-        self.images_per_sec = (sum(n for n, _ in self._gaps) * self.global_batch_size
-                               / sum(s for _, s in self._gaps))
+        epoch_rate = sums["steps"] * self.global_batch_size / sums["seconds"]
         self.epoch_images_per_sec.append(epoch_rate)
-        if logs is not None:
-            logs["images_per_sec"] = epoch_rate
-            logs["images_per_sec_per_device"] = epoch_rate / self.num_devices
-            logs.update(step_time_spread(gaps))
+        logs["epoch_images_per_sec"] = epoch_rate
+        logs["epoch_images_per_sec_per_device"] = epoch_rate / self.num_devices
+        logs["epoch_timed_steps"] = sums["steps"]
+        logs.update({"epoch_" + k: v for k, v in spread_of(sums).items()})
 
     def _count_wall(self, window, last_step, now) -> None:
         """Images since this fit's wall clock started (at its first window's start):
@@ -143,17 +193,14 @@ class Throughput(keras.callbacks.Callback):
             self._wall_images += (last_step - window[0][0]) * self.global_batch_size
         else:
             self._wall_images += (last_step + 1) * self.global_batch_size
+        self._wall_at_epoch_end = (self._wall[0] + self._wall_images,
+                                   self._wall[1] + now - self._wall_start)
         self.images_per_sec_wall = self._wall_rate(now)
 
     def _wall_rate(self, now: float) -> float | None:
         seconds = self._wall[1] + (now - self._wall_start if self._wall_start else 0.0)
         images = self._wall[0] + self._wall_images
         return images / seconds if seconds > 0 and images else None
-
-    def step_time(self) -> dict:
-        """step_time_ms, step_time_stderr_ms, step_time_jitter over the run's windows
-        (the window of `images_per_sec`); {} before any was timed."""
-        return step_time_spread(self._gaps)
 
     # ------------------------------------------------------------------- eval
     def on_test_begin(self, logs=None):
@@ -169,19 +216,20 @@ class Throughput(keras.callbacks.Callback):
             break
         seconds = time.perf_counter() - getattr(self, "_test_start", time.perf_counter())
         if self.validation_images and seconds > 0:
-            self.eval_images_per_sec = self.validation_images / seconds
+            self._epoch_eval_rate = self.validation_images / seconds
+            with self._lock:
+                self._eval = [self._eval[0] + self.validation_images, self._eval[1] + seconds]
 
     def on_train_end(self, logs=None):
         # The last epoch's end work (checkpoint, summaries) is done: close this fit's
         # wall clock, so that a later fit (a resumed run) adds to it.
         if self._wall_start is not None:
             now = time.perf_counter()
-            self._wall = [self._wall[0] + self._wall_images,
-                          self._wall[1] + (now - self._wall_start)]
-            self._wall_start, self._wall_images = None, 0
+            with self._lock:
+                self._wall = [self._wall[0] + self._wall_images,
+                              self._wall[1] + (now - self._wall_start)]
+                self._wall_start, self._wall_images = None, 0
             self.images_per_sec_wall = self._wall_rate(now)
-        if logs is not None and self.images_per_sec is not None:
-            logs["images_per_sec"] = self.images_per_sec
 
 
 def _wait_for_device(model) -> None:

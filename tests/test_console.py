@@ -51,8 +51,8 @@ def test_progress_shows_the_watched_figures_and_the_logs_keep_every_figure(runs,
     for hidden in ("targets_reached", "step_time_jitter", "billed_hours", "learning_rate"):
         assert hidden not in done.stdout
     record = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()][-1]
-    assert {"step_time_jitter", "step_time_stderr_ms", "billed_hours", "learning_rate",
-            "usd_per_epoch", "eval_images_per_sec"} <= set(record)
+    assert {"epoch_step_time_jitter", "epoch_step_time_stderr_ms", "billed_hours",
+            "learning_rate", "usd_per_epoch", "epoch_eval_images_per_sec"} <= set(record)
 
 
 def test_a_terminal_gets_a_bar_redrawn_in_place(digits_dir, tmp_path):
@@ -76,7 +76,7 @@ def test_a_terminal_gets_a_bar_redrawn_in_place(digits_dir, tmp_path):
     os.close(leader)
     assert process.wait(timeout=120) == 0, process.stderr.read()[-2000:]
     text = output.decode()
-    assert re.search(r"\r\d+/4 \[=*\.*\] \d+ s - loss ", text), text
+    assert re.search(r"\repoch 1/1 step \d+/4 \[=*\.*\] \d+ s, ETA \d+ s - loss ", text), text
     assert "\repoch 1/1 - " in text
 
 
@@ -88,16 +88,30 @@ def test_a_cpu_run_prints_no_line_about_other_devices(runs, backend):
     assert not noise, noise
 
 
-@pytest.mark.parametrize("backend, hint", [("tensorflow", "tensorflow[and-cuda]"),
-                                           ("jax", "jax[cuda13]")])
-def test_a_device_error_comes_first_with_how_to_install(digits_dir, tmp_path, backend, hint):
-    began = time.time()
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_a_missing_gpu_is_one_line_before_any_framework_starts(digits_dir, tmp_path, backend):
+    """No GPU device files: the error comes before TensorFlow or JAX is imported (it took
+    TensorFlow 27-35 s and a screen of CUDA's log lines to find out by importing)."""
     done = run_cli(*tiny_flags(digits_dir, tmp_path / "gpu", f"--backend={backend}",
                                "--accelerator=gpu"))
-    assert done.returncode == 2 and time.time() - began < 90
-    first = done.stderr.splitlines()[0]
-    assert first.startswith("error: --accelerator=gpu but no GPU is visible") and hint in first
-    assert len(error_lines(done.stderr)) == 1 and "Traceback" not in done.stderr
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: --accelerator=gpu but this host has no GPU (no /dev/nvidia* or /dev/kfd "
+        "device); use --accelerator=cpu"]
+    assert not (tmp_path / "gpu").exists()
+
+
+def test_a_framework_without_gpu_support_says_what_to_install():
+    """Where the GPU exists but the framework sees none: what to install, per backend."""
+    from types import SimpleNamespace
+
+    from app.engine.distribute import TopologyError, _wanted
+
+    for backend, hint in (("tensorflow", "tensorflow[and-cuda]"), ("jax", "jax[cuda13]")):
+        config = SimpleNamespace(accelerator="gpu", backend=backend, num_devices=0)
+        with pytest.raises(TopologyError, match="no GPU is visible") as raised:
+            _wanted(config, 0, "GPU")
+        assert hint in str(raised.value) and "\n" not in str(raised.value)
 
 
 def test_the_closing_commands_work_as_printed(runs):
@@ -118,10 +132,49 @@ def test_the_closing_commands_work_as_printed(runs):
 
 def test_the_accuracy_line_names_the_epoch_of_the_best():
     summary = {"images_per_sec": 10.0, "images_per_sec_per_device": 10.0, "num_replicas": 1,
-               "mfu": None, "top1_by_epoch": [0.5, 0.9944, 0.97], "targets": [],
+               "mfu": None, "val_top1_by_epoch": [0.5, 0.9944, 0.97], "targets": [],
                "cost_usd": None, "status": "completed", "logdir": "runs/x"}
     text = closing_lines(summary)
     assert "top-1: 0.9700 after epoch 3; best 0.9944 at epoch 2" in text
+
+
+@pytest.mark.parametrize("mfu, shown", [(0.219, "MFU 21.9%"), (0.0003, "MFU 0.03%"),
+                                        (0.0123, "MFU 1.2%"), (0.0, "MFU 0.0%")])
+def test_mfu_is_printed_with_the_digits_it_needs(mfu, shown):
+    """A small model's MFU is 0.03%, which one decimal printed as 0.0%."""
+    summary = {"images_per_sec": 10.0, "images_per_sec_per_device": 10.0, "num_replicas": 1,
+               "mfu": mfu, "val_top1_by_epoch": [], "targets": [], "cost_usd": None,
+               "status": "completed", "logdir": "runs/x"}
+    assert f"per device x 1), {shown}" in closing_lines(summary)
+
+
+def test_the_bar_names_the_epoch_of_the_run_and_what_is_left(monkeypatch):
+    """A run of 5 epochs of 10 steps, resumed in epoch 3 with 4 steps left (a short
+    fit whose own epochs are 3): the bar and the epoch line say epoch 3/5, with the
+    time left in the epoch and in the run at the pace so far."""
+    import io
+
+    from callbacks import progress
+
+    monkeypatch.setattr(progress, "REDRAW_SECONDS", 0.0)
+    clock = [1000.0]
+    monkeypatch.setattr(progress.time, "time", lambda: clock[0])
+    stream = io.StringIO()
+    bar = progress.Progress(stream=stream, total_epochs=5, steps_per_epoch=10)
+    bar.set_params({"verbose": 1, "epochs": 3, "steps": 4})
+    bar.verbose, bar.target, bar.epochs = 1, 4, 3
+    bar.on_epoch_begin(2)
+    clock[0] += 2.0
+    bar.on_train_batch_end(0, {"loss": 1.0, "running_images_per_sec": 64.0})
+    # 2 s a step: 6 s left in this fit's epoch, and 2 epochs of 10 steps (40 s) after.
+    assert stream.getvalue().endswith("\repoch 3/5 step 1/4 [=====...............] 2 s, "
+                                      "ETA 6 s (run 46 s) - loss 1.0000 - 64 images/sec")
+    for batch in (1, 2, 3):
+        clock[0] += 2.0
+        bar.on_train_batch_end(batch, {"loss": 1.0, "running_images_per_sec": 64.0})
+    bar.on_epoch_end(2, {"loss": 1.0, "epoch_images_per_sec": 32.0})
+    assert stream.getvalue().split("\r")[-1].rstrip() == (
+        "epoch 3/5 - 8 s - run ETA 40 s - loss 1.0000 - 32 images/sec")
 
 
 def test_the_command_printed_after_sigterm_resumes_the_run(digits_dir, tmp_path):
@@ -179,5 +232,5 @@ def test_the_bar_never_counts_back_when_hooks_run_out_of_order(monkeypatch):
     bar.on_epoch_begin(0)
     for batch in (0, 1, 3, 2, 4):
         bar.on_train_batch_end(batch, {"loss": 1.0})
-    drawn = [int(m) for m in re.findall(r"\r(\d+)/20", stream.getvalue())]
+    drawn = [int(m) for m in re.findall(r"step (\d+)/20", stream.getvalue())]
     assert drawn == [1, 2, 4, 4, 5]

@@ -70,14 +70,31 @@ def test_the_energy_counter_is_differenced_over_exactly_the_timed_steps():
                         images_per_epoch=3200)
     logs = drive(meter, board)
     assert meter.method == "energy_counter"
-    assert logs["power_watts"] == pytest.approx(500.0, rel=0.01)
+    assert logs["epoch_power_watts"] == pytest.approx(500.0, rel=0.01)
     window = meter.windows[0]
     assert window["images"] == 8 * 32  # steps 2..9
     seconds = window["end_unix"] - window["start_unix"]
     assert window["joules"] == pytest.approx(500.0 * seconds, rel=0.01)
-    assert logs["joules_per_image"] == pytest.approx(window["joules"] / 256)
-    assert logs["kwh_per_epoch"] == pytest.approx(logs["joules_per_image"] * 3200 / 3.6e6)
-    assert meter.power_watts == pytest.approx(logs["power_watts"])  # one epoch: the run
+    assert logs["epoch_joules_per_image"] == pytest.approx(window["joules"] / 256)
+    assert logs["epoch_kwh"] == pytest.approx(logs["epoch_joules_per_image"] * 3200 / 3.6e6)
+    assert meter.power_watts == pytest.approx(logs["epoch_power_watts"])  # one epoch: the run
+
+
+def test_a_resumed_meter_adds_its_windows_to_the_checkpoint_state():
+    """Attempt 1 at 500 W, attempt 2 at 200 W over as many steps: the run's power is
+    both windows' joules over their seconds, and both windows are listed."""
+    board = FakeBoard(100.0)
+    first = EnergyMeter(read_energy=board.joules, images_per_step=32, warmup_steps=2)
+    drive(first, board)
+    board.set(100.0)
+    second = EnergyMeter(read_energy=lambda: board.joules() * 0.4, images_per_step=32,
+                         warmup_steps=2, carried=first.state())
+    drive(second, board)
+    (one,), (_, two) = first.windows, second.windows
+    seconds = [w["end_unix"] - w["start_unix"] for w in (one, two)]
+    assert 150 < two["joules"] / seconds[1] < 250 < 450 < one["joules"] / seconds[0]
+    assert second.power_watts == pytest.approx((one["joules"] + two["joules"]) / sum(seconds))
+    assert second.joules_per_image == pytest.approx((one["joules"] + two["joules"]) / 512)
 
 
 def test_power_samples_are_the_fallback_and_leave_out_the_evaluation():
@@ -86,7 +103,7 @@ def test_power_samples_are_the_fallback_and_leave_out_the_evaluation():
                         warmup_steps=2)
     logs = drive(meter, board)
     assert meter.method == "power_samples"
-    assert logs["power_watts"] == pytest.approx(500.0, rel=0.05)  # not the eval's 50 W
+    assert logs["epoch_power_watts"] == pytest.approx(500.0, rel=0.05)  # not the eval's 50 W
 
 
 def test_in_a_real_fit_the_window_ends_before_evaluation_begins():
@@ -109,7 +126,7 @@ def test_in_a_real_fit_the_window_ends_before_evaluation_begins():
     first = meter.windows[0]
     assert started < first["start_unix"] < first["end_unix"] <= events["evaluation_unix"]
     assert [w["images"] for w in meter.windows] == [6 * 8, 7 * 8]  # after 2, then 1, steps
-    assert history.history["power_watts"][0] == pytest.approx(300.0, rel=0.02)
+    assert history.history["epoch_power_watts"][0] == pytest.approx(300.0, rel=0.02)
 
 
 def test_energy_needs_a_reader_and_nvml_absence_means_no_figures():

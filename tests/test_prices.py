@@ -93,8 +93,51 @@ def test_billing_charges_whole_machines_and_honours_overrides():
     assert override.price_per_hour_usd == 1.5 and override.peak_tflops_per_device == 100.0
     unknown = prices.resolve_billing("auto", "on_demand", None, None, "Imaginary X1", 1)
     assert unknown.price_per_hour_usd is None and "no catalog row" in unknown.source
-    not_sold = prices.resolve_billing("aws-p3.8xlarge", "spot", None, None, "x", 4)
-    assert not_sold.price_per_hour_usd is None
+
+
+def test_the_price_flag_is_the_whole_runs_price_never_multiplied():
+    """--price_per_hour_usd is "dollars per hour for everything the run uses": 8 GPUs
+    at $10/h are billed $10/h, not 8 x $10; the catalog's own price is per machine."""
+    flag = prices.resolve_billing("auto", "on_demand", 10.0, None, "NVIDIA H200", 8)
+    assert flag.price_per_hour_usd == 10.0 and flag.machines is None
+    assert flag.machine == "aws-h200-per-gpu" and flag.peak_tflops_per_device == 989
+    catalog = prices.resolve_billing("auto", "on_demand", None, None, "NVIDIA H200", 8)
+    per_gpu = prices.load_catalog()["aws-h200-per-gpu"].price_per_hour_usd("on_demand")
+    assert catalog.machines == 8 and catalog.price_per_hour_usd == pytest.approx(8 * per_gpu)
+    named = prices.resolve_billing("aws-p5en.48xlarge", "on_demand", 10.0, None, "x", 12)
+    assert named.price_per_hour_usd == 10.0
+
+
+@pytest.mark.parametrize("machine, device_kind", [("aws-p3.8xlarge", "x"),
+                                                  ("auto", "cpu")])
+def test_a_pricing_the_row_does_not_sell_is_refused_the_same_way_named_or_found(
+        machine, device_kind):
+    """The CPU row and the study's p3.8xlarge sell on-demand only: spot is refused with
+    the pricings accepted, whether the row was named or found for the device."""
+    from flags import ConfigError
+
+    with pytest.raises(ConfigError, match=r"--pricing=spot has no price for --machine="
+                       r".*; accepted: on_demand, or --price_per_hour_usd"):
+        prices.resolve_billing(machine, "spot", None, None, device_kind, 4)
+    # The flag prices anything; a row found for the device that sells nothing (its
+    # peak only) leaves the cost unknown.
+    assert prices.resolve_billing(machine, "spot", 2.0, None, device_kind, 4
+                                  ).price_per_hour_usd == 2.0
+    assert prices.resolve_billing("auto", "spot", None, None, "NVIDIA L4", 1
+                                  ).price_per_hour_usd is None
+
+
+def test_a_named_machine_that_is_not_the_device_is_billed_with_one_warning(capsys):
+    p3 = prices.resolve_billing("aws-p3.8xlarge", "on_demand", None, None, "cpu", 1)
+    assert p3.price_per_hour_usd == pytest.approx(12.24)  # what the user asked
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == ("warning: billing --machine=aws-p3.8xlarge (4 x V100 16GB (the study's "
+                    "GPU machine)) as asked, but this run is on cpu, not on that machine: "
+                    "its cost is what that machine would charge for this run's time")
+    for machine, device_kind in (("aws-p3.8xlarge", "Tesla V100-SXM2-16GB"),
+                                 ("gcp-n2-standard-4", "cpu"), ("auto", "cpu")):
+        prices.resolve_billing(machine, "on_demand", None, None, device_kind, 1)
+    assert capsys.readouterr().err == ""  # the machine the run is on: no word
 
 
 def test_dollars_per_million_images():

@@ -14,7 +14,7 @@ import pytest
 from browser import dom, needs_chromium, screenshot
 from conftest import ROOT
 
-from app import report
+from app import report, report_page
 from app.engine import plots, prices
 
 IMAGENET_TRAIN = 1_281_167
@@ -40,7 +40,7 @@ def study_run(folder, *, images_per_sec, machine, num_replicas, device_kind, cur
                "precision": "mixed_bfloat16", "images_per_sec": images_per_sec,
                "machine": machine, "pricing": "on_demand", "price_per_hour_usd": price,
                "epochs_completed": epochs, "best_val_top1": max(ys),
-               "targets": [{"top1": 0.757}, {"top1": 0.764}], "mfu": None}
+               "targets": [{"target_top1": 0.757}, {"target_top1": 0.764}], "mfu": None}
     with open(os.path.join(folder, "summary.json"), "w") as f:
         json.dump(summary, f)
     return folder
@@ -117,7 +117,7 @@ def test_the_study_is_ranked_and_priced_as_the_study_did(study, tmp_path):
     # The rankings in words, as the study put them.
     findings = content["findings"]
     assert findings[0] == ("Fastest: 4 x GPU V100 at 2,839 images/sec, 1.02x as fast as "
-                           "8 x TPU v2 (2,796).")
+                           "8 x TPU v2 (2,796). " + report_page.SINGLE_RUNS)
     assert findings[1].startswith("Cheapest per million training images: 8 x TPU v2 at $")
     assert "To 75.7% top-1: cheapest 8 x TPU v2 ($54.50, 8.15 h, epoch 64), then 4 x GPU V100" \
         in findings[3]
@@ -146,6 +146,33 @@ def test_runs_that_did_different_work_are_flagged_and_sweeps_make_the_batch_char
     assert digits["images_per_sec_stderr"] == pytest.approx(39.25, abs=0.01)
     assert digits["date"] == "2026-11-30" and digits["best_epoch"] == 15
     assert (tmp_path / "r" / "throughput_vs_batch.png").exists()
+
+
+def test_the_runs_own_targets_are_ranked_without_being_asked_and_what_ran_names_the_input(
+        study, tmp_path):
+    runs = [report.load_run(folder) for folder in study]
+    content = report.write(runs, None, str(tmp_path / "report"))  # as `report.py A B`
+    assert content["targets"] == [0.757, 0.764]
+    assert content["findings"][3].startswith("To 75.7% top-1: cheapest 8 x TPU v2")
+    for run, pipeline in zip(runs, ("tf.data", "grain")):
+        run["summary"].update(input_pipeline=pipeline, preprocessing="standard")
+    header, body = report_page.tables(report.build(runs))[0][2:]
+    column = header.index("input pipeline")
+    assert [row[column] for row in body] == ["tf.data (standard)", "grain (standard)"]
+
+
+@pytest.mark.parametrize("gap_images, within", [(2, True), (40, False)])
+def test_an_accuracy_gap_is_said_in_images_and_against_binomial_noise(study, gap_images,
+                                                                     within):
+    """360 validation images (the digits): 2 images apart is far inside two standard
+    errors (about 2.7% = 10 images at 96%), 40 images apart is beyond them."""
+    runs = [report.load_run(folder) for folder in study]
+    for run, correct in zip(runs, (350, 350 - gap_images)):
+        run["summary"].update(best_val_top1=correct / 360, validation_examples=360)
+    line = next(f for f in report.build(runs, [])["findings"] if f.startswith("Most accurate"))
+    assert f"({gap_images} of 360 images apart: " in line
+    assert ("within binomial noise" in line) == within
+    assert ("could go either way" in line) == within
 
 
 def test_dollar_axes_say_dollars():

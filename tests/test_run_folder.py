@@ -53,11 +53,15 @@ def test_two_runs_started_together_one_trains_the_other_is_refused(digits_dir, t
 
 def test_rerunning_a_finished_run_says_it_is_complete_and_changes_nothing(digits_dir, tmp_path):
     logdir = tmp_path / "done"
-    assert run(tiny_flags(digits_dir, logdir)).returncode == 0
+    first = run(tiny_flags(digits_dir, logdir))
+    assert first.returncode == 0
     before = snapshot(logdir)
     again = run(tiny_flags(digits_dir, logdir, "--verbose=2"))  # a resumable flag may differ
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"run is complete: {logdir}" in again.stdout
+    # Its results again: the closing lines the run printed when it finished.
+    closing = first.stdout[first.stdout.index("status: "):]
+    assert again.stdout.endswith(closing) and "throughput: " in closing
     assert snapshot(logdir) == before
     assert json.loads((logdir / "summary.json").read_text())["images_per_sec"] > 0
 

@@ -95,7 +95,7 @@ def test_folder_of_jpegs_trains_on_grain_without_tensorflow(tmp_path):
     assert summary["input_pipeline"] == "grain" and summary["preprocessing"] == "standard"
     assert summary["train_examples"] == 3 * 12 + 2 and summary["validation_examples"] == 12
     assert summary["corrupt_images_skipped"] == 2  # each broken file once, not per epoch
-    assert summary["top1_by_epoch"] and summary["images_per_sec"] > 0
+    assert summary["val_top1_by_epoch"] and summary["images_per_sec"] > 0
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -1,8 +1,10 @@
 """A real TensorBoard server, on loopback, reading runs made here on both backends:
 scalars laid out as Keras lays them out, with descriptions and units; the HParams
-dashboard; the profiler's step-time breakdown; and the time series as a reader
+dashboard, over a folder of runs and over the one run folder the closing `view:`
+line serves; the profiler's step-time breakdown; and the time series as a reader
 sees them in headless Chromium (screenshots under test-artifacts/)."""
 
+import json
 import sys
 
 import pytest
@@ -15,7 +17,8 @@ from tensorboard_server import fetch, serving
 def runs(digits_dir, tmp_path_factory):
     """Two runs (TensorFlow and JAX) with a trace of steps 3..5, in one folder."""
     root = tmp_path_factory.mktemp("tb")
-    for backend, extra in (("tensorflow", ["--target_top1=0.3"]), ("jax", [])):
+    for backend, extra in (("tensorflow", ["--target_top1=0.3", "--peak_tflops_per_device=1"]),
+                           ("jax", [])):
         done = run_cli(*tiny_flags(digits_dir, root / backend, f"--backend={backend}",
                                    "--steps_per_epoch=8", "--profile_steps=3,5",
                                    "--log_every_steps=4", *extra))
@@ -32,13 +35,17 @@ def server(runs):
 def test_scalars_read_like_keras_one_x_axis_per_tag_train_and_validation_overlaid(server):
     tags = fetch(server + "/data/plugin/scalars/tags")
     for run in ("tensorflow", "jax"):
-        assert {"throughput/epoch_images_per_sec", "throughput/batch_images_per_sec",
+        assert {"throughput/epoch_images_per_sec", "throughput/batch_running_images_per_sec",
                 "accuracy/epoch_top1", "cost/epoch_cost_usd", "cost/batch_cost_usd",
                 "utilization/epoch_model_tflops_per_sec", "optimizer/epoch_learning_rate",
                 "loss/epoch_loss", "loss/batch_loss"} <= set(tags[run + "/train"])
-        # Top-1 and loss of both runs on one chart each, as Keras's callback draws them.
-        assert {"accuracy/epoch_top1", "loss/epoch_loss"} <= set(tags[run + "/validation"])
+        # Top-1 and loss of both runs on one chart each, as Keras's callback draws them;
+        # evaluation speed on a card of its own, never on training's.
+        assert {"accuracy/epoch_top1", "loss/epoch_loss",
+                "throughput/epoch_eval_images_per_sec"} <= set(tags[run + "/validation"])
         assert not any("batch_" in tag for tag in tags[run + "/validation"])
+        assert not set(tags[run + "/validation"]) & set(tags[run + "/train"]) - {
+            "accuracy/epoch_top1", "loss/epoch_loss"}
     # A target was set for the TensorFlow run only: no flat card for the other.
     assert "accuracy/epoch_targets_reached" in tags["tensorflow/validation"]
     assert not any("targets_reached" in tag for run in tags for tag in tags[run]
@@ -50,7 +57,7 @@ def test_scalars_read_like_keras_one_x_axis_per_tag_train_and_validation_overlai
     # epoch_ tags at epochs 1, 2; batch_ tags at global steps (every 4th of 2 x 8).
     assert steps("jax/train", "throughput/epoch_images_per_sec") == [1, 2]
     assert steps("jax/validation", "accuracy/epoch_top1") == [1, 2]
-    assert steps("jax/train", "throughput/batch_images_per_sec") == [4, 8, 12, 16]
+    assert steps("jax/train", "throughput/batch_running_images_per_sec") == [4, 8, 12, 16]
 
 
 def test_every_scalar_says_what_it_is_and_its_unit(server):
@@ -60,25 +67,64 @@ def test_every_scalar_says_what_it_is_and_its_unit(server):
             assert "<em>Unit:" in info["description"], (run, tag, info)  # Markdown, rendered
 
 
-def test_hparams_list_each_run_settings_against_its_figures(server):
+STATUSES = ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"]
+RUN_FIGURES = ("val_top1", "best_val_top1", "images_per_sec", "mfu", "cost_usd",
+               "usd_per_million_images")
+
+
+def hparams_table(server):
+    """(the HParams columns, {session name: session}) as the dashboard gets them."""
     experiment = fetch(server + "/data/plugin/hparams/experiment", {"experimentName": ""})
+    groups = fetch(server + "/data/plugin/hparams/session_groups", {
+        "experimentName": "", "allowedStatuses": STATUSES, "colParams": [],
+        "startIndex": 0, "sliceSize": 10})["sessionGroups"]
+    sessions = {s["name"]: {**s, "hparams": g["hparams"]} for g in groups for s in g["sessions"]}
+    return experiment, sessions
+
+
+def check_session(session, summary):
+    """Every column the run measured is filled with summary.json's value (the run's,
+    not its last epoch's), and the session has the run's status."""
+    values = {v["name"]["tag"]: v["value"] for v in session["metricValues"]}
+    measured = {f"run/{key}": summary[key] for key in RUN_FIGURES if summary[key] is not None}
+    assert set(values) == set(measured), (values, measured)
+    for tag, value in measured.items():
+        assert values[tag] == pytest.approx(value, rel=1e-6), tag
+    assert session["status"] == "STATUS_SUCCESS"
+    assert session["hparams"]["global_batch_size"] == 64  # a number, not "64"
+
+
+def test_hparams_set_every_run_against_the_same_columns_filled_with_its_figures(runs, server):
+    experiment, sessions = hparams_table(server)
     infos = {h["name"]: h for h in experiment["hparamInfos"]}
     assert {"accelerator", "backend", "global_batch_size", "precision",
             "price_per_hour_usd"} <= set(infos)
     assert all(h.get("description") for h in infos.values())
-    metrics = {(m["name"]["group"], m["name"]["tag"]): m for m in experiment["metricInfos"]}
-    assert {("validation", "accuracy/epoch_top1"), ("train", "throughput/epoch_images_per_sec"),
-            ("train", "cost/epoch_cost_usd")} <= set(metrics)
-    assert all("Unit:" in m["description"] for m in metrics.values())
-    # No peak is known for a CPU: no MFU column that would stay empty.
-    assert not any("mfu" in tag for _, tag in metrics)
-    groups = fetch(server + "/data/plugin/hparams/session_groups", {
-        "experimentName": "", "allowedStatuses": ["STATUS_UNKNOWN"], "colParams": [],
-        "startIndex": 0, "sliceSize": 10})["sessionGroups"]
-    assert sorted(g["hparams"]["backend"] for g in groups) == ["jax", "tensorflow"]
-    assert {g["hparams"]["global_batch_size"] for g in groups} == {"64"}  # not "64.000"
-    for group in groups:  # every listed figure has a value
-        assert len(group["metricValues"]) == len(metrics), group
+    # One set of columns for every run, in the runs' own folders, each with its unit.
+    assert [(m["name"]["group"], m["name"]["tag"]) for m in experiment["metricInfos"]] == [
+        ("", f"run/{key}") for key in RUN_FIGURES]
+    assert all("Unit:" in m["description"] for m in experiment["metricInfos"])
+    assert sorted(sessions) == ["jax", "tensorflow"]
+    for name, session in sessions.items():
+        summary = json.loads((runs / name / "summary.json").read_text())
+        last_epoch = [json.loads(line) for line in
+                      (runs / name / "metrics.jsonl").read_text().splitlines()][-1]
+        assert summary["images_per_sec"] != last_epoch["epoch_images_per_sec"]
+        check_session(session, summary)
+        assert session["hparams"]["backend"] == name
+    assert {v["name"]["tag"] for v in sessions["jax"]["metricValues"]} == {
+        f"run/{k}" for k in RUN_FIGURES} - {"run/mfu"}  # no peak given: no MFU measured
+
+
+def test_the_printed_view_command_shows_the_run_in_hparams_filled(runs):
+    """`view:` serves the one run folder: its HParams session is "." and its columns
+    are filled from its own folder."""
+    with serving([sys.executable, "-m", "tensorboard.main", "--logdir",
+                  str(runs / "tensorflow")]) as base:
+        experiment, sessions = hparams_table(base)
+    assert list(sessions) == ["."]
+    check_session(sessions["."], json.loads((runs / "tensorflow" / "summary.json").read_text()))
+    assert len(experiment["metricInfos"]) == len(RUN_FIGURES)
 
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
@@ -100,7 +146,7 @@ def test_the_time_series_and_hparams_render_in_a_browser(server, tmp_path):
     """Screenshots a reader's view (kept as test artifacts): the cards of images/sec and
     top-1, and the HParams table. SVG charts: headless Chromium has no WebGL."""
     url = server + "/?forceSVG=true&tagFilter=images_per_sec%7Ctop1#timeseries"
-    cards = ("throughput/epoch_images_per_sec", "throughput/batch_images_per_sec",
+    cards = ("throughput/epoch_images_per_sec", "throughput/batch_running_images_per_sec",
              "accuracy/epoch_top1")
     for attempt in range(4):  # the page fetches its data in real time: it may be late
         page = dom(url, tmp_path / f"dom-{attempt}", (1600, 1400), budget_ms=20000)

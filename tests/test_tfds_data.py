@@ -53,7 +53,7 @@ def assert_trained_without_tensorflow(done, logdir, train, validation, classes,
     assert summary["num_classes"] == classes and summary["train_examples"] == train
     assert summary["validation_examples"] == validation  # every validation image counted
     assert summary["corrupt_images_skipped"] == 0
-    assert len(summary["top1_by_epoch"]) == 1  # validated after the epoch
+    assert len(summary["val_top1_by_epoch"]) == 1  # validated after the epoch
     assert "tensorflow" not in summary["versions"] and summary["versions"]["jax"]
 
 

@@ -87,8 +87,8 @@ def test_a_four_step_epoch_times_exactly_its_last_two_steps():
     meter, clock = Throughput(BATCH), SecondClock(from_step=2, stall_steps=[2])
     history = fit([meter, clock], steps=4)
     expected = 2 * BATCH / (clock.first_epoch_end - clock.start)
-    assert history["images_per_sec"][0] == pytest.approx(expected, rel=0.05)
-    assert history["step_time_ms"][0] == pytest.approx(BATCH * 1e3 / expected, rel=0.05)
+    assert history["epoch_images_per_sec"][0] == pytest.approx(expected, rel=0.05)
+    assert history["epoch_step_time_ms"][0] == pytest.approx(BATCH * 1e3 / expected, rel=0.05)
 
 
 def test_rate_and_step_time_of_the_run_share_one_window():
@@ -99,9 +99,9 @@ def test_rate_and_step_time_of_the_run_share_one_window():
     history = fit([meter, clock], epochs=2, steps=8)
     step_time = meter.step_time()["step_time_ms"]
     assert step_time == pytest.approx(BATCH * 1e3 / meter.images_per_sec, rel=1e-9)
-    assert step_time > 1.2 * history["step_time_ms"][-1]  # the slow epoch counts
+    assert step_time > 1.2 * history["epoch_step_time_ms"][-1]  # the slow epoch counts
     first = 6 * BATCH / (clock.first_epoch_end - clock.start)
-    assert history["images_per_sec"][0] == pytest.approx(first, rel=0.05)
+    assert history["epoch_images_per_sec"][0] == pytest.approx(first, rel=0.05)
 
 
 def test_the_wall_clock_rate_includes_the_epoch_end_work():
@@ -116,6 +116,25 @@ def test_the_wall_clock_rate_includes_the_epoch_end_work():
     assert len(history["images_per_sec_wall"]) == 3
     # Epoch by epoch, the stalls of the epochs before are in; the latest is not yet.
     assert history["images_per_sec_wall"][0] > history["images_per_sec_wall"][-1]
+
+
+def test_a_resumed_attempt_continues_the_run_window_from_the_checkpoint_state():
+    """Attempt 1 is slow (a stalled step), attempt 2 fast: the run's rate is both
+    attempts' timed images over both attempts' timed seconds, as two second clocks
+    measure them, not the last attempt's; its step time is the same window's."""
+    import json
+
+    first, clock_1 = Throughput(BATCH, warmup_steps=2), SecondClock(2, stall_steps=[4])
+    fit([first, clock_1], steps=8)
+    state = json.loads(json.dumps(first.state()))  # as a checkpoint keeps it
+    second, clock_2 = Throughput(BATCH, warmup_steps=2, carried=state), SecondClock(2)
+    fit([second, clock_2], steps=8)
+    seconds = (clock_1.first_epoch_end - clock_1.start) + (clock_2.first_epoch_end
+                                                           - clock_2.start)
+    assert second.images_per_sec == pytest.approx(2 * 6 * BATCH / seconds, rel=0.05)
+    assert second.images_per_sec < 0.8 * second.epoch_images_per_sec[-1]  # not attempt 2's
+    assert second.step_time()["step_time_ms"] == pytest.approx(
+        BATCH * 1e3 / second.images_per_sec, rel=1e-9)
 
 
 def test_frozen_heap_freezes_what_lives_and_still_collects_new_garbage():

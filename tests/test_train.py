@@ -14,7 +14,7 @@ from preprocessing.spec import DataError
 
 SUMMARY_KEYS = {"backend", "accelerator", "num_replicas", "model", "dataset",
                 "global_batch_size", "epochs_completed", "val_top1", "best_val_top1",
-                "top1_by_epoch", "wall_seconds", "images_per_sec", "images_per_sec_per_device",
+                "val_top1_by_epoch", "wall_seconds", "images_per_sec", "images_per_sec_per_device",
                 "cost_usd", "price_per_hour_usd", "usd_per_million_images", "mfu", "targets"}
 
 
@@ -31,8 +31,8 @@ def test_run_trains_evaluates_and_writes_every_output(digits_dir, tmp_path):
     assert SUMMARY_KEYS <= set(summary)
     assert summary["backend"] == "tensorflow" and summary["num_replicas"] == 1
     assert summary["status"] == "completed" and summary["epochs_completed"] == 2
-    assert len(summary["top1_by_epoch"]) == 2
-    assert summary["best_val_top1"] == max(summary["top1_by_epoch"])
+    assert len(summary["val_top1_by_epoch"]) == 2
+    assert summary["best_val_top1"] == max(summary["val_top1_by_epoch"])
     assert summary["images_per_sec"] > 0
     assert summary["machine"] == "gcp-n2-standard-4" and summary["cost_usd"] > 0
     assert summary["mfu"] is None  # no peak is known for a CPU
@@ -46,13 +46,43 @@ def test_run_trains_evaluates_and_writes_every_output(digits_dir, tmp_path):
         assert json.load(f) == config.to_dict()
     records = read_metrics(str(run_dir))
     assert [r["epoch"] for r in records] == [1, 2]
-    assert {"loss", "top1", "val_top1", "learning_rate", "images_per_sec", "cost_usd"} <= set(
-        records[-1])
+    assert {"loss", "top1", "val_top1", "learning_rate", "epoch_images_per_sec",
+            "cost_usd"} <= set(records[-1])
     tags = {v.tag for path in events.event_files(str(run_dir / "train"))
             for e in events.read_events(path) for v in e.summary.value}
     assert {"loss/epoch_loss", "accuracy/epoch_top1", "optimizer/epoch_learning_rate"} <= tags
     assert sorted(os.listdir(run_dir / "checkpoints")) == ["ckpt-0000000006",
                                                            "ckpt-0000000012"]
+
+
+# The only names metrics.jsonl shares with summary.json: figures "so far", which at the
+# run's end are the run's (the bill, the latest and best validation top-1, the
+# wall-clock rate, the projection).
+SO_FAR = {"cost_usd", "val_top1", "best_val_top1", "images_per_sec_wall",
+          "projected_cost_usd"}
+
+
+def test_every_figure_of_the_summary_is_the_runs_and_names_mean_one_thing(digits_dir,
+                                                                         tmp_path):
+    """Three epochs: the summary's rate, step time, TFLOP/s and MFU are the run's (every
+    epoch's timed steps over their seconds, from metrics.jsonl's epochs), not the last
+    epoch's; a finished run's projection is its cost; an epoch's figures are named
+    epoch_*, the run's are not."""
+    logdir = tmp_path / "names"
+    summary = app.run(tiny(digits_dir, logdir, epochs=3, peak_tflops_per_device=0.5))
+    records = read_metrics(str(logdir))
+    steps = sum(r["epoch_timed_steps"] for r in records)
+    seconds = sum(r["epoch_timed_steps"] * 64 / r["epoch_images_per_sec"] for r in records)
+    rate = steps * 64 / seconds
+    assert summary["images_per_sec"] == pytest.approx(rate, abs=0.005)  # kept to 0.01
+    assert summary["step_time_ms"] == pytest.approx(seconds / steps * 1e3, rel=1e-5)
+    tflops = summary["train_flops_per_image"] * rate / 1e12
+    assert summary["model_tflops_per_sec"] == pytest.approx(tflops, rel=1e-5)
+    assert summary["mfu"] == pytest.approx(tflops / 0.5, rel=1e-5)
+    assert summary["projected_cost_usd"] == summary["cost_usd"] > 0
+    shared = set(summary) & {k for r in records for k in r} - {"epoch", "time"}
+    assert shared <= SO_FAR, shared - SO_FAR
+    assert isinstance(summary["input"], dict)  # what the input pipeline says of itself
 
 
 def test_mirrored_strategy_over_two_logical_cpus(digits_dir, tmp_path):

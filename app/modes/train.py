@@ -8,7 +8,8 @@ The story of a run, after app/run/context.py has checked everything:
      the same data only);
   3. open the billing ledger and assemble the callbacks (train_callbacks.py);
   4. `model.fit` (in two parts after a mid-epoch resume);
-  5. write summary.json (atomically, app/run/summary.py) and return the same dict.
+  5. close the bill, write summary.json (atomically, app/run/summary.py) and the
+     HParams record of the run's figures, and return the same dict.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 
 from app.engine.data import steps_for
 from app.engine.recipe import make_compiled_model
-from app.modes.train_callbacks import make_callbacks
+from app.modes.train_callbacks import hparams_of, make_callbacks
 from app.run import context as run_context
 from app.run import resume, rundir, summary
 from app.run.ledger import Ledger
 from callbacks.heap import frozen_heap
+from callbacks.records import hparams
 from callbacks.stops import PROCESS_STOP, Diverged
 from preprocessing.datasets import make_datasets
 
@@ -64,6 +67,7 @@ def run(context) -> dict:
     if done:
         print(f"run is complete: {context.logdir} holds its summary.json (kept as it is); "
               "pass --fresh to run it again", flush=True)
+        print(summary.closing_lines(done), flush=True)
         return done
     # --- 1. Seed and precision; the data comes in; then the run folder.
     context = run_context.start(context)
@@ -132,22 +136,30 @@ def run(context) -> dict:
             error.checkpoint = parts.checkpoint.latest_path()
         raise
     finally:
-        attempts = ledger.close(status) if ledger else []
-        result = _finish(context, plan, parts, status, attempts, model)
+        # The bill ends here, for the ledger and the summary alike: what follows
+        # (writing them, the closing lines) takes milliseconds.
+        ended_at = time.time()
+        attempts = ledger.close(status, at=ended_at) if ledger else []
+        result = _finish(context, plan, parts, status, attempts, model, ended_at)
     return result
 
 
-def _finish(context, plan, parts, status, attempts, model) -> dict | None:
-    """Step 5: the summary, written atomically by process 0 and returned by all.
+def _finish(context, plan, parts, status, attempts, model, ended_at) -> dict | None:
+    """Step 5: the summary, written atomically by process 0 and returned by all, and
+    the HParams record of the run's figures.
 
     Runs after training however it ended; when training failed, a failure here must
     not hide the first error, so it is reported on stderr instead.
     """
     topology = context.topology
     try:
-        result = summary.build(context, plan, parts, status, attempts)
+        result = summary.build(context, plan, parts, status, attempts, ended_at)
         if topology.is_chief and os.path.isdir(context.logdir):  # not a lost folder's
             rundir.write_json_atomic(f"{context.logdir}/{rundir.SUMMARY_FILE}", result)
+            hparams.write_record(
+                context.logdir, hparams_of(context.config, topology, context.billing), result,
+                status, started_at=summary.first_start(attempts, context.started_at),
+                step=result["epochs_completed"])
             print(summary.closing_lines(result), flush=True)
         if topology.num_processes > 1:  # lets each host confirm it trained in lockstep
             print(f"process {topology.process_index} of {topology.num_processes}: {status}, "

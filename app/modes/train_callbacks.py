@@ -3,9 +3,11 @@
 Each callback is constructed from plain values (never the config): this module is
 the one place that turns flags and resume state into those values. Order matters
 only for `logs`: a callback reads what earlier ones published (MFU reads
-images_per_sec; the targets read cost_usd and billed_hours), and the metrics sink
-comes after them, but before the checkpoint: an epoch's line is written before its
-checkpoint commits, so no checkpoint is ever ahead of the logs.
+epoch_images_per_sec; the targets read cost_usd and billed_hours), and the metrics
+sink comes after them, but before the checkpoint: an epoch's line is written before
+its checkpoint commits, so no checkpoint is ever ahead of the logs. Each checkpoint
+keeps the run's sums of throughput and energy (`run_figures`), which a resumed
+attempt continues.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from callbacks.mfu import ModelFlopsUtilization
 from callbacks.nan_guard import NanGuard
 from callbacks.profiler import Profiler
 from callbacks.progress import Progress
+from callbacks.records.dashboard import energy_descriptions
 from callbacks.stall import StallWatchdog
 from callbacks.stops import PROCESS_STOP
 from callbacks.throughput import Throughput
@@ -34,6 +37,19 @@ from callbacks.throughput import Throughput
 STALL_SECONDS = float(os.environ.get("BENCH_STALL_SECONDS", 1800))
 
 
+class EpochUtilization(ModelFlopsUtilization):
+    """ModelFlopsUtilization under the epoch's names: reads `epoch_images_per_sec`,
+    publishes `epoch_model_tflops_per_sec` and `epoch_mfu` (its attributes are the
+    last epoch's). A bridge until callbacks/mfu.py itself reads and writes them."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not logs or logs.get("epoch_images_per_sec") is None:
+            return
+        figures = {"images_per_sec": logs["epoch_images_per_sec"]}
+        super().on_epoch_end(epoch, figures)
+        logs.update({f"epoch_{k}": v for k, v in figures.items() if k != "images_per_sec"})
+
+
 @dataclasses.dataclass
 class RunCallbacks:
     """The callbacks of one run, by role, and the list to give `fit`."""
@@ -41,7 +57,7 @@ class RunCallbacks:
     callbacks: list
     throughput: Throughput
     cost: CloudCost | None
-    mfu: ModelFlopsUtilization
+    mfu: EpochUtilization
     targets: TopOneTargets
     nan_guard: NanGuard
     energy: EnergyMeter | None = None
@@ -63,10 +79,13 @@ def hparams_of(config, topology, billing) -> dict:
     }
 
 
-def _extra_state(targets, plan, step: int) -> dict:
-    """What a checkpoint keeps besides weights: the top-1 history, and the input
-    stream's position after `step` steps where the stream can resume exactly."""
-    extra = {"top1_history": targets.history}
+def _extra_state(parts, plan, step: int) -> dict:
+    """What a checkpoint keeps besides weights: the top-1 history, the run's sums of
+    throughput and energy, and the input stream's position after `step` steps where
+    the stream can resume exactly."""
+    extra = {"top1_history": parts.targets.history,
+             "run_figures": {"throughput": parts.throughput.state(),
+                             **({"energy": parts.energy.state()} if parts.energy else {})}}
     if plan.data.input_state is not None:
         extra["input_state"] = plan.data.input_state(step - plan.state.global_step)
     return extra
@@ -82,9 +101,11 @@ def make_callbacks(context, plan) -> RunCallbacks:
     config, topology, billing = context.config, context.topology, context.billing
     logdir, state = context.logdir, plan.state
     steps_per_epoch = plan.steps_per_epoch
+    carried = state.run_figures
     throughput = Throughput(config.global_batch_size, topology.num_replicas,
                             warmup_steps=config.throughput_warmup_steps,
-                            validation_images=plan.data.validation_examples)
+                            validation_images=plan.data.validation_examples,
+                            carried=carried.get("throughput"))
     cost = None
     if billing.price_per_hour_usd is not None:
         cost = CloudCost(billing.price_per_hour_usd, start_time=context.started_at,
@@ -92,8 +113,8 @@ def make_callbacks(context, plan) -> RunCallbacks:
                          images_before=state.images_seen,
                          global_batch_size=config.global_batch_size,
                          total_epochs=config.epochs)
-    mfu = ModelFlopsUtilization(plan.train_flops_per_image, topology.num_replicas,
-                                billing.peak_tflops_per_device)
+    mfu = EpochUtilization(plan.train_flops_per_image, topology.num_replicas,
+                           billing.peak_tflops_per_device)
     targets = TopOneTargets(config.target_top1, history=state.top1_history,
                             start_time=context.started_at,
                             billed_seconds_before=plan.billed_seconds_before)
@@ -104,7 +125,7 @@ def make_callbacks(context, plan) -> RunCallbacks:
         logdir, steps_per_epoch=steps_per_epoch, every_steps=config.checkpoint_every_steps,
         started_at=context.started_at, billed_seconds_before=plan.billed_seconds_before,
         images_before=state.images_seen, global_batch_size=config.global_batch_size,
-        extra_state=lambda step: _extra_state(targets, plan, step),
+        extra_state=lambda step: _extra_state(parts, plan, step),
         resume_step=state.global_step, write=topology.is_chief, stop_request=PROCESS_STOP,
         data_facts=plan.data_facts)
     readers = gpu_energy_readers(config.accelerator, topology.devices_per_process)
@@ -112,12 +133,15 @@ def make_callbacks(context, plan) -> RunCallbacks:
         parts.energy = EnergyMeter(
             **readers, images_per_step=context.batch.per_process,
             warmup_steps=config.throughput_warmup_steps,
-            images_per_epoch=steps_per_epoch * context.batch.per_process)
+            images_per_epoch=steps_per_epoch * context.batch.per_process,
+            carried=carried.get("energy") if topology.is_chief else None)  # process 0's
     if topology.is_chief:
         parts.logger = MetricsLogger(
             logdir, config.log_every_steps,
             hparams=None if state.global_step else hparams_of(config, topology, billing),
-            steps_per_epoch=steps_per_epoch, resume_step=state.global_step)
+            steps_per_epoch=steps_per_epoch, resume_step=state.global_step,
+            descriptions=energy_descriptions(parts.energy.method if parts.energy else None),
+            started_at=context.started_at)
         if config.profile_range:
             parts.profiler = Profiler(logdir, *config.profile_range, backend=config.backend,
                                       steps_per_epoch=steps_per_epoch,
@@ -130,6 +154,7 @@ def make_callbacks(context, plan) -> RunCallbacks:
     ordered = [StallWatchdog(STALL_SECONDS, signals.stalled), FreezeAfterCompile(),
                LearningRateLogger(),
                throughput, parts.energy, cost, mfu, targets, nan_guard, parts.profiler,
-               Progress(), parts.logger, parts.checkpoint]
+               Progress(total_epochs=config.epochs, steps_per_epoch=steps_per_epoch),
+               parts.logger, parts.checkpoint]
     parts.callbacks = [c for c in ordered if c is not None]
     return parts

@@ -60,9 +60,9 @@ class Ledger:
         """Seconds billed by the earlier attempts."""
         return _billed(self.attempts[:-1])
 
-    def _write(self):
+    def _write(self, at: float | None = None):
         with self._lock:
-            self.attempts[-1]["last_seen"] = time.time()
+            self.attempts[-1]["last_seen"] = time.time() if at is None else at
             write_json_atomic(self.path, {"attempts": self.attempts})
 
     def _beat(self):
@@ -72,8 +72,10 @@ class Ledger:
             except OSError:
                 pass  # a full disk must not kill training; the next beat retries
 
-    def close(self, status: str) -> list[dict]:
-        """Stops the heartbeat, records how this attempt ended; returns all attempts.
+    def close(self, status: str, at: float | None = None) -> list[dict]:
+        """Stops the heartbeat, records how this attempt ended and when (`at`, a
+        `time.time()`: where its bill ends, the summary's; default now); returns all
+        attempts.
 
         Never raises: it runs while another error may be on its way out, which it
         must not hide. A failure to record is a warning.
@@ -82,7 +84,7 @@ class Ledger:
         self._thread.join(timeout=5)
         self.attempts[-1]["status"] = status
         try:
-            self._write()
+            self._write(at)
         except OSError as error:
             if os.path.isdir(os.path.dirname(self.path)):  # a lost folder is said elsewhere
                 durable.warn(f"could not record the end of this attempt in {self.path}: "

@@ -43,6 +43,9 @@ class State:
     path: str | None
     input_state: object = None  # the input stream's position, where it has one
     billed_seconds: float = 0.0  # as recorded by the checkpoint
+    # The run's sums of the epochs the checkpoint holds, by callback (throughput,
+    # energy), for the run's figures to cover every attempt.
+    run_figures: dict = dataclasses.field(default_factory=dict)
 
 
 NEW_RUN = State(0, 0, 0, 0, [], None)
@@ -115,7 +118,8 @@ def restore(model, logdir: str, scope, rewind: bool = True) -> State:
                       global_step=saved["global_step"], images_seen=saved["images_seen"],
                       top1_history=saved.get("top1_history", []), path=path,
                       input_state=saved.get("input_state"),
-                      billed_seconds=float(saved.get("billed_seconds") or 0.0))
+                      billed_seconds=float(saved.get("billed_seconds") or 0.0),
+                      run_figures=saved.get("run_figures") or {})
     if rewind:
         rewind_logs(logdir, state.epoch, state.global_step)
     return state

@@ -1,6 +1,15 @@
 """The run's summary: one dict (summary.json, and run()'s return value), and the
 lines printed at the end.
 
+Every figure is the run's: over every epoch of every attempt (the callbacks carry
+their sums across attempts in the checkpoints), never the last epoch's nor the
+last attempt's; per-epoch figures are metrics.jsonl's, named `epoch_*`. The bill
+(`billed_seconds`, `cost_usd`) covers every attempt from its process's start
+(app/main.py's first line) to the moment this summary is made (a killed attempt:
+to its last heartbeat, at most app/run/ledger.py's HEARTBEAT_SECONDS before
+the kill); the interpreter's start before that and the process's exit
+after it are not in it.
+
 A figure that was not measured is null, never 0: a CPU run has no MFU unless a
 peak is given, a run without a price has no cost, a target not reached has no
 epoch.
@@ -12,9 +21,12 @@ import os
 import platform
 import shlex
 import sys
-import time
 
-from callbacks.figures.money import billed_seconds, cost_usd, usd_per_million_images
+from callbacks.figures.money import (
+    cost_usd,
+    projected_cost_usd,
+    usd_per_million_images,
+)
 
 STATUS_BY_EXCEPTION = {"Preempted": "preempted", "Diverged": "diverged",
                        "KeyboardInterrupt": "interrupted"}
@@ -29,7 +41,19 @@ def _round(value, digits=6):
     return None if value is None else round(float(value), digits)
 
 
-def build(context, plan, parts, status: str, attempts: list) -> dict:
+def _significant(value, digits=6):
+    """`value` to `digits` significant digits (a small model's TFLOP/s or MFU is
+    1e-5, which decimals would round to 0)."""
+    return None if value is None else float(f"{float(value):.{digits}g}")
+
+
+def first_start(attempts: list, started_at: float) -> float:
+    """When the run's first attempt started (an attempt recovered from a checkpoint
+    has no start time)."""
+    return min([a["started_at"] for a in attempts if a.get("pid")] + [started_at])
+
+
+def build(context, plan, parts, status: str, attempts: list, ended_at: float) -> dict:
     """Assembles the summary from the run context, the training plan and the
     callbacks' figures.
 
@@ -39,6 +63,8 @@ def build(context, plan, parts, status: str, attempts: list) -> dict:
         parts: the app.modes.train_callbacks.RunCallbacks.
         status: how training ended (status_of).
         attempts: the billing ledger's attempts.
+        ended_at: `time.time()` where the bill of this attempt ends (the ledger's
+            end of this attempt).
     """
     config, topology, billing, data = context.config, context.topology, context.billing, plan.data
     train_flops_per_image, steps_per_epoch = plan.train_flops_per_image, plan.steps_per_epoch
@@ -48,8 +74,10 @@ def build(context, plan, parts, status: str, attempts: list) -> dict:
     images_per_sec = throughput.images_per_sec
     price = billing.price_per_hour_usd
     cost = parts.cost
+    epochs_completed = max([h["epoch"] for h in history], default=0)
     # Billed time comes from the ledger's earlier attempts whether or not there is a price.
-    billed = billed_seconds(context.started_at, plan.billed_seconds_before)
+    billed = plan.billed_seconds_before + ended_at - context.started_at
+    billed_usd = cost_usd(billed, price) if price is not None else None
     summary = {
         # What ran, and where.
         **topology.describe(),
@@ -64,25 +92,27 @@ def build(context, plan, parts, status: str, attempts: list) -> dict:
         "validation_examples": data.validation_examples, "seed": context.seed,
         "status": status, "logdir": context.logdir,
         # Accuracy.
-        "epochs_completed": max([h["epoch"] for h in history], default=0),
+        "epochs_completed": epochs_completed,
         "val_top1": measured[-1]["top1"] if measured else None,
         "best_val_top1": parts.targets.best_top1,
-        "top1_by_epoch": [h["top1"] for h in history],
-        "top5_by_epoch": [h.get("top5") for h in history] if data.num_classes >= 100 else None,
+        "val_top1_by_epoch": [h["top1"] for h in history],
+        "val_top5_by_epoch": [h.get("top5") for h in history]
+        if data.num_classes >= 100 else None,
         "targets": parts.targets.targets(),
-        # Speed.
+        # Speed: the steady state of every epoch of every attempt, as one window.
         "images_per_sec": _round(images_per_sec, 2),
         "images_per_sec_per_device": _round(images_per_sec / topology.num_replicas, 2)
         if images_per_sec else None,
-        # The same window as images_per_sec (steady state, every epoch of the run).
-        **{k: _round(v, 4) for k, v in throughput.step_time().items()},
-        # Every image since the first window started, over the wall clock: what
-        # evaluation, checkpoints and summaries cost in time.
+        **{k: _round(v, 4) for k, v in throughput.step_time().items()},  # the same window
+        # Every image since each attempt's first window started, over the wall clock:
+        # what evaluation, checkpoints and summaries cost in time.
         "images_per_sec_wall": _round(throughput.images_per_sec_wall, 2),
         "eval_images_per_sec": _round(throughput.eval_images_per_sec, 2),
         "train_flops_per_image": train_flops_per_image,
-        "model_tflops_per_sec": _round(parts.mfu.model_tflops_per_sec, 3),
-        "mfu": _round(parts.mfu.utilization(images_per_sec) if images_per_sec else None),
+        # The model's FLOPs at the run's rate, and that over the devices' peak.
+        "model_tflops_per_sec": _significant(train_flops_per_image * images_per_sec / 1e12)
+        if images_per_sec else None,
+        "mfu": _significant(parts.mfu.utilization(images_per_sec) if images_per_sec else None),
         "peak_tflops_per_device": billing.peak_tflops_per_device,
         # Energy (GPUs with NVML only), over the same windows as images_per_sec.
         **_energy(parts.energy),
@@ -90,18 +120,24 @@ def build(context, plan, parts, status: str, attempts: list) -> dict:
         "machine": billing.machine, "pricing": billing.pricing, "machines": billing.machines,
         "price_per_hour_usd": price, "price_source": billing.source,
         "billed_seconds": _round(billed, 2),
-        "cost_usd": _round(cost_usd(billed, price)) if price is not None else None,
+        "cost_usd": _round(billed_usd),
         "usd_per_million_images": _round(usd_per_million_images(images_per_sec, price))
         if price is not None and images_per_sec else None,
-        "projected_cost_usd": _round(cost.projected_cost_usd) if cost else None,
-        # Time and provenance.
-        "wall_seconds": _round(time.time() - context.started_at, 2),
+        # The bill, plus the epochs left at the last epoch's cost: the bill at the end.
+        "projected_cost_usd": _round(projected_cost_usd(
+            billed_usd, cost.usd_per_epoch, config.epochs - epochs_completed))
+        if cost and billed_usd is not None else None,
+        # Time and provenance: from the first attempt's start to now, the time
+        # between attempts included (billed_seconds leaves it out).
+        "wall_seconds": _round(ended_at - first_start(attempts, context.started_at), 2),
         "attempts": attempts,
         "corrupt_images_skipped": data.skipped_images() if data.skipped_images else 0,
         # Seconds fit waited for training batches (pipelines fed from Python only):
         # near 0 when the accelerator, not the input, sets the pace.
         "input_wait_seconds": _round(data.input_wait_seconds(), 2)
         if data.input_wait_seconds else None,
+        # What the input pipeline says of itself (preprocessing.spec.Datasets.facts).
+        "input": dict(data.facts),
         "versions": _versions(config.backend),
         "command": " ".join(sys.argv),
     }
@@ -142,6 +178,13 @@ def _money(value):
     return "n/a" if value is None else f"${value:,.4f}"
 
 
+def percent(fraction: float) -> str:
+    """A fraction as a percentage with the digits it needs: "21.9%", "0.031%"."""
+    if fraction == 0 or abs(fraction) >= 0.1:
+        return f"{fraction:.1%}"
+    return f"{fraction * 100:.2g}%"
+
+
 def _from_here(path: str) -> str:
     """`path` as typed from the current folder: relative inside it, else absolute."""
     relative = os.path.relpath(path)
@@ -159,7 +202,7 @@ def shell_command(*args: str) -> str:
 
 def _accuracy(summary: dict) -> str:
     """Last and best top-1 with their epochs, then each target."""
-    by_epoch = [(epoch, top1) for epoch, top1 in enumerate(summary["top1_by_epoch"], 1)
+    by_epoch = [(epoch, top1) for epoch, top1 in enumerate(summary["val_top1_by_epoch"], 1)
                 if top1 is not None]
     if not by_epoch:
         return "top-1: no validation"
@@ -169,9 +212,9 @@ def _accuracy(summary: dict) -> str:
             else f"top-1: {last:.4f} after epoch {last_epoch}; best {best:.4f} at epoch "
                  f"{best_epoch}")
     for target in summary["targets"]:
-        line += (f"; {target['top1']:.3f} reached at epoch {target['epoch']} "
+        line += (f"; {target['target_top1']:.3f} reached at epoch {target['epoch']} "
                  f"({_money(target['cost_usd'])})" if target["reached"]
-                 else f"; {target['top1']:.3f} not reached")
+                 else f"; {target['target_top1']:.3f} not reached")
     return line
 
 
@@ -183,7 +226,7 @@ def closing_lines(summary: dict) -> str:
              f"per device x {summary['num_replicas']})" if rate else
              "throughput: not measured (too few steps after warm-up)")
     if summary["mfu"] is not None:
-        speed += f", MFU {summary['mfu']:.1%}"
+        speed += f", MFU {percent(summary['mfu'])}"
     if rate and summary.get("images_per_sec_wall"):
         speed += (f"; {summary['images_per_sec_wall']:,.1f} over the wall clock "
                   "(evaluation and checkpoints included)")

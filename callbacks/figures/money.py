@@ -26,6 +26,15 @@ def cost_usd(billed_seconds: float, price_per_hour_usd: float) -> float:
     return billed_seconds / 3600.0 * price_per_hour_usd
 
 
+def projected_cost_usd(billed_usd: float, usd_per_epoch: float | None,
+                       epochs_left: int) -> float | None:
+    """The whole run's cost: billed so far, plus the epochs left at `usd_per_epoch`
+    (the last epoch's). With none left it is the bill itself."""
+    if epochs_left <= 0:
+        return billed_usd
+    return None if usd_per_epoch is None else billed_usd + usd_per_epoch * epochs_left
+
+
 def hours_for_images(images: float, images_per_sec: float) -> float:
     """Wall-clock hours to process `images` at a steady `images_per_sec`."""
     return images / images_per_sec / 3600.0

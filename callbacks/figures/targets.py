@@ -22,7 +22,7 @@ def _interpolate(before: dict, after: dict, target: float) -> dict:
 
 
 def targets_reached(history: list[dict], targets) -> list[dict]:
-    """One entry per target: top1, reached, epoch, hours, cost_usd, interpolated.
+    """One entry per target: target_top1, reached, epoch, hours, cost_usd, interpolated.
 
     Args:
         history: [{"epoch", "top1", "hours", "cost_usd"}, ...] in epoch order.
@@ -31,7 +31,7 @@ def targets_reached(history: list[dict], targets) -> list[dict]:
     measured = [h for h in history if h.get("top1") is not None]
     out = []
     for target in sorted(targets):
-        entry = {"top1": target, "reached": False, "epoch": None, "hours": None,
+        entry = {"target_top1": target, "reached": False, "epoch": None, "hours": None,
                  "cost_usd": None, "interpolated": None}
         for index, point in enumerate(measured):
             if point["top1"] >= target:

@@ -48,21 +48,41 @@ def steady_window(marks: list, epoch_steps: int | None, steps_per_call: int,
     return []
 
 
-def step_time_spread(gaps: list) -> dict:
-    """Step time over a window, from its (steps, seconds) gaps between marks.
+def gap_sums(gaps: list) -> dict:
+    """What a window's step-time figures are made of, as sums that add up across
+    windows, epochs and attempts: steps, seconds, how many gaps, and the sum and
+    the sum of squares of each gap's seconds per step. `gaps` are (steps, seconds)
+    between consecutive marks."""
+    per_step = [s / n for n, s in gaps]
+    return {"steps": sum(n for n, _ in gaps), "seconds": sum(s for _, s in gaps),
+            "gaps": len(gaps), "step_seconds": sum(per_step),
+            "step_seconds_squared": sum(t * t for t in per_step)}
 
-    `step_time_ms` is the window's seconds over its steps, so that it equals
-    global batch / images_per_sec of the same window exactly; the standard error
-    and the jitter (standard deviation / mean) come from the per-step time of each
-    gap.
+
+def add_sums(first: dict, second: dict) -> dict:
+    """Two windows' `gap_sums` (or any dicts of sums) as one."""
+    return {k: first.get(k, 0) + second.get(k, 0) for k in {*first, *second}}
+
+
+def step_time_spread(gaps: list) -> dict:
+    """Step time over a window, from its (steps, seconds) gaps between marks (see
+    `spread_of`)."""
+    return spread_of(gap_sums(gaps))
+
+
+def spread_of(sums: dict) -> dict:
+    """Step time from `gap_sums` (one window's, or several added up).
+
+    `step_time_ms` is the seconds over the steps, so that it equals global batch /
+    images_per_sec of the same windows exactly; the standard error and the jitter
+    (standard deviation / mean) come from the per-step time of each gap.
     """
-    steps = sum(n for n, _ in gaps)
+    steps = sums.get("steps", 0)
     if steps <= 0:
         return {}
-    mean = sum(s for _, s in gaps) / steps
-    per_step = [s / n for n, s in gaps]
-    count = len(per_step)
-    var = sum((t - mean) ** 2 for t in per_step) / (count - 1) if count > 1 else 0.0
-    std = math.sqrt(var)
+    mean = sums["seconds"] / steps
+    count = sums["gaps"]
+    squares = sums["step_seconds_squared"] - 2 * mean * sums["step_seconds"] + count * mean ** 2
+    std = math.sqrt(max(squares, 0.0) / (count - 1)) if count > 1 else 0.0
     return {"step_time_ms": mean * 1e3, "step_time_stderr_ms": std / math.sqrt(count) * 1e3,
             "step_time_jitter": std / mean if mean > 0 else 0.0}

@@ -4,9 +4,13 @@ Laid out as Keras's own TensorBoard callback lays out a run, so the dashboard re
 the same way:
 - two runs per run folder, `train/` and `validation/`; a validation figure has the
   same tag as its training twin (`val_top1` is `accuracy/epoch_top1` in
-  `validation/`), so TensorBoard draws the two on one chart;
+  `validation/`), so TensorBoard draws the two on one chart; a figure of other
+  work (evaluation speed) has a tag of its own;
 - `epoch_*` tags have the epoch (1-based) on the x axis, `batch_*` tags the global
-  training step: one x-axis meaning per tag, never two on one chart.
+  training step: one x-axis meaning per tag, never two on one chart. A key named
+  `epoch_X` (an epoch's figure; its run-wide twin in summary.json, if any, is `X`)
+  is the tag `<group>/epoch_X`;
+- the run's own figures (summary.json's) as HParams columns: HPARAM_FIGURES.
 Each tag carries a description with its unit (TensorBoard shows it on the card).
 """
 
@@ -27,9 +31,10 @@ class Figure:
     unit: str
     description: str
 
-    def tag(self, prefix: str) -> str:
-        """The tag of this figure's `prefix` series ("epoch" or "batch")."""
-        return f"{self.group}/{prefix}_{self.name}"
+    def tag(self, prefix: str = "") -> str:
+        """The tag of this figure's `prefix` series ("epoch" or "batch"; "" for a
+        series of its own, like the sweep's)."""
+        return f"{self.group}/{prefix}_{self.name}" if prefix else f"{self.group}/{self.name}"
 
     @property
     def text(self) -> str:
@@ -55,24 +60,35 @@ FIGURES = {
                              "Best validation top-1 so far."),
     "targets_reached": Figure("accuracy", "targets_reached", VALIDATION, "count",
                                "How many --target_top1 values validation top-1 has reached."),
-    "images_per_sec": Figure("throughput", "images_per_sec", TRAIN, "images/second",
-                              "Training images per second over all devices, steady state "
-                              "(compilation and warm-up steps excluded)."),
-    "eval_images_per_sec": Figure("throughput", "images_per_sec", VALIDATION,
-                                   "images/second",
-                                   "Validation images per second over all devices."),
+    "epoch_images_per_sec": Figure(
+        "throughput", "images_per_sec", TRAIN, "images/second",
+        "This epoch's training images per second over all devices, steady state: its "
+        "timed steps (compilation and warm-up excluded) over their seconds."),
+    "running_images_per_sec": Figure(
+        "throughput", "running_images_per_sec", TRAIN, "images/second",
+        "The current epoch's steady-state training images per second from its first timed "
+        "step up to this step (what the progress bar shows)."),
+    "epoch_eval_images_per_sec": Figure(
+        "throughput", "eval_images_per_sec", VALIDATION, "images/second",
+        "Validation images per second over all devices in this epoch's evaluation pass."),
     "images_per_sec_wall": Figure("throughput", "images_per_sec_wall", TRAIN, "images/second",
-                                   "Training images per wall-clock second over the epochs, "
-                                   "epoch-end work (checkpoints, summaries) included."),
-    "images_per_sec_per_device": Figure("throughput", "images_per_sec_per_device", TRAIN,
-                                         "images/second",
-                                         "Training images per second of one device."),
-    "step_time_ms": Figure("throughput", "step_time_ms", TRAIN, "milliseconds",
-                            "Mean time of one training step in the epoch's steady state."),
-    "step_time_stderr_ms": Figure("throughput", "step_time_stderr_ms", TRAIN, "milliseconds",
-                                   "Standard error of the mean step time."),
-    "step_time_jitter": Figure("throughput", "step_time_jitter", TRAIN, "ratio",
-                                "Spread of step times: standard deviation / mean."),
+                                   "Training images per wall-clock second over the run so "
+                                   "far, epoch-end work (evaluation, checkpoints, summaries) "
+                                   "included."),
+    "epoch_images_per_sec_per_device": Figure(
+        "throughput", "images_per_sec_per_device", TRAIN, "images/second",
+        "This epoch's steady-state training images per second of one device."),
+    "epoch_timed_steps": Figure("throughput", "timed_steps", TRAIN, "steps",
+                                 "Training steps this epoch's steady-state figures time."),
+    "epoch_step_time_ms": Figure("throughput", "step_time_ms", TRAIN, "milliseconds",
+                                  "Mean time of one training step in this epoch's steady "
+                                  "state."),
+    "epoch_step_time_stderr_ms": Figure("throughput", "step_time_stderr_ms", TRAIN,
+                                         "milliseconds",
+                                         "Standard error of this epoch's mean step time."),
+    "epoch_step_time_jitter": Figure("throughput", "step_time_jitter", TRAIN, "ratio",
+                                      "Spread of this epoch's step times: standard deviation "
+                                      "/ mean."),
     "cost_usd": Figure("cost", "cost_usd", TRAIN, "US dollars",
                         "Dollars billed so far: the whole process's wall-clock time (start-up, "
                         "compilation, evaluation and earlier attempts included) at the "
@@ -87,22 +103,63 @@ FIGURES = {
     "billed_usd_per_million_images": Figure(
         "cost", "billed_usd_per_million_images", TRAIN, "US dollars per million images",
         "Dollars billed so far / training images so far (everything billed counts)."),
-    "mfu": Figure("utilization", "mfu", TRAIN, "fraction of peak (1 = 100%)",
-                   "Model FLOPs utilization: the model's training FLOP/s over the devices' "
-                   "dense bf16 peak."),
-    "model_tflops_per_sec": Figure("utilization", "model_tflops_per_sec", TRAIN, "TFLOP/s",
-                                    "The model's own training FLOPs per second, all devices."),
-    "power_watts": Figure("energy", "power_watts", TRAIN, "watts",
-                           "Board power of the devices in use over the steady-state steps, "
-                           "from NVML's energy counter (NVIDIA only)."),
-    "joules_per_image": Figure("energy", "joules_per_image", TRAIN, "joules",
-                                "Energy per training image, steady state."),
-    "kwh_per_epoch": Figure("energy", "kwh_per_epoch", TRAIN, "kilowatt-hours",
-                             "Energy of one epoch at the steady-state power."),
+    "epoch_mfu": Figure("utilization", "mfu", TRAIN, "fraction of peak (1 = 100%)",
+                         "This epoch's model FLOPs utilization: the model's training FLOP/s "
+                         "at its steady-state rate over the devices' dense bf16 peak."),
+    "epoch_model_tflops_per_sec": Figure(
+        "utilization", "model_tflops_per_sec", TRAIN, "TFLOP/s",
+        "The model's own training FLOPs per second at this epoch's steady-state rate, all "
+        "devices."),
+    "epoch_power_watts": Figure("energy", "power_watts", TRAIN, "watts",
+                                 "Board power of the devices in use over this epoch's "
+                                 "steady-state steps (NVIDIA only)."),
+    "epoch_joules_per_image": Figure("energy", "joules_per_image", TRAIN, "joules",
+                                      "Energy per training image over this epoch's "
+                                      "steady-state steps."),
+    "epoch_kwh": Figure("energy", "kwh", TRAIN, "kilowatt-hours",
+                         "Energy of this epoch's images at its steady-state energy per image."),
     "peak_memory_gib": Figure("memory", "peak_memory_gib", TRAIN, "GiB",
                               "Peak device memory: the framework's high-water mark."),
     "learning_rate": Figure("optimizer", "learning_rate", TRAIN, "learning rate",
                              "The rate the next training step uses (after warm-up and decay)."),
+}
+
+# How the energy figures were measured (callbacks/energy.py's `method`), said on their cards.
+ENERGY_METHODS = {
+    "energy_counter": "Measured with NVML's energy counter, differenced between the window's "
+                      "first and last step.",
+    "power_samples": "Measured from NVML board-power samples taken inside the window, times "
+                     "its length (these GPUs do not count their energy).",
+}
+
+
+def energy_descriptions(method: str | None) -> dict:
+    """{log key: card description} of the energy figures, saying how they were measured."""
+    if method not in ENERGY_METHODS:
+        return {}
+    return {key: f"{FIGURES[key].description} {ENERGY_METHODS[method]} "
+                 f"*Unit: {FIGURES[key].unit}.*"
+            for key in ("epoch_power_watts", "epoch_joules_per_image", "epoch_kwh")}
+
+
+# The throughput sweep's points (app/modes/sweep.py), one series per figure with the
+# global batch size on the x axis: tags "sweep_<group>/<figure>_vs_batch".
+_AT_SIZE = " at each global batch size (the x axis), over its timed steps."
+SWEEP_FIGURES = {
+    "images_per_sec": Figure("sweep_throughput", "images_per_sec_vs_batch", TRAIN,
+                             "images/second", "Steady-state training images per second over "
+                             "all devices" + _AT_SIZE),
+    "images_per_sec_per_device": Figure("sweep_throughput", "images_per_sec_per_device_vs_batch",
+                                        TRAIN, "images/second", "Steady-state training images "
+                                        "per second of one device" + _AT_SIZE),
+    "mfu": Figure("sweep_utilization", "mfu_vs_batch", TRAIN, "fraction of peak (1 = 100%)",
+                  "Model FLOPs utilization" + _AT_SIZE),
+    "step_time_ms": Figure("sweep_throughput", "step_time_ms_vs_batch", TRAIN, "milliseconds",
+                           "Mean time of one training step" + _AT_SIZE),
+    "peak_memory_gib": Figure("sweep_memory", "peak_memory_gib_vs_batch", TRAIN, "GiB",
+                              "Peak device memory, the framework's high-water mark" + _AT_SIZE),
+    "joules_per_image": Figure("sweep_energy", "joules_per_image_vs_batch", TRAIN, "joules",
+                               "Energy per training image" + _AT_SIZE),
 }
 
 
@@ -112,7 +169,8 @@ def figure_of(key: str) -> Figure:
                                        f"The `{key}` figure of the logs.")
 
 
-# Settings shown in TensorBoard's HParams dashboard, with what they mean.
+# Settings shown in TensorBoard's HParams dashboard, with what they mean: every run
+# declares all of them, so several runs share one table.
 SETTINGS = {
     "accelerator": "--accelerator: cpu, gpu or tpu.",
     "backend": "--backend: the Keras backend (tensorflow or jax).",
@@ -124,9 +182,28 @@ SETTINGS = {
     "precision": "The Keras dtype policy used.",
     "steps_per_execution": "--steps_per_execution: training steps per host call.",
     "machine": "The price catalog row billed (--machine).",
-    "price_per_hour_usd": "Dollars per hour for all machines of the run.",
+    "price_per_hour_usd": "Dollars per hour for everything the run uses.",
 }
 
-# Figures the HParams dashboard sets against the settings (when the run logs them).
-HPARAM_FIGURES = {"val_top1": "val top-1", "best_val_top1": "best val top-1",
-                  "images_per_sec": "images/sec", "cost_usd": "cost ($)", "mfu": "MFU"}
+# The run's figures the HParams dashboard sets against the settings: summary.json's,
+# written once the run ends, as tags "run/<key>" in the run folder itself (the
+# HParams session's own folder, where TensorBoard looks for them). The same columns
+# for every run; a figure the run did not measure is an empty cell.
+RUN = "run"
+HPARAM_FIGURES = {
+    "val_top1": ("val top-1", "fraction (1 = 100%)",
+                 "Validation top-1 after the run's last epoch (summary.json's val_top1)."),
+    "best_val_top1": ("best val top-1", "fraction (1 = 100%)",
+                      "The run's best validation top-1 (summary.json's best_val_top1)."),
+    "images_per_sec": ("images/sec", "images/second",
+                       "The run's steady-state training images per second over all devices: "
+                       "every epoch's timed steps of every attempt over their seconds "
+                       "(summary.json's images_per_sec)."),
+    "mfu": ("MFU", "fraction of peak (1 = 100%)",
+            "The run's model FLOPs utilization at its steady-state rate (summary.json's mfu)."),
+    "cost_usd": ("cost ($)", "US dollars",
+                 "Dollars billed for the whole run, every attempt (summary.json's cost_usd)."),
+    "usd_per_million_images": ("$ per million images", "US dollars per million images",
+                               "Price / the run's steady-state rate (summary.json's "
+                               "usd_per_million_images)."),
+}
