@@ -18,7 +18,9 @@ import re
 
 from preprocessing.augment import PRESETS
 
-MODELS = ("small_resnet", "resnet18", "resnet34", "resnet50")
+MODELS = ("small_resnet", "resnet18", "resnet34", "resnet50",
+          "vit_ti16", "vit_s16", "vit_b16", "vit_l16")  # app/engine/models/
+OPTIMIZERS = ("auto", "sgd", "adamw")
 NAMED_DATASETS = ("digits", "fashion_mnist", "synthetic", "imagenet2012")
 DATASET_PREFIXES = ("tfds:", "folder:")
 BACKENDS = ("tensorflow", "jax")
@@ -39,6 +41,35 @@ RESUMABLE_FIELDS = frozenset({
     "process_id", "coordinator_timeout_seconds", "logdir", "data_dir", "manual_dir",
     "download", "checkpoint_every_steps", "tpu",
 })
+
+
+# The recipe of each optimizer: what an unset --base_learning_rate, --weight_decay,
+# --warmup_epochs and --gradient_clip_norm mean (None in Config until resolved).
+RECIPES = {
+    # Goyal et al. 2017 (linear scaling, warm-up), tuned on digits; ImageNet's
+    # 0.1 and 5 warm-up epochs are in configs/imagenet_resnet50.flags.
+    "sgd": {"base_learning_rate": 0.4, "weight_decay": 5e-4, "warmup_epochs": 1.0,
+            "gradient_clip_norm": 0.0},
+    # DeiT (Touvron et al. 2021): 5e-4 per 512 images, decay 0.05, 5 warm-up epochs;
+    # the global norm clipped at 1, as in ViT's own recipe (Dosovitskiy et al. 2021).
+    "adamw": {"base_learning_rate": 2.5e-4, "weight_decay": 0.05, "warmup_epochs": 5.0,
+              "gradient_clip_norm": 1.0},
+}
+# --optimizer=auto: the ResNets' SGD; AdamW for the ViTs and every model not ours.
+FAMILY_OPTIMIZER = {"resnet": "sgd", "vit": "adamw"}
+VIT_PATCH = 16
+
+
+def model_kind(name: str) -> str | None:
+    """What a --model value is by its form: resnet, vit (built in), applications
+    (applications:NAME), python (FILE.py:FUNCTION), saved (FILE.keras); None if none."""
+    if name in MODELS:
+        return "vit" if name.startswith("vit_") else "resnet"
+    if re.fullmatch(r"applications:[A-Za-z]\w*", name):
+        return "applications"
+    if re.fullmatch(r".+\.py:[A-Za-z_]\w*", name):
+        return "python"
+    return "saved" if re.fullmatch(r".+\.keras", name) else None
 
 
 class ConfigError(ValueError):
@@ -81,12 +112,15 @@ class Config:
     model: str = "small_resnet"
     precision: str = "auto"
     batchnorm_statistics: str = "per_replica"
-    base_learning_rate: float = 0.4
+    # The recipe: None and auto mean the model family's (RECIPES), resolved at once.
+    optimizer: str = "auto"
+    base_learning_rate: float | None = None
     lr_schedule: str = "cosine"
-    warmup_epochs: float = 1.0
+    warmup_epochs: float | None = None
     momentum: float = 0.9
-    weight_decay: float = 5e-4
+    weight_decay: float | None = None
     label_smoothing: float = 0.1
+    gradient_clip_norm: float | None = None
     dataset: str = "digits"
     data_dir: str = ""
     manual_dir: str = ""
@@ -117,6 +151,7 @@ class Config:
 
     def __post_init__(self):
         # Fill derived defaults. The dataclass is frozen, hence object.__setattr__.
+        self._resolve_recipe()
         if not self.data_dir:
             object.__setattr__(self, "data_dir", os.environ.get(
                 "TFDS_DATA_DIR", os.path.expanduser("~/tensorflow_datasets")))
@@ -128,13 +163,24 @@ class Config:
             # (and resumes, or reports complete) the same folder; --fresh starts over.
             name = "sweep" if self.sweep_batch_sizes else self.dataset_name
             object.__setattr__(self, "logdir", os.path.join(
-                "runs", f"{self.model}-{name}-{self.backend}-{self.fingerprint}"))
+                "runs", f"{self.model_label}-{name}-{self.backend}-{self.fingerprint}"))
         if self.dataset == "synthetic" and self.validation_steps == 0:
             # Random images measure no accuracy: validate them only when asked (N > 0).
             object.__setattr__(self, "validation_steps", -1)
         object.__setattr__(self, "target_top1", tuple(self.target_top1))
         object.__setattr__(self, "sweep_batch_sizes", tuple(self.sweep_batch_sizes))
         self._validate()
+
+    def _resolve_recipe(self):
+        """--optimizer=auto and the unset recipe flags -> the values of the model family's
+        recipe, written into the fields (so config.json records what ran). A Config
+        made by `replace(model=...)` keeps the values resolved for the old model."""
+        if self.optimizer == "auto":
+            object.__setattr__(self, "optimizer",
+                               FAMILY_OPTIMIZER.get(model_kind(self.model), "adamw"))
+        for name, value in RECIPES.get(self.optimizer, {}).items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
 
     # ----------------------------------------------------------------- checks
     def _validate(self):
@@ -146,8 +192,7 @@ class Config:
                f"--accelerator={self.accelerator!r} is unknown; accepted: {', '.join(ACCELERATORS)}")
         _check(self.backend in BACKENDS,
                f"--backend={self.backend!r} is unknown; accepted: {', '.join(BACKENDS)}")
-        _check(self.model in MODELS,
-               f"--model={self.model!r} is unknown; accepted: {', '.join(MODELS)}")
+        self._validate_model()
         _check(self.precision in PRECISIONS,
                f"--precision={self.precision!r} is unknown; accepted: {', '.join(PRECISIONS)}")
         _check(self.batchnorm_statistics in BATCHNORM_STATISTICS,
@@ -160,6 +205,19 @@ class Config:
         self._validate_optimizer()
         self._validate_processes()
         self._validate_study_flags()
+
+    def _validate_model(self):
+        """The form of --model; app.engine.models.check_model looks at files and names."""
+        kind = model_kind(self.model)
+        _check(kind is not None,
+               f"--model={self.model!r} is unknown; accepted: {', '.join(MODELS)}, "
+               "applications:NAME (a keras.applications classifier), FILE.py:FUNCTION (a "
+               "function of (num_classes, image_size) returning a keras.Model), FILE.keras "
+               f"(a saved model){did_you_mean(self.model, MODELS)}")
+        _check(kind != "vit" or self.image_size % VIT_PATCH == 0,
+               f"--image_size={self.image_size}: --model={self.model} cuts images into "
+               f"{VIT_PATCH}x{VIT_PATCH} patches; accepted: a multiple of {VIT_PATCH} "
+               "(0 = the dataset's size)")
 
     def _validate_dataset(self):
         name = self.dataset
@@ -216,6 +274,11 @@ class Config:
                f"--seed={self.seed} is out of range; accepted: 0..4294967295")
 
     def _validate_optimizer(self):
+        _check(self.optimizer in OPTIMIZERS,
+               f"--optimizer={self.optimizer!r} is unknown; accepted: {', '.join(OPTIMIZERS)}")
+        clip = self.gradient_clip_norm
+        _check(clip is None or clip >= 0,
+               f"--gradient_clip_norm={clip} must be >= 0 (0 = no clipping)")
         _check(self.base_learning_rate > 0 and math.isfinite(self.base_learning_rate),
                f"--base_learning_rate={self.base_learning_rate} must be a finite number > 0")
         _check(self.warmup_epochs >= 0, f"--warmup_epochs={self.warmup_epochs} must be >= 0")
@@ -262,6 +325,20 @@ class Config:
         elif self.dataset.startswith("folder:"):
             name = os.path.basename(os.path.normpath(self.dataset[7:])) or "folder"
         return name
+
+    @property
+    def model_label(self) -> str:
+        """A short, path-safe name of --model (for folder names): resnet50,
+        EfficientNetV2S, my_model.make_model, saved (from saved.keras)."""
+        kind, name = model_kind(self.model), self.model
+        if kind == "applications":
+            name = name.split(":", 1)[1]
+        elif kind == "python":
+            path, _, function = name.rpartition(":")
+            name = f"{os.path.splitext(os.path.basename(path))[0]}.{function}"
+        elif kind == "saved":
+            name = os.path.splitext(os.path.basename(name))[0]
+        return re.sub(r"[^\w.-]", "_", name) or "model"
 
     @property
     def fingerprint(self) -> str:

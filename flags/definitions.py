@@ -28,8 +28,9 @@ GROUPS = {
             "steps_per_execution", "seed", "target_top1", "sweep_batch_sizes", "benchmark"),
     "data": ("dataset", "data_dir", "manual_dir", "download", "image_size", "preprocessing",
              "input_pipeline"),
-    "model": ("model", "precision", "batchnorm_statistics", "base_learning_rate", "lr_schedule", "warmup_epochs",
-              "momentum", "weight_decay", "label_smoothing"),
+    "model": ("model", "precision", "batchnorm_statistics", "optimizer", "base_learning_rate",
+              "lr_schedule", "warmup_epochs", "momentum", "weight_decay", "label_smoothing",
+              "gradient_clip_norm"),
     "distribution": ("accelerator", "backend", "num_devices", "tpu", "num_processes",
                      "process_id", "coordinator_address", "coordinator_timeout_seconds"),
     "cost": ("machine", "pricing", "price_per_hour_usd"),
@@ -97,8 +98,15 @@ def define_flags():
                               "multi-host run before giving up.")
 
     # Model and optimization.
-    absl_flags.DEFINE_enum("model", D["model"], list(choices.MODELS),
-                           "The network; resnet18/34/50 are v1.5, small_resnet is for tiny images.")
+    absl_flags.DEFINE_string("model", D["model"],
+                             "The network: small_resnet (tiny images), resnet18/34/50 (v1.5), "
+                             "vit_ti16/vit_s16/vit_b16/vit_l16 (pre-norm ViTs, patch 16, "
+                             "mean-pooled), applications:NAME (a keras.applications "
+                             "classifier from scratch, e.g. applications:EfficientNetV2S), "
+                             "FILE.py:FUNCTION (FUNCTION(num_classes, image_size) returns a "
+                             "keras.Model of logits; e.g. examples/my_model.py:make_model) "
+                             "or FILE.keras (a saved model; its head replaced when the "
+                             "classes differ).")
     absl_flags.DEFINE_enum("precision", D["precision"],
                            list(choices.PRECISIONS),
                            "Keras dtype policy; auto = float32 on CPU, "
@@ -108,20 +116,31 @@ def define_flags():
                            "BatchNorm's training statistics: per_replica (each replica's own "
                            "slice of the batch, no cross-device reduction; MLPerf's choice) "
                            "or global (over the whole global batch; for small per-replica "
-                           "batches).")
+                           "batches). The moving statistics are the replicas' mean either way. "
+                           "Models the app did not write get the app's BatchNorm in place of "
+                           "Keras's; the ViTs have none.")
+    absl_flags.DEFINE_enum("optimizer", D["optimizer"], list(choices.OPTIMIZERS),
+                           "auto = the model family's: sgd (momentum, decoupled weight "
+                           "decay) for the ResNets, adamw for the ViTs and every other model.")
     absl_flags.DEFINE_float("base_learning_rate", D["base_learning_rate"],
-                            "Peak learning rate for 256 images; scaled linearly "
-                            "with the global batch. (ImageNet recipes use 0.1-0.256; "
-                            "see configs/.)")
+                            "Peak learning rate for 256 images; scaled linearly with the "
+                            "global batch. Unset = the optimizer's recipe: 0.4 with sgd, "
+                            "2.5e-4 with adamw (ImageNet ResNet recipes use 0.1-0.256; see "
+                            "configs/).")
     absl_flags.DEFINE_enum("lr_schedule", D["lr_schedule"], list(choices.LR_SCHEDULES),
                            "After warm-up: cosine decay to 0, or /10 at 30, 60, 80 "
                            "percent of the run.")
-    absl_flags.DEFINE_float("warmup_epochs", D["warmup_epochs"], "Linear warm-up length in epochs.")
-    absl_flags.DEFINE_float("momentum", D["momentum"], "SGD momentum.")
+    absl_flags.DEFINE_float("warmup_epochs", D["warmup_epochs"],
+                            "Linear warm-up length in epochs. Unset = 1 with sgd, 5 with adamw.")
+    absl_flags.DEFINE_float("momentum", D["momentum"], "SGD momentum (sgd only).")
     absl_flags.DEFINE_float("weight_decay", D["weight_decay"],
-                            "Decoupled weight decay (w -= lr * wd * w each step), "
-                            "not applied to BatchNorm and biases.")
+                            "Decoupled weight decay (w -= lr * wd * w each step), not applied "
+                            "to biases, norm scales and offsets (every 1-D variable) and "
+                            "position embeddings. Unset = 5e-4 with sgd, 0.05 with adamw.")
     absl_flags.DEFINE_float("label_smoothing", D["label_smoothing"], "Label smoothing of the loss.")
+    absl_flags.DEFINE_float("gradient_clip_norm", D["gradient_clip_norm"],
+                            "Clip the gradients' global norm to this before each update; "
+                            "0 = no clipping. Unset = 0 with sgd, 1 with adamw.")
 
     # Data.
     absl_flags.DEFINE_string("dataset", D["dataset"],

@@ -111,3 +111,31 @@ def test_digits_trains_as_well_with_either_statistics(digits_dir, tmp_path, back
         top1[statistics] = summary["best_val_top1"]
     assert min(top1.values()) >= 0.8, top1  # 4 epochs at 8x8 px: ~0.85 either way
     assert abs(top1["per_replica"] - top1["global"]) <= 0.05, top1
+
+
+def test_tensorflow_replicas_keep_one_moving_statistic_the_mean_of_theirs():
+    """MirroredStrategy gives each replica its own copy of the moving statistics;
+    Keras's layer updated each from its own batch, so evaluation inside fit (each
+    replica, its copy) and the saved model (replica 0's) disagreed. The app's layer
+    updates every copy from the replicas' mean: here replica 0 sees zeros, replica 1
+    tens, and both copies hold 5."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from app.engine.layers import BatchNorm
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        inputs = keras.Input((4,))
+        norm = BatchNorm(momentum=0.0)
+        model = keras.Model(inputs, keras.layers.Dense(2)(norm(inputs)))
+        model.compile("sgd", "mse")
+    images = np.concatenate([np.zeros((8, 4)), np.full((8, 4), 10.0)]).astype("float32")
+    model.fit(images, np.zeros((16, 2), "float32"), batch_size=16, epochs=1, verbose=0,
+              shuffle=False)
+    for statistic, expected in ((norm.moving_mean, 5.0), (norm.moving_variance, 0.0)):
+        copies = [np.asarray(copy) for copy in statistic.value.values]
+        assert len(copies) == 2
+        np.testing.assert_allclose(copies[0], expected, atol=1e-5)
+        np.testing.assert_array_equal(copies[0], copies[1])

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from checkpoint_eval import evaluate_latest_checkpoint
 from conftest import ROOT, error_lines, run_cli, tiny_flags
 
 from app import main as app
@@ -37,7 +38,7 @@ def test_mirrored_strategy_with_steps_per_execution_trains_without_xla(digits_di
                                num_devices=2, global_batch_size=32, seed=1))
     assert summary["num_replicas"] == 2 and summary["jit_compile"] is False
     assert summary["epochs_completed"] == 2 and summary["images_per_sec"] > 0
-    assert all(t is not None for t in summary["top1_by_epoch"])
+    assert all(t is not None for t in summary["val_top1_by_epoch"])
 
 
 def test_data_parallel_over_four_host_devices(digits_dir, tmp_path):
@@ -109,7 +110,7 @@ def test_an_unreachable_coordinator_is_a_bounded_wait_and_one_line(digits_dir, t
 @pytest.mark.parametrize("args, message", [
     (["--accelerator=tpu", "--tpu=my-tpu-v4"], "--tpu=my-tpu-v4: no TPU reachable"),
     (["--accelerator=tpu", "--backend=jax"], "no TPU device is visible"),
-    (["--accelerator=gpu", "--num_devices=2"], "no GPU is visible"),
+    (["--accelerator=gpu", "--num_devices=2"], "this host has no GPU"),
 ])
 def test_missing_accelerators_are_named_and_nothing_falls_back(digits_dir, tmp_path, args,
                                                                message):
@@ -152,3 +153,22 @@ def test_gpu_runs_on_jax_get_32_hardware_queues_unless_the_user_chose(accelerato
                           timeout=120, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [expected, False]
+
+
+def test_mirrored_val_top1_is_the_top1_of_the_model_the_run_saves(digits_dir, tmp_path):
+    """#31: with two replicas each kept its own BatchNorm moving statistics, fit's
+    evaluation used both and the checkpoint replica 0's (1 image in 360 differed).
+    The last checkpoint, evaluated apart on one device, gives the printed figures."""
+    import numpy as np
+
+    from callbacks.records.metrics_file import read_metrics
+
+    config = Config(data_dir=digits_dir, logdir=str(tmp_path / "saved"), image_size=8,
+                    epochs=2, steps_per_epoch=6, verbose="0", num_devices=2,
+                    global_batch_size=64, seed=6)
+    summary = app.run(config)
+    losses, hits = evaluate_latest_checkpoint(config, digits_dir)
+    assert len(hits) == 360
+    assert summary["val_top1"] == pytest.approx(np.mean(hits), abs=1e-6)
+    assert read_metrics(config.logdir)[-1]["val_loss"] == pytest.approx(np.mean(losses),
+                                                                         rel=1e-4)

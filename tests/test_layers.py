@@ -8,6 +8,7 @@ import pytest
 
 from app.engine import layers as fast
 from app.engine import models
+from app.engine.models import resnet
 
 
 def random(shape, seed=0):
@@ -188,7 +189,7 @@ def test_fast_and_keras_resnet50_are_the_same_function():
     x = random((2, 64, 64, 3), seed=7)
     np.testing.assert_allclose(np.asarray(fast_model(x, training=False)),
                                np.asarray(keras_model(x, training=False)), rtol=1e-3, atol=1e-3)
-    assert models.forward_flops_per_image(fast_model) == models.forward_flops_per_image(
+    assert resnet.forward_flops_per_image(fast_model) == resnet.forward_flops_per_image(
         keras_model)
     fused = models.make_model("resnet50", 10, 64, dataclasses.replace(
         models.FAST, relu_in_batchnorm=True))

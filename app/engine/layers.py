@@ -17,8 +17,14 @@ BatchNorm's memory traffic.
   own mean and variance, so no cross-device reduction sits on the forward or
   backward path (MLPerf's ResNet-50 does the same). The moving averages take the
   mean of the G slices' statistics (a small all-reduce off the critical path).
-  `synchronized=True` (TensorFlow only) is the opposite on MirroredStrategy, whose
-  replicas otherwise each normalize their own batch: statistics over all replicas.
+  On TensorFlow, MirroredStrategy's replicas each normalize their own batch, and each
+  keeps its own copy of the moving statistics: Keras's layer updates each copy from
+  its replica's batch, so evaluation inside `fit` (every replica, its own copy) and
+  the saved model (replica 0's copy) disagreed. Here the moving averages take the
+  mean over the replicas of their statistics (one small all-reduce per layer, off the
+  normalization's path), as on JAX: every copy stays the same, the saved model is the
+  one evaluated. `synchronized=True` (TensorFlow only) normalizes with statistics
+  over all replicas instead.
   `relu=True` computes the ReLU that follows inside the layer, with one hand-written
   gradient for both that recomputes ReLU's mask from the input instead of keeping
   ReLU's gradient as a tensor (a LayerSet option for benchmarks/model_variants.py;
@@ -45,9 +51,11 @@ from __future__ import annotations
 
 import math
 
+import keras
 from keras import layers, ops
 
 
+@keras.saving.register_keras_serializable("bench")
 class BatchNorm(layers.BatchNormalization):
     """BatchNormalization with float32 statistics and a compute-dtype apply.
 
@@ -93,10 +101,12 @@ class BatchNorm(layers.BatchNormalization):
         return ops.reshape(ops.relu(y) if self.relu else y, ops.shape(inputs))
 
     def _update_moving(self, mean, variance):
-        """The moving averages take the mean of the groups' statistics."""
+        """The moving averages take the mean of the groups' and replicas' statistics."""
         momentum = self.momentum
         batch_mean = ops.reshape(ops.mean(mean, axis=0), (-1,))
         batch_variance = ops.reshape(ops.mean(variance, axis=0), (-1,))
+        if not self.synchronized:  # (synchronized statistics are the same everywhere)
+            batch_mean, batch_variance = _mean_over_replicas([batch_mean, batch_variance])
         self.moving_mean.assign(self.moving_mean * momentum + batch_mean * (1.0 - momentum))
         self.moving_variance.assign(
             self.moving_variance * momentum + batch_variance * (1.0 - momentum))
@@ -114,6 +124,19 @@ class BatchNorm(layers.BatchNormalization):
     def get_config(self):
         return {**super().get_config(), "apply_in_compute_dtype": self.apply_in_compute_dtype,
                 "groups": self.groups, "relu": self.relu}
+
+
+def _mean_over_replicas(values):
+    """On TensorFlow inside a strategy's replica of several, the mean over the replicas
+    (one all-reduce); elsewhere (JAX, one replica, no strategy) `values` as they are."""
+    if keras.config.backend() != "tensorflow":
+        return values
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:  # None: cross-replica code
+        return values
+    return context.all_reduce(tf.distribute.ReduceOp.MEAN, values)
 
 
 def _one_pass_moments(x32, axes):
@@ -234,6 +257,7 @@ def _pool_3x3_s2(inputs, argmax: bool):
     return pool(inputs)
 
 
+@keras.saving.register_keras_serializable("bench")
 class MaxPool3x3S2(layers.MaxPooling2D):
     """MaxPooling2D(3, strides=2, padding="same") as the maximum of nine slices.
 
@@ -256,6 +280,7 @@ class MaxPool3x3S2(layers.MaxPooling2D):
         return {**super().get_config(), "argmax": self.argmax}
 
 
+@keras.saving.register_keras_serializable("bench")
 class SpaceToDepthStem(layers.Conv2D):
     """Conv2D(C, 7, strides=2, padding="same") computed over 2x2 space-to-depth blocks.
 

@@ -1,11 +1,14 @@
 """The training recipe: optimizer, learning-rate schedule, loss and metrics.
 
-SGD with Nesterov-free momentum, a learning rate scaled linearly with the global
-batch (Goyal et al.: 0.1 per 256 images), a linear warm-up, then cosine decay to
-zero or the classic step schedule; label smoothing; decoupled weight decay that
-skips BatchNorm parameters and biases; the loss, top-1 (and top-5 with many
-classes) as weighted metrics, so the weight-0 padding of the last validation batch
-is ignored by all three.
+Two optimizers, each with its recipe (flags.config.RECIPES; --optimizer=auto is the
+model family's): SGD with momentum (not Nesterov) for the ResNets, AdamW for the ViTs
+and every model the app did not write. Both take a learning rate scaled linearly with
+the global batch (Goyal et al.: per 256 images), a linear warm-up, then cosine decay
+to zero or the classic step schedule; decoupled weight decay that skips every 1-D
+variable (biases, BatchNorm and LayerNorm scales and offsets, layer scales) and
+position embeddings; and, where --gradient_clip_norm > 0, the gradients' global norm
+clipped. Label smoothing; the loss, top-1 (and top-5 with many classes) as weighted
+metrics, so the weight-0 padding of the last validation batch is ignored by all three.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from keras import ops
 
 # Step schedule: divide by 10 at these fractions of the run (epochs 30, 60, 80 of 90).
 STEP_BOUNDARIES = (1 / 3, 2 / 3, 8 / 9)
-NO_DECAY = ("bias", "gamma", "beta")  # Keras variable names of biases and BatchNorm
+# Weight decay skips every 1-D variable and these (by Keras variable name).
+NO_DECAY_NAMES = ("position_embedding",)
+ADAMW_BETAS = (0.9, 0.999)  # DeiT's and ViT's
 
 
 @keras.saving.register_keras_serializable("bench")
@@ -77,15 +82,39 @@ class SmoothedSparseCrossentropy(keras.losses.Loss):
                 "label_smoothing": self.label_smoothing}
 
 
-def make_optimizer(learning_rate: float, warmup_steps: int, total_steps: int,
-                   schedule: str, momentum: float, weight_decay: float):
-    """SGD + momentum on a warm-up schedule, with decay skipping BatchNorm and biases."""
-    optimizer = keras.optimizers.SGD(
-        learning_rate=WarmupSchedule(learning_rate, warmup_steps, total_steps, schedule),
-        momentum=momentum, weight_decay=weight_decay or None)
-    if weight_decay:
-        optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY))
+def no_decay_variables(model) -> list:
+    """The trainable variables weight decay leaves alone: every 1-D one (biases, norm
+    scales and offsets, layer scales) and position embeddings."""
+    return [v for v in model.trainable_variables
+            if len(v.shape) <= 1 or any(n in v.name for n in NO_DECAY_NAMES)]
+
+
+def make_optimizer(config, model, warmup_steps: int, total_steps: int):
+    """--optimizer (resolved: sgd or adamw) on a warm-up schedule, decay skipping
+    no_decay_variables(model), the global norm clipped to --gradient_clip_norm (0: not)."""
+    schedule = WarmupSchedule(config.learning_rate, warmup_steps, total_steps,
+                              config.lr_schedule)
+    clip = config.gradient_clip_norm or None
+    if config.optimizer == "adamw":
+        optimizer = keras.optimizers.AdamW(
+            learning_rate=schedule, weight_decay=config.weight_decay, beta_1=ADAMW_BETAS[0],
+            beta_2=ADAMW_BETAS[1], global_clipnorm=clip)
+    else:
+        optimizer = keras.optimizers.SGD(
+            learning_rate=schedule, momentum=config.momentum,
+            weight_decay=config.weight_decay or None, global_clipnorm=clip)
+    if config.weight_decay:
+        optimizer.exclude_from_weight_decay(var_list=no_decay_variables(model))
     return optimizer
+
+
+def recipe_facts(config) -> dict:
+    """The recipe this run resolved (flags.config.RECIPES), for summary.json."""
+    return {"optimizer": config.optimizer, "base_learning_rate": config.base_learning_rate,
+            "learning_rate": config.learning_rate, "warmup_epochs": config.warmup_epochs,
+            "weight_decay": config.weight_decay, "gradient_clip_norm": config.gradient_clip_norm,
+            "label_smoothing": config.label_smoothing,
+            "momentum": config.momentum if config.optimizer == "sgd" else None}
 
 
 def compile_model(model, config, num_classes: int, steps_per_epoch: int,
@@ -109,8 +138,7 @@ def compile_model(model, config, num_classes: int, steps_per_epoch: int,
     if num_classes >= 100:
         metrics.append(keras.metrics.SparseTopKCategoricalAccuracy(k=5, name="top5"))
     model.compile(
-        optimizer=make_optimizer(config.learning_rate, warmup_steps, total_steps,
-                                 config.lr_schedule, config.momentum, config.weight_decay),
+        optimizer=make_optimizer(config, model, warmup_steps, total_steps),
         loss=loss,
         weighted_metrics=metrics,
         steps_per_execution=config.steps_per_execution,
@@ -136,12 +164,29 @@ def layer_set(config, topology):
     return dataclasses.replace(models.FAST, batchnorm_synchronized=not per_replica and replicas > 1)
 
 
+def count_train_flops(config, topology, model, num_classes: int, image_size: int):
+    """Training FLOPs per image of `model` (app/engine/flops.py), or None.
+
+    The built-in ResNets are counted on a twin with Keras's 7x7 stem convolution: the
+    app's space-to-depth stem computes the same products plus its zero channels
+    (12 padded to 16, the 7x7 kernel to 8x8), which would count 1.3% more on ResNet-50
+    at 224 px (XLA: 24.01 against 23.70 GFLOPs); MFU counts the model's math only.
+    """
+    from app.engine import flops, models
+
+    counted, chosen = model, layer_set(config, topology)
+    if models.kind(config.model) == "resnet" and config.model != "small_resnet":
+        counted = models.make_model(config.model, num_classes, image_size,
+                                    dataclasses.replace(chosen, stem="keras"))
+    return flops.train_flops_per_image(counted, image_size, chosen.batchnorm_groups)
+
+
 def make_compiled_model(config, topology, num_classes: int, image_size: int,
                         steps_per_epoch: int):
     """The model of --model, built and compiled in the distribution scope.
 
     Returns:
-        (model, training FLOPs per image).
+        (model, training FLOPs per image, or None where the backend cannot count them).
     """
     from app.engine import models
 
@@ -149,4 +194,4 @@ def make_compiled_model(config, topology, num_classes: int, image_size: int,
         model = models.make_model(config.model, num_classes, image_size,
                                   layer_set(config, topology))
         compile_model(model, config, num_classes, steps_per_epoch, topology.jit_compile)
-    return model, models.train_flops_per_image(model)
+    return model, count_train_flops(config, topology, model, num_classes, image_size)

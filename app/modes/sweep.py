@@ -178,7 +178,7 @@ def _measure(batch, model, flops, config, topology, billing, readers, steps,
         "images_per_sec": round(rate, 2),
         "images_per_sec_per_device": round(rate / topology.num_replicas, 2),
         "mfu": float(f"{mfu:.6g}") if mfu is not None else None,
-        "model_tflops_per_sec": float(f"{flops * rate / 1e12:.6g}"),
+        "model_tflops_per_sec": float(f"{flops * rate / 1e12:.6g}") if flops else None,
         "peak_memory_gib": peak_memory_gib(config.backend),
         "power_watts": round(energy.power_watts, 1) if energy and energy.power_watts else None,
         "joules_per_image": round(energy.joules_per_image, 4)

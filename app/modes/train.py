@@ -20,7 +20,8 @@ import sys
 import time
 
 from app.engine.data import steps_for
-from app.engine.recipe import make_compiled_model
+from app.engine.flops import model_facts
+from app.engine.recipe import make_compiled_model, recipe_facts
 from app.modes.train_callbacks import hparams_of, make_callbacks
 from app.run import context as run_context
 from app.run import resume, rundir, summary
@@ -38,10 +39,11 @@ class Plan:
     data: object  # preprocessing.Datasets
     steps_per_epoch: int
     validation_steps: int  # 0 = no validation
-    train_flops_per_image: float
+    train_flops_per_image: float | None  # None: the step could not be counted
     state: resume.State
     billed_seconds_before: float  # by earlier attempts, from the ledger
     data_facts: dict = dataclasses.field(default_factory=dict)  # checked on resume
+    model_facts: dict = dataclasses.field(default_factory=dict)  # name, size, FLOPs, recipe
 
 
 def banner(context, data) -> str:
@@ -108,7 +110,8 @@ def run(context) -> dict:
         "epoch": state.epoch, "step": state.global_step, "seed": context.seed},
         checkpoint_billed_seconds=state.billed_seconds) if topology.is_chief else None
     plan = Plan(data, steps_per_epoch, validation_steps, train_flops, state,
-                ledger.billed_seconds_before if ledger else 0.0, facts)
+                ledger.billed_seconds_before if ledger else 0.0, facts,
+                {**model_facts(model, train_flops), **recipe_facts(config)})
     parts = make_callbacks(context, plan)
 
     # --- 4. Train. A mid-epoch checkpoint first finishes its epoch in a short fit.

@@ -37,19 +37,6 @@ from callbacks.throughput import Throughput
 STALL_SECONDS = float(os.environ.get("BENCH_STALL_SECONDS", 1800))
 
 
-class EpochUtilization(ModelFlopsUtilization):
-    """ModelFlopsUtilization under the epoch's names: reads `epoch_images_per_sec`,
-    publishes `epoch_model_tflops_per_sec` and `epoch_mfu` (its attributes are the
-    last epoch's). A bridge until callbacks/mfu.py itself reads and writes them."""
-
-    def on_epoch_end(self, epoch, logs=None):
-        if not logs or logs.get("epoch_images_per_sec") is None:
-            return
-        figures = {"images_per_sec": logs["epoch_images_per_sec"]}
-        super().on_epoch_end(epoch, figures)
-        logs.update({f"epoch_{k}": v for k, v in figures.items() if k != "images_per_sec"})
-
-
 @dataclasses.dataclass
 class RunCallbacks:
     """The callbacks of one run, by role, and the list to give `fit`."""
@@ -57,7 +44,7 @@ class RunCallbacks:
     callbacks: list
     throughput: Throughput
     cost: CloudCost | None
-    mfu: EpochUtilization
+    mfu: ModelFlopsUtilization
     targets: TopOneTargets
     nan_guard: NanGuard
     energy: EnergyMeter | None = None
@@ -113,7 +100,7 @@ def make_callbacks(context, plan) -> RunCallbacks:
                          images_before=state.images_seen,
                          global_batch_size=config.global_batch_size,
                          total_epochs=config.epochs)
-    mfu = EpochUtilization(plan.train_flops_per_image, topology.num_replicas,
+    mfu = ModelFlopsUtilization(plan.train_flops_per_image, topology.num_replicas,
                            billing.peak_tflops_per_device)
     targets = TopOneTargets(config.target_top1, history=state.top1_history,
                             start_time=context.started_at,

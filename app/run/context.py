@@ -17,6 +17,7 @@ import os
 
 from app.engine import distribute
 from app.engine.data import input_spec
+from app.engine.models import check_model
 from app.engine.prices import Billing, resolve_billing
 from app.run import rundir
 from preprocessing.datasets import check_dataset
@@ -59,6 +60,7 @@ def prepare(config, started_at: float) -> RunContext:
     """
     run_dir = rundir.preflight(config)
     distribute.prepare_backend(config)
+    check_model(config)  # a bad --model is one line before any file or device is touched
     # The data is looked at before the framework starts (seconds, on a small host):
     # the checks read files only, for the processes the flags ask for.
     spec = input_spec(config, batch=None)

@@ -81,7 +81,8 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
     summary = {
         # What ran, and where.
         **topology.describe(),
-        "model": config.model, "dataset": config.dataset, "num_classes": data.num_classes,
+        "model": config.model, **plan.model_facts,
+        "dataset": config.dataset, "num_classes": data.num_classes,
         "image_size": data.image_size, "precision": config.policy,
         "input_pipeline": data.input_pipeline, "preprocessing": data.preset,
         "global_batch_size": context.batch.global_size,
@@ -111,7 +112,7 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         "train_flops_per_image": train_flops_per_image,
         # The model's FLOPs at the run's rate, and that over the devices' peak.
         "model_tflops_per_sec": _significant(train_flops_per_image * images_per_sec / 1e12)
-        if images_per_sec else None,
+        if images_per_sec and train_flops_per_image else None,
         "mfu": _significant(parts.mfu.utilization(images_per_sec) if images_per_sec else None),
         "peak_tflops_per_device": billing.peak_tflops_per_device,
         # Energy (GPUs with NVML only), over the same windows as images_per_sec.

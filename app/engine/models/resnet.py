@@ -1,4 +1,4 @@
-"""The model factory: ResNet v1.5 (18, 34, 50) and a small ResNet for small images.
+"""The built-in ResNets: ResNet v1.5 (18, 34, 50) and a small ResNet for small images.
 
 ResNet-50 here is v1.5, the benchmark model of MLPerf, NVIDIA and torchvision: the
 stride-2 of a downsampling bottleneck sits in its 3x3 convolution, not in the first
@@ -15,13 +15,11 @@ training, as in Goyal et al. 2017.
 
 from __future__ import annotations
 
-import dataclasses
-
 import keras
 from keras import layers
 
 from app.engine import layers as fast
-from flags.config import MODELS
+from app.engine.models.layer_set import FAST, LayerSet
 
 BN_MOMENTUM = 0.9
 BN_EPSILON = 1e-5
@@ -29,40 +27,13 @@ BN_EPSILON = 1e-5
 CONV_INIT = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
 
 # name -> (block kind, blocks per stage, width of the first stage)
-_RESNETS = {
+RESNETS = {
     "resnet18": ("basic", (2, 2, 2, 2), 64),
     "resnet34": ("basic", (3, 4, 6, 3), 64),
     "resnet50": ("bottleneck", (3, 4, 6, 3), 64),
 }
 SMALL_RESNET_WIDTHS = (32, 64, 128)
-assert set(MODELS) == {"small_resnet", *_RESNETS}, "flags.config.MODELS lists the models"
-
-
-@dataclasses.dataclass(frozen=True)
-class LayerSet:
-    """Which implementation of the layers that dominate a step (see app/engine/layers.py).
-
-    batchnorm: "keras", "fast" (bf16 apply) or "fast_f32" (float32 apply);
-    pool: "keras", "slices" (nine slices, the gradient XLA derives) or "argmax"
-    (nine slices, the hand-written gradient); stem: "keras", "s2d" (space-to-depth)
-    or "s2d16" (space-to-depth with its 12 channels zero-padded to 16);
-    batchnorm_groups: BatchNorm statistics per slice of the batch, one slice per
-    replica (JAX's data parallelism; 1 = over the whole batch);
-    batchnorm_synchronized: statistics over every replica of a TensorFlow strategy;
-    relu_in_batchnorm: each ReLU that follows a BatchNorm directly is computed in it
-    ("fast" BatchNorms only; one hand-written gradient for the two).
-    """
-
-    batchnorm: str = "fast"
-    pool: str = "argmax"
-    stem: str = "s2d16"
-    batchnorm_groups: int = 1
-    batchnorm_synchronized: bool = False
-    relu_in_batchnorm: bool = False
-
-
-FAST = LayerSet()
-KERAS = LayerSet("keras", "keras", "keras")
+NAMES = ("small_resnet", *RESNETS)
 
 
 def _conv(x, filters, kernel, stride, name):
@@ -122,7 +93,7 @@ def _head(x, num_classes):
 def make_resnet(depth_name: str, num_classes: int, image_size: int,
                 ls: LayerSet = FAST) -> keras.Model:
     """ImageNet-style ResNet v1.5: 7x7/2 stem, 3x3/2 max-pool, four stages."""
-    kind, blocks, width = _RESNETS[depth_name]
+    kind, blocks, width = RESNETS[depth_name]
     block = _bottleneck_block if kind == "bottleneck" else _basic_block
     inputs = keras.Input((image_size, image_size, 3), name="images")
     stem_options = dict(strides=2, padding="same", use_bias=False,
@@ -155,28 +126,14 @@ def make_small_resnet(num_classes: int, image_size: int, ls: LayerSet = FAST) ->
     return keras.Model(inputs, _head(x, num_classes), name="small_resnet")
 
 
-def make_model(name: str, num_classes: int, image_size: int,
-               layer_set: LayerSet = FAST) -> keras.Model:
-    """Builds the model called `name` (see flags.config.MODELS).
-
-    Call inside the distribution scope, after the dtype policy is set.
-
-    Args:
-        layer_set: FAST (the default) or KERAS layers, or any mix (benchmarks).
-    """
-    if name == "small_resnet":
-        return make_small_resnet(num_classes, image_size, layer_set)
-    if name in _RESNETS:
-        return make_resnet(name, num_classes, image_size, layer_set)
-    raise ValueError(f"unknown model {name!r}; accepted: {', '.join(MODELS)}")
-
-
 def forward_flops_per_image(model: keras.Model) -> float:
-    """Forward-pass FLOPs of one image, counted from the model's layers.
+    """Forward-pass FLOPs of one image, counted from the model's layers: the usual count.
 
     Counts multiply-adds as 2 FLOPs in convolutions and dense layers (the work on
-    tensor cores); BatchNorm, ReLU, additions and pooling are left out, as in the
-    usual ResNet-50 count (4.09 GMAC = 8.2 GFLOP at 224x224).
+    tensor cores), the zero border of "same" convolutions included; BatchNorm, ReLU,
+    additions and pooling are left out, as in the usual ResNet-50 count (4.09 GMAC =
+    8.2 GFLOP at 224x224). The app's MFU uses XLA's count of the training step
+    instead (app/engine/flops.py): 3 x this, less the border and the images' gradient.
     """
     flops = 0.0
     for layer in model.layers:
@@ -189,7 +146,3 @@ def forward_flops_per_image(model: keras.Model) -> float:
             flops += 2.0 * cin * cout
     return flops
 
-
-def train_flops_per_image(model: keras.Model) -> float:
-    """Training FLOPs per image: forward plus backward (about twice the forward)."""
-    return 3.0 * forward_flops_per_image(model)

@@ -1,0 +1,102 @@
+"""The model factory: every value of --model, checked, then built.
+
+| --model | what | file |
+| --- | --- | --- |
+| small_resnet, resnet18/34/50 | the app's ResNets (v1.5), with its fast layers | resnet.py |
+| vit_ti16, vit_s16, vit_b16, vit_l16 | the app's ViTs, pre-norm, patch 16, mean-pooled | vit.py |
+| applications:NAME | any keras.applications image classifier, from scratch | applications.py |
+| FILE.py:FUNCTION, FILE.keras | a user's model: a function, or a saved model | user.py |
+
+`check_model(config)` checks what can be checked before any device starts; it
+imports Keras only for the values that need it (no array is made). `make_model` builds
+(inside the distribution scope, after the dtype policy is set). Models the app did not
+write get its BatchNorm and logits (adapt.py). This file imports no Keras: the run's
+checks import it before the backend starts.
+"""
+
+from __future__ import annotations
+
+from app.engine.models.layer_set import FAST, KERAS, LayerSet  # noqa: F401 (re-exported)
+from flags.config import MODELS, ConfigError, model_kind
+
+
+class ModelError(ConfigError):
+    """A --model that cannot be built: a missing file, function or class, a wrong
+    signature or output. One line, fit to print as is (app/main.py: exit 2)."""
+
+
+def kind(name: str) -> str | None:
+    """resnet, vit, applications, python (FILE.py:FUNCTION), saved (FILE.keras), or None."""
+    return model_kind(name)
+
+
+def check_model(config) -> None:
+    """The semantic checks of --model (flags.config checked its form): the file exists
+    and imports, the function exists and takes (num_classes, image_size), the
+    keras.applications name exists, a saved model's classes are all registered.
+
+    Call after app.engine.distribute.prepare_backend(config) (it may import Keras)
+    and before any device is used.
+
+    Raises:
+        ModelError: one line naming what was received and what is accepted.
+    """
+    _check(config.model, config.image_size)
+
+
+def _check(name: str, image_size: int) -> None:
+    if kind(name) == "applications":
+        from app.engine.models import applications
+
+        applications.check(name)
+    elif kind(name) == "python":
+        from app.engine.models import user
+
+        user.check_python(name)
+    elif kind(name) == "saved":
+        from app.engine.models import user
+
+        user.check_saved(name, image_size)
+
+
+def make_model(name: str, num_classes: int, image_size: int,
+               layer_set: LayerSet = FAST) -> "keras.Model":  # noqa: F821
+    """Builds the model called `name` (any value of --model).
+
+    Call inside the distribution scope, after the dtype policy is set.
+
+    Args:
+        layer_set: FAST (the default) or KERAS layers, or any mix (benchmarks); for
+            models the app did not write, its BatchNorm statistics settings only.
+
+    Raises:
+        ModelError: a user's model that is not a classifier of num_classes logits, or
+            a family that refuses this image size.
+    """
+    family = kind(name)
+    if family is None:
+        raise ModelError(f"unknown model {name!r}; accepted: {', '.join(MODELS)}, "
+                         "applications:NAME, FILE.py:FUNCTION, FILE.keras")
+    if family == "resnet":
+        from app.engine.models import resnet
+
+        if name == "small_resnet":
+            return resnet.make_small_resnet(num_classes, image_size, layer_set)
+        return resnet.make_resnet(name, num_classes, image_size, layer_set)
+    if family == "vit":
+        from app.engine.models import vit
+
+        try:
+            return vit.make_vit(name, num_classes, image_size)
+        except ValueError as error:
+            raise ModelError(f"--model={name}: {error}")
+    from app.engine.models import adapt, applications, user
+
+    _check(name, image_size)  # (again: a caller may not have run check_model)
+    if family == "applications":
+        model = applications.make_application(name, num_classes, image_size)
+    elif family == "python":
+        model = user.make_python(name, num_classes, image_size)
+    else:
+        model = user.make_saved(name, num_classes, image_size)
+    return adapt.with_app_batchnorm(model, layer_set, name)
