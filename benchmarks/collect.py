@@ -191,10 +191,79 @@ def scale(folder: Folder) -> dict:
     }
 
 
-def not_written(recipe: str):
-    def collect(folder: Folder) -> dict:
-        raise SystemExit(f"error: recipe {recipe} has no collector yet")
-    return collect
+def _seconds_to(epochs, target: float):
+    """The first epoch line reaching `target`: (seconds from start, epoch), or Nones."""
+    reached = [e for e in epochs if e["val_top1"] is not None and e["val_top1"] >= target]
+    return (reached[0]["seconds"], reached[0]["epoch"]) if reached else (None, None)
+
+
+def fashion_mnist(folder: Folder, target: float = 0.93) -> dict:
+    """Time to `target` top-1: the app's from its process start (its ledger's start and
+    metrics.jsonl's epoch times), the peer's from its own clock, turn by turn."""
+    turns = []
+    for turn in range(1, 10):
+        summary, peer_result = folder.json(f"app{turn}.json"), folder.json(f"peer{turn}.json")
+        if summary is None and peer_result is None:
+            break
+        app_epochs = []
+        if summary is not None:
+            started = summary["attempts"][0]["started_at"] if summary.get("attempts") else None
+            for line in (folder.text(f"app{turn}.metrics.jsonl") or "").splitlines():
+                record = json.loads(line)
+                app_epochs.append({"epoch": record["epoch"], "val_top1": record.get("val_top1"),
+                                   "seconds": round(record["time"] - started, 2)})
+        peer_epochs = [{"epoch": e["epoch"], "val_top1": e["val_top1"],
+                        "seconds": e["seconds_from_start"]}
+                       for e in (peer_result or {}).get("epochs", [])]
+        app_seconds, app_epoch = _seconds_to(app_epochs, target)
+        peer_seconds, peer_epoch = _seconds_to(peer_epochs, target)
+        turns.append({
+            "target_top1": target,
+            "app_seconds_to_target": app_seconds, "app_epoch_to_target": app_epoch,
+            "peer_seconds_to_target": peer_seconds, "peer_epoch_to_target": peer_epoch,
+            "speedup_over_peer": ratio(peer_seconds, app_seconds, 3),
+            "images_per_sec_app": summary and summary.get("images_per_sec"),
+            "images_per_sec_peer": peer_result and peer_result.get("images_per_sec_after_epoch_1"),
+            "final_top1_app": summary and summary.get("val_top1"),
+            "final_top1_peer": peer_result and peer_result.get("final_top1"),
+            "input_pipeline": summary and summary.get("input_pipeline"),
+            "input": summary and summary.get("input"),
+            "app_first_epoch_ends_at_seconds": app_epochs[0]["seconds"] if app_epochs else None,
+            "peer_first_epoch_ends_at_seconds": peer_epochs[0]["seconds"] if peer_epochs else None,
+            "app_epochs": app_epochs, "peer_epochs": peer_epochs})
+    return {
+        "what": "time to 0.93 top-1 on Fashion-MNIST (60,000 + 10,000 images, 28x28), one GPU: "
+                "the app's default recipe (small_resnet, batch 512, 15 epochs, "
+                "--input_pipeline=auto) against its PyTorch peer (benchmarks/torch_fashion_peer.py: "
+                "same network, recipe and augmentation, data on the GPU, torch.compile, bf16), "
+                "each timed from its process start, in turn in one call",
+        "time_to_accuracy": turns[0] if len(turns) == 1 else turns,
+    }
+
+
+def vit(folder: Folder) -> dict:
+    peer_row = peer(folder)
+    models = {}
+    for name in ("vit_b16", "efficientnetv2s", "convnext_t"):
+        summary = folder.json(f"{name}.json")
+        models[name] = summary and {
+            "model": summary.get("model"), "images_per_sec": summary.get("images_per_sec"),
+            "train_gflops_per_image": summary.get("train_gflops_per_image"),
+            "mfu": summary.get("mfu"), "parameters": summary.get("parameters"),
+            "peak_tflops_per_device": summary.get("peak_tflops_per_device")}
+    if models["vit_b16"]:
+        models["vit_b16"].update({
+            "peer_images_per_sec": rate(peer_row),
+            "peer_mfu": peer_row and peer_row.get("mfu"),
+            "speedup_over_peer": ratio(models["vit_b16"]["images_per_sec"], rate(peer_row), 3)})
+    return {
+        "what": "one GPU, synthetic data, 224 px, batch 256, bf16, every callback on: the app's "
+                "ViT-B/16 (JAX, cuDNN flash attention over 196 tokens) against torchvision's "
+                "vit_b_16 with torch.compile (benchmarks/torch_vit_peer.py) in the same call; "
+                "EfficientNetV2-S and ConvNeXt-T through applications:",
+        "cudnn_probe": (folder.text("cudnn_probe.txt") or "").strip().splitlines()[-2:],
+        "models": models,
+    }
 
 
 RECIPES = {
@@ -204,9 +273,8 @@ RECIPES = {
     "energy": energy,
     "batchnorm": batchnorm,
     "scale": scale,
-    # room for the recipes being written
-    "fashion_mnist": not_written("fashion_mnist"),
-    "vit": not_written("vit"),
+    "fashion_mnist": fashion_mnist,
+    "vit": vit,
 }
 
 

@@ -30,10 +30,15 @@
 #                     PyTorch peer (torch_fashion_peer.py), in turn; the
 #                     IDX files from $FASHION (default .data/fashion-mnist:
 #                     carry it; .xz or .gz files are unpacked to /tmp)
-# vit           1     ViT-B/16 against a torch.compile peer                 (not written yet)
+# vit           1     ViT-B/16 at 256, bf16, synthetic, against the         (models)
+#                     torch.compile torchvision peer (torch_vit_peer.py);
+#                     whether cuDNN's flash attention takes its 196 tokens;
+#                     EfficientNetV2-S and ConvNeXt-T through applications:
 #
 # Settings (environment): B (256) the batch of step's trace and of real_data, TRAIN
-# (20,480) the JPEGs made for real_data and scale. The app's run folders go to
+# (20,480) the JPEGs made for real_data and scale, TESTS=0 and PEER=0 leave real_data's
+# GPU tests and DataLoader peer out, TURNS (2) fashion_mnist's app-then-peer turns,
+# COMMIT the git commit the copied tree is (else the copy's `git rev-parse HEAD`). The app's run folders go to
 # /tmp/bench/NAME, made afresh for every run (a warm machine keeps the last call's
 # folders, and resuming one would measure nothing); only their summaries come back.
 set -u
@@ -41,14 +46,13 @@ RECIPE=${1:-}
 B=${B:-256}
 TRAIN=${TRAIN:-20480}
 FASHION=${FASHION:-$PWD/.data/fashion-mnist}
+TESTS=${TESTS:-1} PEER=${PEER:-1} TURNS=${TURNS:-2}  # real_data's GPU tests and peer; fashion's turns
 OUT=${OUT:-$PWD/bench-out}
 R=$OUT/$RECIPE
 
 case "$RECIPE" in  # the GPUs of one host each recipe needs
-  step|real_data|digits|energy|fashion_mnist) NEED=1 ;;
+  step|real_data|digits|energy|fashion_mnist|vit) NEED=1 ;;
   batchnorm|scale) NEED=2 ;;
-  vit)  # room for the recipe being written (its steps go in the case below)
-    echo "error: recipe $RECIPE is not written yet" >&2; exit 2 ;;
   *) sed -n '2,34p' "$0" | cut -c3-; echo "error: unknown recipe '$RECIPE'" >&2; exit 2 ;;
 esac
 HAVE=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -79,7 +83,8 @@ mkdir -p "$R" /tmp/bench
 } > "$R/machine.txt" 2>&1
 case "$RECIPE" in  # the settings the recipe reads, for the command it records
   step) SETTINGS="B=$B " ;;
-  real_data) SETTINGS="B=$B TRAIN=$TRAIN " ;;
+  real_data) SETTINGS="B=$B TRAIN=$TRAIN TESTS=$TESTS PEER=$PEER " ;;
+  fashion_mnist) SETTINGS="TURNS=$TURNS " ;;
   scale) SETTINGS="TRAIN=$TRAIN " ;;
   batchnorm) SETTINGS=${BENCH_XLA:+"BENCH_XLA='$BENCH_XLA' "} ;;
   *) SETTINGS="" ;;
@@ -91,7 +96,9 @@ print(json.dumps({
     "recipe": os.environ["RECIPE"], "gpus": int(os.environ["GPUS"]),
     "command": f"{os.environ['SETTINGS']}bash benchmarks/device_run.sh {os.environ['RECIPE']}",
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    "commit": commit.stdout.strip() if commit.returncode == 0 else ""}, indent=2))
+    # COMMIT: the commit the copied tree is (a GPU machine's copy of .git may be stale).
+    "commit": os.environ.get("COMMIT") or (commit.stdout.strip() if commit.returncode == 0
+                                           else "")}, indent=2))
 PY
 : > "$R/exits.txt"
 
@@ -152,9 +159,10 @@ case "$RECIPE" in
     [ -d /tmp/bench/prof/plugins ] && tar czf "$R/trace.tgz" -C /tmp/bench/prof plugins
     ;;
   real_data)
-    timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_nvjpeg_on_gpu.py \
+    [ "$TESTS" = 1 ] && timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_nvjpeg_on_gpu.py \
       > "$R/gpu_tests.log" 2>&1
-    status=$?; echo "gpu_tests $status" >> "$R/exits.txt"; echo "gpu tests exit $status"
+    status=$?; [ "$TESTS" = 1 ] || status=0
+    [ "$TESTS" = 1 ] && { echo "gpu_tests $status" >> "$R/exits.txt"; echo "gpu tests exit $status"; }
     if [ $status != 0 ]; then  # a broken pipeline measures nothing: keep the device time
       tail -60 "$R/gpu_tests.log"; exit 1
     fi
@@ -163,7 +171,7 @@ case "$RECIPE" in
       --steps_per_epoch=$((TRAIN / B)) --validation_steps=-1
     app gpu 1 150 -- --dataset=folder:"$J" --input_pipeline=gpu --global_batch_size="$B" \
       --epochs=4 --validation_steps=-1
-    peer peer 140 --data="$J" --batch_sizes="$B" --steps=90 --warmup=15
+    [ "$PEER" = 1 ] && peer peer 140 --data="$J" --batch_sizes="$B" --steps=90 --warmup=15
     app grain 1 120 -- --dataset=folder:"$J" --input_pipeline=grain --global_batch_size="$B" \
       --epochs=2 --validation_steps=-1
     ;;
@@ -212,7 +220,7 @@ for name in os.listdir(source):
             open(os.path.join(target, stem if opener else name), "wb") as out:
         out.write(f.read())
 PY
-    for turn in 1 2; do  # app, peer, app, peer: the machine's drift hits both
+    for turn in $(seq "$TURNS"); do  # app, peer, app, peer: the machine's drift hits both
       app "app$turn" 1 240 -- --model=small_resnet --dataset=fashion_mnist \
         --data_dir=/tmp/fashion --global_batch_size=512 --epochs=15 --target_top1=0.93
       CUDA_VISIBLE_DEVICES=0 timeout 240 python3 benchmarks/torch_fashion_peer.py \
@@ -222,7 +230,25 @@ PY
       grep -E "^\{'epoch'" "$R/peer$turn.log" | tail -2
     done
     ;;
-  # vit) ViT-B/16 against a torch.compile peer: being written
+  vit)
+    python3 - > "$R/cudnn_probe.txt" 2>&1 <<'PY'
+import jax, jax.numpy as jnp
+from keras.src.backend.jax.nn import _can_use_flash_attention
+q = jnp.ones((256, 196, 12, 64), jnp.bfloat16)
+f = lambda q: jax.nn.dot_product_attention(q, q, q, implementation="cudnn").astype(jnp.float32).sum()
+print("cudnn fwd+bwd, 196 tokens:", bool(jnp.isfinite(jax.jit(jax.grad(f))(q)).all()))
+print("keras picks flash:", _can_use_flash_attention(q, q, q, None, raise_error=True))
+PY
+    cat "$R/cudnn_probe.txt" | tail -2
+    SYN="--dataset=synthetic --global_batch_size=256 --epochs=1 --steps_per_epoch=150 --validation_steps=-1"
+    app vit_b16 1 170 -- $SYN --model=vit_b16
+    CUDA_VISIBLE_DEVICES=0 timeout 170 python3 benchmarks/torch_vit_peer.py --batch_sizes=256 \
+      --steps=60 --out "$R/peer.json" > "$R/peer.log" 2>&1
+    rc=$?; echo "peer $rc" >> "$R/exits.txt"; echo "peer exit $rc"
+    grep -h '"images_per_sec"' "$R/peer.json" 2>/dev/null | cut -c1-300
+    app efficientnetv2s 1 150 -- $SYN --model=applications:EfficientNetV2S
+    app convnext_t 1 150 -- $SYN --model=applications:ConvNeXtTiny
+    ;;
 esac
 ls "$R"
 ! grep -qv ' 0$' "$R/exits.txt"  # exit 1 if any run failed (exits.txt says which)
