@@ -83,6 +83,12 @@ def measure(batch: int, steps: int, warmup: int, compile_model: bool, image_size
         # The DataLoader fills WORKERS x PREFETCH batches while the model compiles:
         # warm up past them, or the timed steps would eat a buffer, not the decoding.
         warmup = max(warmup, workers * PREFETCH + 5)
+    return timed(torch, step, batch, steps, warmup)
+
+
+def timed(torch, step, batch: int, steps: int, warmup: int) -> dict:
+    """Runs `step` `warmup` times (compile), then `steps` times in three timed blocks
+    with CUDA synchronized at each end; the row of one batch size (shared by the peers)."""
     start = time.perf_counter()
     for _ in range(warmup):
         step()

@@ -24,10 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
-import time
-
 from results_io import emit
+from torch_peer import timed
 
 # torchvision's vit_b_16: width, depth, MLP width, patch.
 WIDTH, DEPTH, MLP, PATCH = 768, 12, 3072, 16
@@ -67,25 +65,7 @@ def measure(batch: int, steps: int, warmup: int, compile_model: bool, image_size
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    start = time.perf_counter()
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    compile_seconds = time.perf_counter() - start
-    times = []
-    for _ in range(3):  # three timed blocks (their spread shows a drift)
-        begin = time.perf_counter()
-        for _ in range(steps // 3):
-            step()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - begin) / (steps // 3))
-    step_time = statistics.fmean(times)  # every timed step counts
-    return {"global_batch_size": batch, "status": "ok",
-            "images_per_sec": round(batch / step_time, 2),
-            "step_time_ms": round(step_time * 1e3, 3),
-            "block_step_times_ms": [round(t * 1e3, 3) for t in times],
-            "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 3),
-            "compile_and_warmup_seconds": round(compile_seconds, 1)}
+    return timed(torch, step, batch, steps, warmup)
 
 
 def main():
