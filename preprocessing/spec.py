@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 
 class DataError(ValueError):
     """A dataset is missing, misnamed or malformed; the message is one line."""
@@ -137,3 +139,24 @@ class Datasets:
 def num_batches(examples: int, batch_size: int) -> int:
     """Batches needed to see `examples` once with a padded last batch."""
     return -(-examples // batch_size)
+
+
+def device_batch(parts: list, devices: list, sharding):
+    """One JAX batch from the slices `parts` held on this process's `devices` (in the
+    order of their rows), as Keras's JAX trainer takes it under `sharding`, the
+    keras.distribution data layout: it hands every batch to
+    jax.make_array_from_process_local_data, which takes a batch as this process's
+    part. With one process that part is the global batch, laid out as `sharding`
+    says (Keras then moves nothing); with several, it is laid over this process's own
+    devices (handed a global array, Keras would index other hosts' rows).
+    """
+    import jax
+
+    rows = jax.sharding.PartitionSpec(sharding.spec[0])
+    if jax.process_count() == 1:
+        layout = jax.sharding.NamedSharding(sharding.mesh, rows)
+    else:
+        layout = jax.sharding.NamedSharding(
+            jax.sharding.Mesh(np.array(devices), ("batch",)), jax.sharding.PartitionSpec("batch"))
+    shape = (sum(p.shape[0] for p in parts), *parts[0].shape[1:])
+    return jax.make_array_from_single_device_arrays(shape, layout, parts)

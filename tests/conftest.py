@@ -6,18 +6,40 @@ backend, and every test of the command line, runs `python app/main.py` in a real
 subprocess, as a user would.
 """
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 os.environ["KERAS_BACKEND"] = "tensorflow"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# The session's folder, made by the first process that loads this file (pytest-xdist's
+# controller, or a serial run) and removed when it exits; the workers inherit it.
+if not os.environ.get("TEST_SESSION_DIR"):
+    os.environ["TEST_SESSION_DIR"] = tempfile.mkdtemp(prefix="bench-tests-")
+    atexit.register(shutil.rmtree, os.environ["TEST_SESSION_DIR"], ignore_errors=True)
+SESSION_DIR = os.environ["TEST_SESSION_DIR"]
+
+# One persistent XLA compilation cache for every JAX process of the session. The suite
+# starts dozens of JAX runs of the same few small programs, and compiling them (train
+# and evaluation steps, initializers) is most of a run's CPU time: 20 of a tiny digits
+# run's 27 CPU seconds, 7 with the cache warm. One set from outside is kept
+# (JAX_COMPILATION_CACHE_DIR= runs without it).
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(SESSION_DIR, "jax-cache"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 import pytest  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOGICAL_CPUS = 4
+# The most a test waits for a subprocess to get somewhere or to end: generous, since a
+# wait polls what the app writes and ends as soon as it is there (tests/processes.py);
+# only a process that hangs meets it.
+PATIENCE_SECONDS = float(os.environ.get("TEST_PATIENCE_SECONDS", 900))
 
 
 def pytest_configure(config):
@@ -31,6 +53,24 @@ def pytest_configure(config):
         cpus[0], [tf.config.LogicalDeviceConfiguration()] * LOGICAL_CPUS)
 
 
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # see tests/xdist_groups.py
+        import xdist_groups
+
+        xdist_groups.order_and_record(items, SESSION_DIR)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before pytest-xdist's own choice
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` means tests/xdist_groups.py's groups (xdist's own no longer
+    work on pytest 9); any other --dist is xdist's."""
+    if config.getvalue("dist") == "loadgroup":
+        import xdist_groups
+
+        return xdist_groups.SharedFixtureScheduling(config, SESSION_DIR, log)
+    return None
+
+
 @pytest.fixture(scope="session")
 def digits_dir(tmp_path_factory):
     """A data_dir holding the digits PNGs (written once per test session)."""
@@ -41,7 +81,7 @@ def digits_dir(tmp_path_factory):
     return data_dir
 
 
-def run_cli(*args, timeout=300, env=None):
+def run_cli(*args, timeout=PATIENCE_SECONDS, env=None):
     """Runs `python app/main.py ARGS` in a fresh process; returns CompletedProcess."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env.pop("KERAS_BACKEND", None)  # the app sets it from --backend
@@ -54,7 +94,7 @@ def run_python(code: str, env: dict) -> dict:
     """Runs `python -c CODE` from the repository root with ENV added; asserts it
     succeeded and returns the JSON its last line printed."""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=240, cwd=ROOT, env={**os.environ, **env})
+                          timeout=PATIENCE_SECONDS, cwd=ROOT, env={**os.environ, **env})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -1,7 +1,14 @@
 """Helpers for tests that run `python app/main.py` as real processes and hurt them:
-start, wait for a moment, kill at an exact point (callbacks/records/faults.py), compare
-folders, read JSON strictly."""
+start, wait for a signal the app writes, kill at an exact point
+(callbacks/records/faults.py), compare folders, read JSON strictly.
 
+No test waits a fixed time for the app to get somewhere: it polls what the app writes
+when it gets there (billing.json, metrics.jsonl, a checkpoint, a line on stdout, the
+signal handler it installs), up to PATIENCE_SECONDS, and a wait also ends when the
+process does. A slow or loaded machine makes a test slower, never red; a run that
+hangs still fails, with its stderr."""
+
+import contextlib
 import hashlib
 import json
 import os
@@ -9,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from conftest import ROOT
+from conftest import PATIENCE_SECONDS, ROOT
 
 MAIN = os.path.join(ROOT, "app", "main.py")
 
@@ -25,7 +32,20 @@ def start(args, env=None, cwd=ROOT) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def run(args, env=None, cwd=ROOT, timeout=300) -> subprocess.CompletedProcess:
+@contextlib.contextmanager
+def background(args, env=None, cwd=ROOT):
+    """`start(args)` for the length of a `with`: a process still running when the
+    block ends (a failed assertion) is killed, not left behind."""
+    process = start(args, env=env, cwd=cwd)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+
+
+def run(args, env=None, cwd=ROOT, timeout=PATIENCE_SECONDS) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, MAIN, *args], cwd=cwd, env=env_for(env),
                           capture_output=True, text=True, timeout=timeout)
 
@@ -37,13 +57,43 @@ def killed_at(args, point: str, nth: int = 1, **kwargs) -> subprocess.CompletedP
     return done
 
 
-def wait_for(predicate, timeout=120, every=0.05) -> bool:
+def wait_for(predicate, timeout=PATIENCE_SECONDS, every=0.05, process=None) -> bool:
+    """Polls `predicate` until it holds (True), or `process` (a Popen) has ended or
+    `timeout` seconds have passed without it holding (False)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if predicate():
             return True
+        if process is not None and process.poll() is not None:
+            return bool(predicate())  # what it wrote just before it ended
         time.sleep(every)
-    return False
+    return bool(predicate())
+
+
+def until(process, predicate, what: str, every=0.05, timeout=PATIENCE_SECONDS) -> None:
+    """Waits for `predicate` (a sign of progress the app writes) while `process` runs;
+    fails the test with the process's exit code and stderr if it ended first, or
+    after `timeout` seconds (then killing it)."""
+    if wait_for(predicate, timeout, every, process):
+        return
+    if process.poll() is None:
+        process.kill()
+        why = f"not within {timeout:.0f} s"
+    else:
+        why = f"the process ended first (exit {process.returncode})"
+    stderr = process.communicate()[1] or ""
+    raise AssertionError(f"waited for {what}: {why}\n{stderr[-3000:]}")
+
+
+def handles(pid, number) -> bool:
+    """Whether process `pid` has installed a handler for signal `number` (its
+    /proc/PID/status SigCgt mask: what app/run/signals.install() sets first thing)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            caught = next(line for line in f if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(int(caught.split()[1], 16) >> (int(number) - 1) & 1)
 
 
 def billed(logdir, pid) -> bool:

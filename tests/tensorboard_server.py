@@ -9,6 +9,7 @@ import time
 import urllib.request
 
 import pytest
+from conftest import PATIENCE_SECONDS
 
 
 def free_port() -> int:
@@ -28,26 +29,39 @@ def fetch(url, body=None):
         return json.loads(raw)
 
 
-@contextlib.contextmanager
-def serving(command: list, cwd=None):
-    """Starts `command` (a TensorBoard command line, without --host/--port) on a free
-    loopback port; yields its base URL once the API answers."""
-    port = free_port()
-    process = subprocess.Popen([*command, "--host", "127.0.0.1", "--port", str(port)],
-                               cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    try:
+def _start(command, cwd):
+    """(process, base URL) of `command` on a free loopback port, once its API answers;
+    a port taken between the choice and TensorBoard's bind (another test's server) is
+    chosen again."""
+    for _ in range(3):
+        port = free_port()
+        process = subprocess.Popen([*command, "--host", "127.0.0.1", "--port", str(port)],
+                                   cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   text=True)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + PATIENCE_SECONDS
         while True:
             try:
                 fetch(base + "/data/plugins_listing")
-                break
+                return process, base
             except OSError:
                 if process.poll() is not None or time.time() > deadline:
                     process.kill()
-                    pytest.fail(f"tensorboard did not start: {process.stderr.read()[-2000:]}")
-                time.sleep(1)
+                    stderr = process.communicate()[1]
+                    if "could not bind" in stderr:
+                        break  # the port went to someone else: another one
+                    pytest.fail(f"tensorboard did not start: {stderr[-2000:]}")
+                time.sleep(0.5)
+    pytest.fail(f"tensorboard found no free port: {stderr[-2000:]}")
+
+
+@contextlib.contextmanager
+def serving(command: list, cwd=None):
+    """Starts `command` (a TensorBoard command line, without --host/--port) on a free
+    loopback port; yields its base URL once the API answers (polled for up to
+    PATIENCE_SECONDS: its start takes seconds, more on a loaded machine)."""
+    process, base = _start(command, cwd)
+    try:
         yield base
     finally:
         process.terminate()

@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, tiny_flags
+from conftest import PATIENCE_SECONDS, ROOT, tiny_flags
 from processes import MAIN, env_for
 
 # Python's own start before app/main.py's first line, and the exit after the summary.
@@ -20,7 +20,8 @@ def test_the_bill_covers_the_process_from_outside_and_the_ledger_agrees(digits_d
     logdir = tmp_path / "run"
     began = time.time()
     done = subprocess.run([sys.executable, MAIN, *tiny_flags(digits_dir, logdir)], cwd=ROOT,
-                          env=env_for(), capture_output=True, text=True, timeout=300)
+                          env=env_for(), capture_output=True, text=True,
+                          timeout=PATIENCE_SECONDS)
     outside = time.time() - began
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((logdir / "summary.json").read_text())

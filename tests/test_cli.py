@@ -17,6 +17,7 @@ def existing_run(digits_dir, tmp_path_factory):
     return logdir
 
 
+@pytest.mark.slow
 def test_default_job_learns_the_digits_and_prices_the_target(digits_dir, tmp_path):
     """The README's default job (all defaults but the folders), with a 0.9 target."""
     logdir = tmp_path / "default"

@@ -12,10 +12,10 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from conftest import ROOT, error_lines, run_cli, tiny_flags
+from conftest import PATIENCE_SECONDS, ROOT, error_lines, run_cli, tiny_flags
+from processes import until
 from tensorboard_server import serving
 
 from app.run.summary import closing_lines
@@ -74,7 +74,7 @@ def test_a_terminal_gets_a_bar_redrawn_in_place(digits_dir, tmp_path):
             break
         output += chunk
     os.close(leader)
-    assert process.wait(timeout=120) == 0, process.stderr.read()[-2000:]
+    assert process.wait(timeout=PATIENCE_SECONDS) == 0, process.stderr.read()[-2000:]
     text = output.decode()
     assert re.search(r"\repoch 1/1 step \d+/4 \[=*\.*\] \d+ s, ETA \d+ s - loss ", text), text
     assert "\repoch 1/1 - " in text
@@ -123,7 +123,8 @@ def test_the_closing_commands_work_as_printed(runs):
         assert shlex.split(line.split(":", 1)[1])[0] in (sys.executable,
                                                          os.path.relpath(sys.executable, ROOT))
     printed = shlex.split(report.split(":", 1)[1])
-    made = subprocess.run(printed, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    made = subprocess.run(printed, cwd=ROOT, capture_output=True, text=True,
+                          timeout=PATIENCE_SECONDS)
     assert made.returncode == 0, made.stderr[-2000:]
     assert (logdir / "report" / "report.html").exists()
     with serving(shlex.split(view.split(":", 1)[1]), cwd=ROOT) as base:
@@ -187,20 +188,18 @@ def test_the_command_printed_after_sigterm_resumes_the_run(digits_dir, tmp_path)
            "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 180
     # The first epoch is logged (the file itself is created when training starts).
-    while not any(p.stat().st_size for p in tmp_path.glob("runs/*/metrics.jsonl")) \
-            and time.time() < deadline:
-        time.sleep(0.2)
+    until(process, lambda: any(p.stat().st_size for p in tmp_path.glob("runs/*/metrics.jsonl")),
+          "the first epoch in metrics.jsonl")
     process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=120)
+    _, stderr = process.communicate(timeout=PATIENCE_SECONDS)
     assert process.returncode == 75, stderr[-2000:]
     (line,) = error_lines(stderr)
     command = line.split("resume with: ", 1)[1]
     (folder,) = tmp_path.glob("runs/*")
     assert command.endswith(f"--logdir=runs/{folder.name}")
     again = subprocess.run(shlex.split(command), cwd=tmp_path, env=env, capture_output=True,
-                           text=True, timeout=300)
+                           text=True, timeout=PATIENCE_SECONDS)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "resuming from" in again.stdout and len(list(tmp_path.glob("runs/*"))) == 1
 

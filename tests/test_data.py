@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import PATIENCE_SECONDS
 
 from preprocessing.datasets import check_dataset, digits, make_datasets
 from preprocessing.spec import BatchShape, DataError, InputSpec
@@ -68,7 +69,7 @@ def test_digits_refuse_a_data_dir_that_cannot_be_created(tmp_path):
     blocker.write_text("not a folder")  # even root cannot make a folder under a file
     with pytest.raises(DataError, match="cannot be created or written"):
         check_dataset("digits", InputSpec(data_dir=str(blocker / "d"), image_size=8,
-                                          batch_size=8))
+                                          batch=BatchShape(8)))
 
 
 def test_synthetic_on_tensorflow_serves_one_batch_forever():
@@ -92,7 +93,7 @@ def test_synthetic_on_jax_imports_no_tensorflow():
         "print(json.dumps({'tf': 'tensorflow' in sys.modules, 'shape': list(x.shape),"
         " 'dtype': str(x.dtype), 'type': type(x).__module__, 'val': d.validation_batches}))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=PATIENCE_SECONDS)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"tf": False, "shape": [4, 16, 16, 3], "dtype": "bfloat16",

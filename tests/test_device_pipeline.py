@@ -208,7 +208,7 @@ def test_digits_learn_through_the_device_pipeline(backend, digits_dir, tmp_path)
     """The default job with --input_pipeline=device, on TensorFlow (tf.data's decoded
     cache) and on JAX with TensorFlow unimportable (device memory)."""
     done = run_cli(f"--backend={backend}", "--input_pipeline=device", f"--data_dir={digits_dir}",
-                   f"--logdir={tmp_path / 'run'}", "--verbose=0", "--seed=1", timeout=900,
+                   f"--logdir={tmp_path / 'run'}", "--verbose=0", "--seed=1",
                    env=NO_TF if backend == "jax" else None)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

@@ -89,8 +89,7 @@ def test_debians_fashion_mnist_trains_two_epochs(backend, tmp_path):
     done = run_cli(f"--backend={backend}", "--dataset=fashion_mnist", "--epochs=2",
                    "--steps_per_epoch=6", "--validation_steps=2", "--global_batch_size=128",
                    "--verbose=0", "--seed=2", f"--logdir={tmp_path / 'run'}",
-                   f"--data_dir={tmp_path / 'empty'}", env=NO_TF if backend == "jax" else None,
-                   timeout=600)
+                   f"--data_dir={tmp_path / 'empty'}", env=NO_TF if backend == "jax" else None)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["dataset"] == "fashion_mnist" and summary["num_classes"] == 10

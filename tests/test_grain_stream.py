@@ -15,7 +15,7 @@ import pytest
 
 from preprocessing.host import grain_stream
 from preprocessing.host import images as host_images
-from tests.conftest import ROOT
+from tests.conftest import PATIENCE_SECONDS, ROOT
 from tests.image_files import encode
 
 GOOD = 48
@@ -197,6 +197,6 @@ def test_works_without_tensorflow(records, tmp_path):
     env = {**os.environ,
            "PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "tests", "no_tensorflow"), ROOT])}
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                            env=env, cwd=ROOT, timeout=120)
+                            env=env, cwd=ROOT, timeout=PATIENCE_SECONDS)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ok (4, 8, 8, 3) bfloat16" in result.stdout

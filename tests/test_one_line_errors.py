@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT, error_lines, tiny_flags
+from conftest import PATIENCE_SECONDS, ROOT, error_lines, tiny_flags
 from image_files import write_folder_dataset
 from processes import run, strict_json, strict_loads
 
@@ -37,7 +37,7 @@ def test_torn_tfds_metadata_and_a_huge_batch_are_one_line(tmp_path):
 
 def report(*args):
     return subprocess.run([sys.executable, os.path.join(ROOT, "app", "report.py"), *args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=PATIENCE_SECONDS)
 
 
 def test_the_report_says_in_one_line_when_out_is_a_file_or_a_summary_is_not_one(tmp_path):
@@ -59,7 +59,7 @@ def test_absl_flag_errors_are_one_error_line_and_exit_2(tmp_path):
              ([f"--flagfile={flagfile}"], "no_such_flag"),
              (["--verbose=3"], "--verbose")]
     for args, named in cases:
-        assert named in one_error(run(args + [f"--logdir={tmp_path / 'x'}"], timeout=120))
+        assert named in one_error(run(args + [f"--logdir={tmp_path / 'x'}"]))
     assert not (tmp_path / "x").exists()
 
 

@@ -31,7 +31,7 @@ def test_imagenet_is_prepared_from_its_tars_by_tfds_then_trained_and_reused(imag
     # Every validation image counted: 16 images, padded to one batch of 16.
     assert summary["validation_examples"] == made["validation"] == 16
     assert all(round(t * 16, 6) == int(round(t * 16)) for t in summary["val_top1_by_epoch"])
-    assert summary["top5_by_epoch"] and summary["best_val_top1"] >= 0.25  # 17 classes: learns
+    assert summary["val_top5_by_epoch"] and summary["best_val_top1"] >= 0.25  # 17 classes: learns
     again = run_cli(*common, "--epochs=1", f"--logdir={root / 'again'}")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "preparing" not in again.stdout  # prepared once, reused

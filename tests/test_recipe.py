@@ -22,7 +22,7 @@ def test_each_family_gets_its_recipe_resolved_into_the_config(model, optimizer, 
             config.warmup_epochs, config.gradient_clip_norm) == (optimizer, lr, decay, warmup,
                                                                  clip)
     assert config.to_dict()["optimizer"] == optimizer  # config.json records what ran
-    assert recipe.recipe_facts(config)["learning_rate"] == lr * 64 / 256
+    assert recipe.recipe_facts(config)["peak_learning_rate"] == lr * 64 / 256
 
 
 def test_flags_override_the_recipe_and_an_optimizer_brings_its_own_defaults():

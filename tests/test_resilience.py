@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 import pytest
-from conftest import error_lines, run_cli
-from processes import billed, killed_at, run, start, wait_for
+from conftest import PATIENCE_SECONDS, error_lines, run_cli
+from processes import background, billed, killed_at, run, start, until, wait_for
 
 from callbacks.checkpoint import latest_checkpoint
 from callbacks.records import events
@@ -33,10 +33,8 @@ def test_sigterm_saves_exits_75_within_the_grace_period_and_the_rerun_resumes(
         digits_dir, tmp_path):
     logdir = tmp_path / "term"
     process = start(flags(digits_dir, logdir))
-    deadline = time.time() + 120
-    while not read_metrics(str(logdir)) and time.time() < deadline:
-        time.sleep(0.2)  # wait for the first epoch
-    time.sleep(0.3)
+    until(process, lambda: read_metrics(str(logdir)), "the first epoch in metrics.jsonl")
+    time.sleep(0.3)  # into epoch 2
     sent = time.time()
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
@@ -93,6 +91,7 @@ def test_a_diverging_run_stops_on_nan_with_its_last_good_checkpoint(digits_dir, 
     assert summary["status"] == "diverged" and read_metrics(str(logdir)) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_after_a_mid_epoch_resume_every_figure_is_the_runs_and_each_step_is_logged_once(
         tmp_path, backend):
@@ -145,25 +144,28 @@ def kill_attempt(kind, args, logdir, rng):
     folder, which must be refused without a trace."""
     exact = kind in ("metrics_line", "checkpoint_committed")
     process = start(args, env={"BENCH_KILL_AT": kind} if exact else None)
-    assert wait_for(lambda: billed(logdir, process.pid) or process.poll() is not None, 60)
+    # On the bill first, however long the start takes (the fixed 60 s this waited
+    # once ran out on a loaded machine).
+    until(process, lambda: billed(logdir, process.pid), "the attempt in billing.json")
     saving = False
     if exact:
-        return process, process.communicate(timeout=120)[1], False
+        return process, process.communicate()[1], False
     if kind == "second_run":
         second = run(args)
         assert second.returncode == 2, second.stderr[-2000:]
         assert f"in use by a live run (pid {process.pid})" in error_lines(second.stderr)[0]
     if kind == "mid_save":
         staging, folder = f".tmp-{process.pid}", logdir / "checkpoints"
-        saving = wait_for(lambda: process.poll() is not None or (folder.exists() and any(
-            n.endswith(staging) for n in os.listdir(folder))), 60, every=0.001)
+        saving = wait_for(lambda: folder.exists() and any(
+            n.endswith(staging) for n in os.listdir(folder)), every=0.001, process=process)
         saving = saving and process.poll() is None
     else:
-        time.sleep(rng.uniform(0.0, 3.0))
+        time.sleep(rng.uniform(0.0, 3.0))  # a random moment: the kill may land anywhere
     process.kill()
     return process, process.communicate()[1], saving
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_repeated_sigkill_anywhere_loses_nothing(digits_dir, tmp_path, backend):
     """Killed again and again (in steps, in evaluation, in checkpoint writes, right
@@ -173,43 +175,46 @@ def test_repeated_sigkill_anywhere_loses_nothing(digits_dir, tmp_path, backend):
     epochs = 8  # about 14 s of training after a 6 s start: several kills fit in
     longer = ["--image_size=16", f"--epochs={epochs}", "--steps_per_epoch=40",
               "--checkpoint_every_steps=4", f"--backend={backend}"]
-    reference = run_cli(*flags(digits_dir, tmp_path / "reference", *longer))
-    assert reference.returncode == 0, reference.stderr[-2000:]
-    best_reference = json.loads((tmp_path / "reference" / "summary.json").read_text())[
-        "best_val_top1"]
-
-    logdir = tmp_path / "killed"
-    args = flags(digits_dir, logdir, *longer)
-    rng = random.Random(11)
-    walls, kills, during_save, done_kinds = [], 0, 0, set()
-    # Each attempt is put on the bill first (a process killed before it could write
-    # anything cannot bill itself), then ended one of the KILLS ways, then resumed.
-    for attempt in range(14):
-        kind = KILLS[attempt % len(KILLS)]
+    # The uninterrupted run trains meanwhile, in its own folder: only its accuracy
+    # is compared, and the bill is checked against clocks read outside the attempts.
+    with background(flags(digits_dir, tmp_path / "reference", *longer)) as reference:
+        logdir = tmp_path / "killed"
+        args = flags(digits_dir, logdir, *longer)
+        rng = random.Random(11)
+        walls, kills, during_save, done_kinds = [], 0, 0, set()
+        # Each attempt is put on the bill first (a process killed before it could write
+        # anything cannot bill itself), then ended one of the KILLS ways, then resumed.
+        for attempt in range(14):
+            kind = KILLS[attempt % len(KILLS)]
+            began = time.time()
+            process, stderr, saving = kill_attempt(kind, args, logdir, rng)
+            walls.append(time.time() - began)
+            if process.returncode != -9:
+                assert process.returncode == 0, stderr[-2000:]
+                break  # it finished before the kill
+            kills, during_save = kills + 1, during_save + saving
+            done_kinds.add(kind)
+            if kills >= 5 and during_save >= 1 and len(done_kinds) == len(KILLS):
+                break
+        assert kills >= 5 and during_save >= 1 and len(done_kinds) == len(KILLS), done_kinds
         began = time.time()
-        process, stderr, saving = kill_attempt(kind, args, logdir, rng)
+        done = run_cli(*args)
         walls.append(time.time() - began)
-        if process.returncode != -9:
-            assert process.returncode == 0, stderr[-2000:]
-            break  # it finished before the kill
-        kills, during_save = kills + 1, during_save + saving
-        done_kinds.add(kind)
-        if kills >= 5 and during_save >= 1 and len(done_kinds) == len(KILLS):
-            break
-    assert kills >= 5 and during_save >= 1 and len(done_kinds) == len(KILLS), done_kinds
-    began = time.time()
-    done = run_cli(*args)
-    walls.append(time.time() - began)
-    assert done.returncode == 0, done.stderr[-2000:]
+        assert done.returncode == 0, done.stderr[-2000:]
 
-    summary = json.loads((logdir / "summary.json").read_text())
-    assert summary["epochs_completed"] == epochs and summary["status"] == "completed"
-    assert [r["epoch"] for r in read_metrics(str(logdir))] == list(range(1, epochs + 1))
-    assert epoch_points(logdir / "validation", "accuracy/epoch_top1") == list(range(1, epochs + 1))
-    # Billing covers every attempt (the refused second runs bill nothing): at most a
-    # heartbeat (2 s) lost per kill.
-    assert len(summary["attempts"]) == len(walls)
-    assert sum(walls) - 2.5 * kills - 2 <= summary["billed_seconds"] <= sum(walls) + 2
-    assert summary["cost_usd"] == pytest.approx(
-        summary["billed_seconds"] / 3600 * summary["price_per_hour_usd"], rel=1e-3)
-    assert abs(summary["best_val_top1"] - best_reference) <= 0.15
+        summary = json.loads((logdir / "summary.json").read_text())
+        assert summary["epochs_completed"] == epochs and summary["status"] == "completed"
+        assert [r["epoch"] for r in read_metrics(str(logdir))] == list(range(1, epochs + 1))
+        assert epoch_points(logdir / "validation", "accuracy/epoch_top1") == list(
+            range(1, epochs + 1))
+        # Billing covers every attempt (the refused second runs bill nothing): at most a
+        # heartbeat (2 s) lost per kill.
+        assert len(summary["attempts"]) == len(walls)
+        assert sum(walls) - 2.5 * kills - 2 <= summary["billed_seconds"] <= sum(walls) + 2
+        assert summary["cost_usd"] == pytest.approx(
+            summary["billed_seconds"] / 3600 * summary["price_per_hour_usd"], rel=1e-3)
+        _, reference_stderr = reference.communicate(timeout=PATIENCE_SECONDS)
+        assert reference.returncode == 0, reference_stderr[-2000:]
+        best_reference = json.loads((tmp_path / "reference" / "summary.json").read_text())[
+            "best_val_top1"]
+        assert abs(summary["best_val_top1"] - best_reference) <= 0.15

@@ -7,9 +7,9 @@ import os
 import shutil
 import signal
 
-from conftest import error_lines, tiny_flags
+from conftest import PATIENCE_SECONDS, error_lines, tiny_flags
 from image_files import write_folder_dataset
-from processes import billed, killed_at, run, snapshot, start, wait_for
+from processes import billed, killed_at, run, snapshot, start, until
 
 from callbacks.records.metrics_file import read_metrics
 
@@ -24,7 +24,7 @@ def test_a_second_run_on_a_live_folder_is_refused_and_the_lock_dies_with_a_kill(
         digits_dir, tmp_path):
     logdir = tmp_path / "run"
     first = start(longer(digits_dir, logdir))
-    assert wait_for(lambda: billed(logdir, first.pid))
+    until(first, lambda: billed(logdir, first.pid), "the run in billing.json")
     second = run(longer(digits_dir, logdir))
     errors = error_lines(second.stderr)
     assert second.returncode == 2 and len(errors) == 1, second.stderr[-2000:]
@@ -43,7 +43,8 @@ def test_a_second_run_on_a_live_folder_is_refused_and_the_lock_dies_with_a_kill(
 def test_two_runs_started_together_one_trains_the_other_is_refused(digits_dir, tmp_path):
     logdir = tmp_path / "race"
     both = [start(tiny_flags(digits_dir, logdir)) for _ in range(2)]
-    results = sorted((p.wait(timeout=300), p.communicate()[1]) for p in both)
+    ended = [(p.communicate(timeout=PATIENCE_SECONDS)[1], p) for p in both]
+    results = sorted((p.returncode, stderr) for stderr, p in ended)
     assert [code for code, _ in results] == [0, 2], [e[-1500:] for _, e in results]
     assert "is in use by a live run (pid " in error_lines(results[1][1])[0]
     summary = json.loads((logdir / "summary.json").read_text())
@@ -112,10 +113,10 @@ def test_a_class_added_or_config_keys_deleted_are_refused_in_one_line(tmp_path):
 def test_a_run_folder_deleted_mid_run_is_an_error_in_one_line(digits_dir, tmp_path):
     logdir = tmp_path / "gone"
     process = start(longer(digits_dir, logdir))
-    assert wait_for(lambda: read_metrics(str(logdir)))
+    until(process, lambda: read_metrics(str(logdir)), "the first epoch in metrics.jsonl")
     while logdir.exists():
         shutil.rmtree(logdir, ignore_errors=True)
-    stdout, stderr = process.communicate(timeout=120)
+    stdout, stderr = process.communicate(timeout=PATIENCE_SECONDS)
     errors = error_lines(stderr)
     assert process.returncode == 74 and len(errors) == 1, stderr[-2000:]
     assert f"the run folder {logdir} was deleted or replaced during the run" in errors[0]

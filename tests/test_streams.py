@@ -9,11 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from conftest import ROOT, error_lines, run_cli
+from conftest import PATIENCE_SECONDS, ROOT, error_lines, run_cli
 from image_files import write_folder_dataset
+from processes import until
 
 from callbacks.records.metrics_file import read_metrics
 
@@ -29,7 +29,7 @@ def test_digits_on_jax_with_grain_and_no_tensorflow_learns(digits_dir, tmp_path)
     """The default job, on JAX through grain, with TensorFlow unimportable."""
     logdir = tmp_path / "digits-grain"
     done = run_cli("--backend=jax", "--input_pipeline=grain", f"--data_dir={digits_dir}",
-                   f"--logdir={logdir}", "--verbose=0", "--seed=1", env=NO_TF, timeout=900)
+                   f"--logdir={logdir}", "--verbose=0", "--seed=1", env=NO_TF)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = summary_of(logdir)
     assert summary["input_pipeline"] == "grain" and "tensorflow" not in summary["versions"]
@@ -136,12 +136,10 @@ def test_a_mid_epoch_resume_on_grain_continues_the_same_input_order(digits_dir, 
     # A checkpoint every 5 steps: ckpt-25 lands mid-epoch 2; SIGTERM once it is
     # there stops the run at step 25 or the step after, mid-epoch either way.
     process = _start([*flags, f"--logdir={logdir}", "--checkpoint_every_steps=5"])
-    deadline = time.time() + 300
     mid_epoch = logdir / "checkpoints" / "ckpt-0000000025"
-    while not mid_epoch.exists() and time.time() < deadline:
-        time.sleep(0.02)
+    until(process, mid_epoch.exists, "checkpoint 25", every=0.02)
     process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=300)
+    _, stderr = process.communicate(timeout=PATIENCE_SECONDS)
     assert process.returncode == 75, stderr[-3000:]
     saved = sorted(os.listdir(logdir / "checkpoints"))[-1]
     step = int(saved.split("-")[1])

@@ -4,6 +4,7 @@ import json
 import signal
 import time
 
+import pytest
 from conftest import error_lines, run_cli
 from processes import run, snapshot, start, strict_json
 
@@ -65,6 +66,7 @@ def _interrupted(process) -> tuple[float, str]:
     return time.time() - sent, line
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_sweep_in_seconds_keeps_its_points_and_the_rerun_does_the_rest(
         tmp_path):
     """Ctrl-C right after a size finished, then 2 s into the next size: each time the

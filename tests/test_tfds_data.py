@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, error_lines, run_cli
+from conftest import PATIENCE_SECONDS, ROOT, error_lines, run_cli
 from image_files import write_imagenet_manual_download
 
 NO_TF = {"PYTHONPATH": os.path.join(os.path.dirname(__file__), "no_tensorflow")}
@@ -36,7 +36,8 @@ def tiny_builder(data_dir, **kwargs):
 def prepare_for_grain(*args):
     """`python -m preprocessing.datasets.tfds_data ARGS`, with TensorFlow (the CPU machine's step)."""
     return subprocess.run([sys.executable, "-m", "preprocessing.datasets.tfds_data", *args],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+                          capture_output=True, text=True,
+                          timeout=PATIENCE_SECONDS, cwd=ROOT)
 
 
 def summary_of(logdir):
@@ -164,7 +165,7 @@ def test_records_are_lazy_picklable_getters_of_encoded_bytes(array_record_only):
     from preprocessing.datasets import tfds_data, tfds_records
     from preprocessing.spec import BatchShape, InputSpec
 
-    spec = InputSpec(data_dir=str(array_record_only), image_size=0, batch_size=4,
+    spec = InputSpec(data_dir=str(array_record_only), image_size=0, batch=BatchShape(4),
                      backend="jax", input_pipeline="grain")
     builder = tfds_data.prepare_array_record(TINY, spec)
     reader = tfds_records.SplitReader(builder, "train", "image", "label")
@@ -187,7 +188,7 @@ def test_the_gpu_pipeline_is_refused_until_it_reads_records(array_record_only):
 
     if tfds_data.GPU_READS_CALLABLES:
         pytest.skip("gpu_pipeline reads callables")
-    spec = InputSpec(data_dir=str(array_record_only), image_size=0, batch_size=4,
+    spec = InputSpec(data_dir=str(array_record_only), image_size=0, batch=BatchShape(4),
                      backend="jax", input_pipeline="gpu", accelerator="gpu")
     with pytest.raises(DataError, match="use --input_pipeline=grain"):
         tfds_data._check_for_random_access(TINY, spec)
@@ -202,7 +203,7 @@ def test_a_partial_copy_is_one_line_before_anything_is_read(array_record_only, t
     shutil.copytree(array_record_only, tmp_path / "copy")
     folder = tmp_path / "copy" / "tiny_shapes" / "1.0.0"
     os.remove(folder / "tiny_shapes-test.array_record-00000-of-00001")
-    spec = InputSpec(data_dir=str(tmp_path / "copy"), image_size=0, batch_size=4,
+    spec = InputSpec(data_dir=str(tmp_path / "copy"), image_size=0, batch=BatchShape(4),
                      backend="jax", input_pipeline="grain")
     with pytest.raises(DataError, match="holds 0 of the 1 ArrayRecord shards of split 'test'"):
         tfds_data.check(TINY, spec)
@@ -216,7 +217,7 @@ def test_grain_source_keeps_a_tfds_split_whole_not_a_getter_per_record(array_rec
     from preprocessing.host.grain_stream import FileSource
     from preprocessing.spec import BatchShape, InputSpec
 
-    spec = InputSpec(data_dir=str(array_record_only), image_size=0, batch_size=4,
+    spec = InputSpec(data_dir=str(array_record_only), image_size=0, batch=BatchShape(4),
                      backend="jax", input_pipeline="grain")
     builder = tfds_data.prepare_array_record(TINY, spec)
     reader = tfds_records.SplitReader(builder, "train", "image", "label")

@@ -111,7 +111,7 @@ def make_optimizer(config, model, warmup_steps: int, total_steps: int):
 def recipe_facts(config) -> dict:
     """The recipe this run resolved (flags.config.RECIPES), for summary.json."""
     return {"optimizer": config.optimizer, "base_learning_rate": config.base_learning_rate,
-            "learning_rate": config.learning_rate, "warmup_epochs": config.warmup_epochs,
+            "peak_learning_rate": config.learning_rate, "warmup_epochs": config.warmup_epochs,
             "weight_decay": config.weight_decay, "gradient_clip_norm": config.gradient_clip_norm,
             "label_smoothing": config.label_smoothing,
             "momentum": config.momentum if config.optimizer == "sgd" else None}

@@ -15,8 +15,8 @@ in order, as (images, labels, weights), the last batch padded with weight-0 zero
 
 Without a sharding the arrays stay uncommitted on the default device, as Keras's
 state is (a committed batch would commit the state, and JAX would compile the step
-again: preprocessing/gpu/README.md); with keras.distribution's data layout, each
-device's slice is assembled into the global batch.
+again: preprocessing/gpu/README.md); with keras.distribution's data layout, the
+devices' slices make one batch as Keras's JAX trainer takes it (spec.device_batch).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy as np
 
 from preprocessing.device.decode import MAX_PIXELS, DecodedSplit
 from preprocessing.device.ops import make_augment, make_permute
+from preprocessing.spec import device_batch
 
 
 class DeviceStream:
@@ -132,8 +133,6 @@ class DeviceStream:
         return 0  # undecodable images were left out, and counted, when decoding
 
     def _make(self, epoch: int, batch: int):
-        import jax
-
         seed = np.uint32(self.seed)
         outputs = []
         for device, held in enumerate(self._held):
@@ -147,14 +146,6 @@ class DeviceStream:
         if self.sharding is None:
             images, labels, weights = outputs[0]
         else:
-            images = self._assemble(jax, [o[0] for o in outputs], self.sharding)
-            rows = jax.sharding.NamedSharding(self.sharding.mesh,
-                                              jax.sharding.PartitionSpec(self.sharding.spec[0]))
-            labels, weights = (self._assemble(jax, [o[i] for o in outputs], rows) for i in (1, 2))
+            images, labels, weights = (device_batch([o[i] for o in outputs], self.devices,
+                                                    self.sharding) for i in range(3))
         return (images, labels) if self.train else (images, labels, weights)
-
-    def _assemble(self, jax, parts, sharding):
-        """The global batch from each local device's slice."""
-        rows = parts[0].shape[0] * len(self.devices) * jax.process_count()
-        return jax.make_array_from_single_device_arrays((rows, *parts[0].shape[1:]), sharding,
-                                                        parts)

@@ -43,6 +43,7 @@ from preprocessing.gpu.options import GpuOptions
 from preprocessing.gpu.planning import (PlanSpec, host_decode, host_window, plan_batch, read_file,
                                         warm_up_jpegs)
 from preprocessing.gpu.threads import END, Running, Work, process_pool
+from preprocessing.spec import device_batch
 
 _DTYPES = ("float32", "bfloat16", "float16")
 
@@ -418,12 +419,12 @@ class GpuJpegStream:
             images = outputs[0]
             labels, weights = jax.device_put(labels), jax.device_put(weights)
         else:
-            shape = (self._global_batch, self.image_size, self.image_size, 3)
-            images = jax.make_array_from_single_device_arrays(shape, self.sharding, outputs)
-            rows = jax.sharding.NamedSharding(self.sharding.mesh,
-                                              jax.sharding.PartitionSpec(self.sharding.spec[0]))
-            labels = jax.make_array_from_process_local_data(rows, labels)
-            weights = jax.make_array_from_process_local_data(rows, weights)
+            images = device_batch(outputs, self.devices, self.sharding)
+            if jax.process_count() == 1:  # else Keras lays out this process's rows
+                rows = jax.sharding.NamedSharding(
+                    self.sharding.mesh, jax.sharding.PartitionSpec(self.sharding.spec[0]))
+                labels = jax.make_array_from_process_local_data(rows, labels)
+                weights = jax.make_array_from_process_local_data(rows, weights)
         return (images, labels) if self.train else (images, labels, weights)
 
     def _cpu_fallback(self, slot):
