@@ -141,22 +141,27 @@ def num_batches(examples: int, batch_size: int) -> int:
     return -(-examples // batch_size)
 
 
-def device_batch(parts: list, devices: list, sharding):
-    """One JAX batch from the slices `parts` held on this process's `devices` (in the
-    order of their rows), as Keras's JAX trainer takes it under `sharding`, the
-    keras.distribution data layout: it hands every batch to
-    jax.make_array_from_process_local_data, which takes a batch as this process's
-    part. With one process that part is the global batch, laid out as `sharding`
-    says (Keras then moves nothing); with several, it is laid over this process's own
-    devices (handed a global array, Keras would index other hosts' rows).
-    """
+def batch_layout(devices: list, sharding):
+    """The layout of the batches a stream hands Keras's JAX trainer, from the slices
+    held on this process's `devices` (in the order of their rows) under `sharding`,
+    the keras.distribution data layout. The trainer hands every batch to
+    jax.make_array_from_process_local_data, which takes it as this process's part: with
+    one process that part is the global batch, laid out as `sharding` says (Keras then
+    moves nothing); with several, it is laid over this process's own devices (handed a
+    global array, Keras would index other hosts' rows)."""
     import jax
 
-    rows = jax.sharding.PartitionSpec(sharding.spec[0])
     if jax.process_count() == 1:
-        layout = jax.sharding.NamedSharding(sharding.mesh, rows)
-    else:
-        layout = jax.sharding.NamedSharding(
-            jax.sharding.Mesh(np.array(devices), ("batch",)), jax.sharding.PartitionSpec("batch"))
+        return jax.sharding.NamedSharding(sharding.mesh,
+                                          jax.sharding.PartitionSpec(sharding.spec[0]))
+    return jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devices), ("batch",)),
+                                      jax.sharding.PartitionSpec("batch"))
+
+
+def device_batch(parts: list, layout):
+    """One batch from the slices `parts`, one per device of `layout` (batch_layout), in
+    the order of their rows."""
+    import jax
+
     shape = (sum(p.shape[0] for p in parts), *parts[0].shape[1:])
     return jax.make_array_from_single_device_arrays(shape, layout, parts)

@@ -16,7 +16,7 @@ in order, as (images, labels, weights), the last batch padded with weight-0 zero
 Without a sharding the arrays stay uncommitted on the default device, as Keras's
 state is (a committed batch would commit the state, and JAX would compile the step
 again: preprocessing/gpu/README.md); with keras.distribution's data layout, the
-devices' slices make one batch as Keras's JAX trainer takes it (spec.device_batch).
+devices' slices make one batch as Keras's JAX trainer takes it (spec.batch_layout).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 
 from preprocessing.device.decode import MAX_PIXELS, DecodedSplit
 from preprocessing.device.ops import make_augment, make_permute
-from preprocessing.spec import device_batch
+from preprocessing.spec import batch_layout, device_batch
 
 
 class DeviceStream:
@@ -57,6 +57,7 @@ class DeviceStream:
         self.seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else int(seed)
         self.sharding = sharding
         self.devices = self._devices(jax, sharding, batch_size, image_size)
+        self._layout = batch_layout(self.devices, sharding) if sharding is not None else None
         if batch_size % len(self.devices):
             raise ValueError(f"batch_size {batch_size} is not divisible by this process's "
                              f"{len(self.devices)} devices")
@@ -146,6 +147,6 @@ class DeviceStream:
         if self.sharding is None:
             images, labels, weights = outputs[0]
         else:
-            images, labels, weights = (device_batch([o[i] for o in outputs], self.devices,
-                                                    self.sharding) for i in range(3))
+            images, labels, weights = (device_batch([o[i] for o in outputs], self._layout)
+                                       for i in range(3))
         return (images, labels) if self.train else (images, labels, weights)

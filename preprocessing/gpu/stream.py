@@ -43,7 +43,7 @@ from preprocessing.gpu.options import GpuOptions
 from preprocessing.gpu.planning import (PlanSpec, host_decode, host_window, plan_batch, read_file,
                                         warm_up_jpegs)
 from preprocessing.gpu.threads import END, Running, Work, process_pool
-from preprocessing.spec import device_batch
+from preprocessing.spec import batch_layout, device_batch
 
 _DTYPES = ("float32", "bfloat16", "float16")
 
@@ -86,7 +86,8 @@ class GpuJpegStream:
             batch_size, image_size, train, dtype)
         self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
         self.sharding = sharding
-        self.devices, self._global_batch = self._local_devices(jax, sharding)
+        self.devices = self._local_devices(jax, sharding)
+        self._layout = batch_layout(self.devices, sharding) if sharding is not None else None
         # Without a sharding the batches stay uncommitted (on the default device), as
         # Keras's state is: a committed batch would commit the state the first step
         # returns, and every change of commitment (that step; the metrics reset at
@@ -196,7 +197,7 @@ class GpuJpegStream:
     def _local_devices(self, jax, sharding):
         """This process's devices in the order of their slices of the batch."""
         if sharding is None:  # the default device: where Keras keeps the model's state
-            return list(jax.device_put(np.zeros((), np.int32)).devices()), self.batch_size
+            return list(jax.device_put(np.zeros((), np.int32)).devices())
         global_batch = self.batch_size * jax.process_count()
         shape = (global_batch, self.image_size, self.image_size, 3)
         starts = {}
@@ -210,7 +211,7 @@ class GpuJpegStream:
         if self.batch_size % len(devices):
             raise ValueError(f"batch_size {self.batch_size} is not divisible by this "
                              f"process's {len(devices)} devices")
-        return devices, global_batch
+        return devices
 
     def _per_device(self, options: GpuOptions) -> int:
         """Images per device of a batch (the canvas step indexes them with int32)."""
@@ -419,12 +420,8 @@ class GpuJpegStream:
             images = outputs[0]
             labels, weights = jax.device_put(labels), jax.device_put(weights)
         else:
-            images = device_batch(outputs, self.devices, self.sharding)
-            if jax.process_count() == 1:  # else Keras lays out this process's rows
-                rows = jax.sharding.NamedSharding(
-                    self.sharding.mesh, jax.sharding.PartitionSpec(self.sharding.spec[0]))
-                labels = jax.make_array_from_process_local_data(rows, labels)
-                weights = jax.make_array_from_process_local_data(rows, weights)
+            images = device_batch(outputs, self._layout)
+            labels, weights = jax.device_put((labels, weights), self._layout)
         return (images, labels) if self.train else (images, labels, weights)
 
     def _cpu_fallback(self, slot):
