@@ -105,6 +105,48 @@ def test_state_resumes_the_exact_sequence_mid_epoch(records, workers):
     resumed.close()
 
 
+def test_state_before_the_first_batch_is_the_start_of_the_stream(records):
+    _, original = _train(records, workers=2)
+    original.start()  # the first batch is taken in the background, not handed out
+    state = json.loads(json.dumps(original.get_state()))
+    assert state["grain"] is None  # the start: the seed alone decides what follows
+    expected = _take(original, 3)
+    original.close()
+    _, resumed = _train(records, seed=None, workers=2)
+    resumed.set_state(state)
+    for (images, labels), (images2, labels2) in zip(expected, _take(resumed, 3)):
+        np.testing.assert_array_equal(images, images2)
+        np.testing.assert_array_equal(labels, labels2)
+    resumed.close()
+
+
+def _grain_workers() -> int:
+    import multiprocessing
+    return sum(p.is_alive() for p in multiprocessing.active_children())
+
+
+@pytest.mark.parametrize("resumed", [False, True])
+def test_every_worker_runs_once_the_first_batch_is_out(records, resumed):
+    """Issue 29: grain's first epoch ran at 786 images/sec against 4,955 in its second,
+    because its 16 workers started one at a time, as the round robin reached each.
+    Here all of them run once the first batch is handed out (fresh, and resumed
+    mid-epoch), which is what lets the first epoch go at the second's pace."""
+    workers = 3
+    _, stream = _train(records, workers=workers, batch_size=2)
+    if resumed:
+        _take(stream, 5)
+        state = stream.get_state()
+        stream.close()
+        _, stream = _train(records, workers=workers, batch_size=2)
+        stream.set_state(state)
+    else:
+        stream.start()
+    _take(stream, 1)
+    running = _grain_workers()
+    stream.close()
+    assert running >= workers
+
+
 def test_state_of_another_pipeline_is_refused(records):
     _, stream = _train(records)
     state = stream.get_state()

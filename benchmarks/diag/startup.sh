@@ -4,7 +4,7 @@
 set -u
 OUT=${OUT:-$PWD/bench-out}; R=$OUT/diag; mkdir -p "$R" /tmp/bench
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl .whl-gpu/*.whl || exit 1
+  --target /tmp/site $(ls .whl/*.whl .whl-gpu/*.whl 2>/dev/null) || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
 export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 stamp() { python3 -c "

@@ -190,22 +190,21 @@ class TrainIterator:
                         "batch_size": batch_size, "shard_index": shard_index,
                         "shard_count": shard_count, "workers": workers, "seed": seed}
         self._iterator = None
-        self._early = None  # start(): (thread, [state before the first batch, batch, error])
+        self._early = None  # start(): (thread, [its first batch, its error])
 
     def start(self) -> None:
         """Builds the pipeline and takes its first batch in a background thread, now."""
         if self._iterator is not None or self._early is not None:
             return
-        result = [None, None, None]
+        result = [None, None]  # the first batch, or the error that stopped it
 
         def first():
             try:
                 iterator = self._build()
-                result[0] = copy.deepcopy(iterator.get_state())
-                result[1] = next(iterator)
+                result[0] = next(iterator)
                 self._iterator = iterator
             except BaseException as error:  # noqa: BLE001 - raised by the consumer
-                result[2] = error
+                result[1] = error
 
         thread = threading.Thread(target=first, daemon=True, name="grain_start")
         self._early = (thread, result)
@@ -215,9 +214,9 @@ class TrainIterator:
         """The batch `start` took (None if none); waits for it; raises its error."""
         if self._early is None:
             return None
-        thread, (_, batch, error) = self._early
-        thread.join()
-        self._early = None
+        thread, result = self._early
+        thread.join()  # before reading the result: the thread writes it
+        (batch, error), self._early = result, None
         if error is not None:
             raise error
         return batch
@@ -251,14 +250,16 @@ class TrainIterator:
         return next(self._iterator)
 
     def get_state(self) -> dict:
-        """Where the stream stands: plain JSON (ints, strings, lists, dicts)."""
-        if self._early is not None:  # the first batch is taken but not handed out yet
-            thread, result = self._early
-            thread.join()
-            if result[2] is None:
-                return copy.deepcopy({**self._config, "grain": result[0]})
-        if self._iterator is None:
-            self._iterator = self._build()
+        """Where the stream stands: plain JSON (ints, strings, lists, dicts).
+
+        Before the first batch is handed out, grain's state is None: the stream's
+        start, which the seed decides. (Trap: asking grain for its state before its
+        first batch makes it create its worker iterators unstarted, and they then
+        start one at a time as the round robin reaches each: a process start and its
+        imports per batch, 16 in a row, where the first next() starts them at once.)
+        """
+        if self._early is not None or self._iterator is None:
+            return {**self._config, "grain": None}
         # A copy: grain may update the dicts it hands out as the stream moves on.
         return copy.deepcopy({**self._config, "grain": self._iterator.get_state()})
 
@@ -272,8 +273,14 @@ class TrainIterator:
         self._early_batch_discarded()
         self.close()
         self._config["seed"] = state["seed"]
+        if state["grain"] is None:  # the stream's start: built on the first next()
+            return
         self._iterator = self._build()
         self._iterator.set_state(state["grain"])
+        # grain's set_state leaves its workers unstarted, to start one by one as the
+        # round robin reaches each; start them all now, together.
+        if hasattr(self._iterator, "start_prefetch"):
+            self._iterator.start_prefetch()
 
     def skipped_images(self) -> int:
         return self._source.skipped_images()
