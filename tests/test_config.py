@@ -143,3 +143,34 @@ def test_the_committed_flagfiles_are_valid_configs(name):
     finally:
         FLAGS.unparse_flags()
     assert config.model == "resnet50"
+
+
+SEEDING = """
+import sys, numpy, keras
+from app.run.context import set_random_seed
+set_random_seed(keras, 1234)
+first = (numpy.random.rand(), float(keras.random.uniform(())))
+from keras.src.utils.rng_utils import get_random_seed
+assert get_random_seed() == 1234
+set_random_seed(keras, 1234)
+assert (numpy.random.rand(), float(keras.random.uniform(()))) == first, first
+from keras.src.utils import module_utils
+print("tensorflow" in sys.modules, module_utils.tensorflow._available)
+"""
+
+
+def test_seeding_on_jax_leaves_tensorflow_unimported_and_still_seeds():
+    """Keras's set_random_seed imports TensorFlow (installed here) to seed it; on the
+    JAX path the app seeds Python, NumPy and Keras alone, and Keras may still ask
+    for TensorFlow later (its lazy module is left undecided)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import PATIENCE_SECONDS, ROOT
+
+    result = subprocess.run([sys.executable, "-c", SEEDING], capture_output=True, text=True,
+                            cwd=ROOT, timeout=PATIENCE_SECONDS, check=False,
+                            env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["False", "None"]

@@ -102,9 +102,32 @@ def start(context: RunContext) -> RunContext:
     config = context.config
     seed = config.seed if config.seed is not None else int.from_bytes(os.urandom(4), "little")
     seed = context.topology.shared_seed(seed)
-    keras.utils.set_random_seed(seed)
+    set_random_seed(keras, seed)
     keras.config.set_dtype_policy(config.policy)
     return dataclasses.replace(context, seed=seed)
+
+
+def set_random_seed(keras, seed: int) -> None:
+    """keras.utils.set_random_seed, without importing TensorFlow to seed it.
+
+    Trap: Keras seeds TensorFlow whenever it is installed, so on the JAX backend it
+    imported TensorFlow (2-4 s, and the JAX path must not touch it). Where TensorFlow
+    is not imported yet, it is not seeded: its only user here, the tf.data pipeline,
+    draws every random number from explicit stateless seeds.
+    """
+    import sys
+
+    from keras.src.utils import module_utils
+
+    lazy = module_utils.tensorflow
+    if "tensorflow" in sys.modules or lazy._available is not None:
+        keras.utils.set_random_seed(seed)
+        return
+    lazy._available = False  # for this call only: Keras asks again later
+    try:
+        keras.utils.set_random_seed(seed)
+    finally:
+        lazy._available = None
 
 
 def create_folder(context: RunContext) -> None:

@@ -39,7 +39,7 @@ run() {  # NAME [env ...] -- [python args before app/main.py]
 }
 run logc JAX_LOG_COMPILES=1 --
 run at0 XLA_FLAGS=--xla_gpu_autotune_level=0 --
-run prof -- -m cProfile -o "$R/app.prof"
+run prof PROFILE_OUT=$R/app.prof -- benchmarks/diag/profiled.py
 t0=$(date +%s.%N)
 TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-fresh timeout 150 python3 benchmarks/torch_fashion_peer.py \
   --data_dir=/tmp/fashion --epochs=15 --batch=512 --out "$R/peer.json" 2>&1 | stamp "$t0" > "$R/peer.log"
