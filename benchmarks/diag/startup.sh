@@ -45,6 +45,17 @@ TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-fresh timeout 150 python3 benchmarks/torch
   --data_dir=/tmp/fashion --epochs=15 --batch=512 --out "$R/peer.json" 2>&1 | stamp "$t0" > "$R/peer.log"
 tail -3 "$R/peer.log"
 
+# Warm starts: the app with a persistent XLA cache (filled by its first run), the peer
+# with inductor's cache (filled by the run above).
+for turn in fill warm; do
+  run "cache_$turn" JAX_COMPILATION_CACHE_DIR=/tmp/jcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
+    JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1 --
+done
+t0=$(date +%s.%N)
+TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-fresh timeout 150 python3 benchmarks/torch_fashion_peer.py \
+  --data_dir=/tmp/fashion --epochs=15 --batch=512 --out "$R/peer_warm.json" 2>&1 | stamp "$t0" > "$R/peer_warm.log"
+tail -2 "$R/peer_warm.log"
+
 J=/tmp/bench-jpegs-20480-1024
 [ -e $J/.done ] || { python3 benchmarks/make_jpegs.py $J --train=20480 --validation=1024 \
   --classes=100 > "$R/jpegs.log" 2>&1 && touch $J/.done; }
