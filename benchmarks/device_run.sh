@@ -64,8 +64,9 @@ fi
 # The environment: the carried wheels, the repository on the path, nvJPEG's library.
 # .whl-gpu/ (nvimgcodec, nvjpeg: 29 MB) travels only with the recipes that read JPEGs.
 WHEELS=$(ls .whl/*.whl .whl-gpu/*.whl 2>/dev/null)
-if [ -n "$WHEELS" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+if [ -n "$WHEELS" ]; then  # byte-compiled as pip does by default: else the first run of a
+  # call compiled Keras's sources (~2 s) and the peer, preinstalled, did not
+  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade \
     --target /tmp/site $WHEELS || exit 1
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
