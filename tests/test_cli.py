@@ -182,3 +182,43 @@ def test_a_run_folder_that_cannot_be_made_is_one_line_and_exit_2(digits_dir):
     assert done.returncode == 2, done.stderr[-2000:]
     assert len(errors) == 1 and "--logdir=/proc/forbidden/run cannot be created" in errors[0]
     assert "Traceback" not in done.stderr
+
+
+def _cache_entries(folder) -> set:
+    return {name for _, _, names in os.walk(folder) for name in names}
+
+
+def test_jax_keeps_compiled_programs_so_a_second_run_compiles_nothing(digits_dir, tmp_path):
+    """With no JAX_COMPILATION_CACHE_DIR, the JAX path caches every compiled program under
+    ~/.cache (XDG_CACHE_HOME here): the first run fills it, the same run again finds every
+    program there (it adds no entry), the summary names the folder; an empty
+    JAX_COMPILATION_CACHE_DIR turns it off."""
+    import subprocess
+    import sys
+
+    from conftest import PATIENCE_SECONDS, ROOT
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+                        "KERAS_BACKEND")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "home-cache")
+    folder = tmp_path / "home-cache" / "keras-accelerator-bench" / "xla"
+
+    def run(name, **extra):
+        logdir = tmp_path / name
+        done = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "app", "main.py"),
+             *tiny_flags(digits_dir, logdir, "--backend=jax", "--epochs=1", "--seed=3")],
+            capture_output=True, text=True, timeout=PATIENCE_SECONDS, cwd=ROOT,
+            env={**env, **extra})
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads((logdir / "summary.json").read_text())
+
+    first = run("first")
+    filled = _cache_entries(folder)
+    assert first["compilation_cache_dir"] == str(folder) and len(filled) >= 5
+    second = run("second")
+    assert second["compilation_cache_dir"] == str(folder)
+    assert _cache_entries(folder) == filled  # every program was found, none compiled anew
+    off = run("off", JAX_COMPILATION_CACHE_DIR="")
+    assert off["compilation_cache_dir"] is None and _cache_entries(folder) == filled
