@@ -192,7 +192,7 @@ def test_jax_keeps_compiled_programs_so_a_second_run_compiles_nothing(digits_dir
     """With no JAX_COMPILATION_CACHE_DIR, the JAX path caches every compiled program under
     ~/.cache (XDG_CACHE_HOME here): the first run fills it, the same run again finds every
     program there (it adds no entry), the summary names the folder; an empty
-    JAX_COMPILATION_CACHE_DIR turns it off."""
+    JAX_COMPILATION_CACHE_DIR turns it off, and one that cannot be made is not named."""
     import subprocess
     import sys
 
@@ -222,3 +222,6 @@ def test_jax_keeps_compiled_programs_so_a_second_run_compiles_nothing(digits_dir
     assert _cache_entries(folder) == filled  # every program was found, none compiled anew
     off = run("off", JAX_COMPILATION_CACHE_DIR="")
     assert off["compilation_cache_dir"] is None and _cache_entries(folder) == filled
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")  # a cache folder that cannot be made: none is named
+    assert run("blocked", XDG_CACHE_HOME=str(blocked))["compilation_cache_dir"] is None

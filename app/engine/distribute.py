@@ -65,6 +65,9 @@ class Topology:
     strategy: object = None  # tf.distribute.Strategy (TensorFlow backend)
     distribution: object = None  # keras.distribution.Distribution (JAX backend)
     jit_compile: object = "auto"  # what model.compile gets
+    # The folder JAX keeps compiled programs in, None when it keeps none (TensorFlow has
+    # none): a run that finds its programs there starts seconds sooner.
+    compilation_cache_dir: str | None = None
 
     @property
     def num_replicas(self) -> int:
@@ -116,10 +119,7 @@ class Topology:
             "num_replicas": self.num_replicas,
             "device_kind": self.device_kind,
             "jit_compile": self.jit_compile,
-            # JAX's persistent cache of compiled programs (None: none; TensorFlow has none):
-            # a run that finds its programs there starts seconds sooner.
-            "compilation_cache_dir": (compilation_cache_dir() or None) if self.backend == "jax"
-            else None,
+            "compilation_cache_dir": self.compilation_cache_dir,
             "strategy": type(self.strategy).__name__ if self.strategy is not None
             else (type(self.distribution).__name__ if self.distribution is not None
                   else "single device"),
@@ -342,8 +342,9 @@ def compilation_cache_dir() -> str:
     return os.path.join(base, "keras-accelerator-bench", "xla")
 
 
-def _persistent_compilation_cache(jax) -> None:
-    """Keeps every compiled program on disk, so that a run's second time starts warm.
+def _persistent_compilation_cache(jax) -> str | None:
+    """Keeps every compiled program on disk, so that a run's second time starts warm;
+    returns the folder, or None where there is none.
 
     As torch.compile's inductor does by default: on one H200 the default Fashion-MNIST
     job reached its first epoch's end 11.7 s after starting with the cache warm, 28.9 s
@@ -353,23 +354,24 @@ def _persistent_compilation_cache(jax) -> None:
     """
     folder = compilation_cache_dir()
     if not folder:
-        return
+        return None
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as error:
         sys.stderr.write(f"warning: no XLA compilation cache ({folder}: {error.strerror}); "
                          f"every program compiles afresh\n")
-        return
+        return None
     jax.config.update("jax_compilation_cache_dir", folder)
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
         # The initializers' and metrics' small programs too: ~40 of them, 6 s cold on GPU.
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    return folder
 
 
 def _jax_topology(config) -> Topology:
     import jax
 
-    _persistent_compilation_cache(jax)
+    cache = _persistent_compilation_cache(jax)
     if config.num_processes > 1:
         _initialize_multi_host(config)
     platform = config.accelerator
@@ -394,7 +396,7 @@ def _jax_topology(config) -> Topology:
         keras.distribution.set_distribution(distribution)
     kind = local[0].device_kind if platform != "cpu" else "cpu"
     return Topology("jax", config.accelerator, num_processes, jax.process_index(),
-                    per_process, kind, distribution=distribution)
+                    per_process, kind, distribution=distribution, compilation_cache_dir=cache)
 
 
 def _initialize_multi_host(config) -> None:
