@@ -132,7 +132,7 @@ class Config:
     epochs: int = 15
     steps_per_epoch: int = 0
     validation_steps: int = 0
-    steps_per_execution: int = 1
+    steps_per_execution: int = 0  # 0 = auto (app/engine/data.py: steps_per_execution)
     seed: int | None = None
     logdir: str = ""
     fresh: bool = False
@@ -254,9 +254,9 @@ class Config:
         _check(self.validation_steps >= -1,
                f"--validation_steps={self.validation_steps} must be >= -1 "
                "(0 = all validation images, -1 = none)")
-        _check(self.steps_per_execution >= 1,
-               f"--steps_per_execution={self.steps_per_execution} must be at least 1")
-        _check(self.steps_per_epoch % self.steps_per_execution == 0,
+        _check(self.steps_per_execution >= 0,
+               f"--steps_per_execution={self.steps_per_execution} must be >= 0 (0 = auto)")
+        _check(not self.steps_per_execution or self.steps_per_epoch % self.steps_per_execution == 0,
                f"--steps_per_epoch={self.steps_per_epoch} is not a multiple of "
                f"--steps_per_execution={self.steps_per_execution}")
         _check(self.num_devices >= 0,

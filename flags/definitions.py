@@ -180,7 +180,9 @@ def define_flags():
                               "measure nothing), -1 = no validation.")
     absl_flags.DEFINE_integer("steps_per_execution", D["steps_per_execution"],
                               "Training steps run per host call (callbacks fire "
-                              "once per execution).")
+                              "once per execution); 0 = auto: up to 16 when the data "
+                              "is held on the device (--input_pipeline=device, JAX), "
+                              "else 1.")
     absl_flags.DEFINE_integer("seed", D["seed"],
                               "Random seed; unset = a fresh seed and a "
                               "non-deterministic (faster) input order.")

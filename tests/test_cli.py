@@ -83,7 +83,7 @@ def bad_cases(tmp):
         (["--model=resnet9000"], "--model='resnet9000' is unknown; accepted: small_resnet"),
         (["--dataset=cifar10"], "--dataset='cifar10' is unknown"),
         (["--epochs=-1"], "--epochs=-1 must be at least 1"),
-        (["--steps_per_execution=0"], "--steps_per_execution=0 must be at least 1"),
+        (["--steps_per_execution=-1"], "--steps_per_execution=-1 must be >= 0 (0 = auto)"),
         (["--steps_per_epoch=10", "--steps_per_execution=4"], "not a multiple of"),
         (["--image_size=3"], "--image_size=3 is out of range"),
         (["--target_top1=2"], "--target_top1 has 2.0"),

@@ -13,7 +13,7 @@ BAD = [
     ({"epochs": -1}, "--epochs=-1"),
     ({"epochs": 0}, "--epochs=0"),
     ({"steps_per_epoch": -3}, "--steps_per_epoch=-3"),
-    ({"steps_per_execution": 0}, "--steps_per_execution=0"),
+    ({"steps_per_execution": -1}, "--steps_per_execution=-1"),
     ({"steps_per_epoch": 10, "steps_per_execution": 4}, "not a multiple"),
     ({"validation_steps": -2}, "--validation_steps=-2"),
     ({"num_devices": -1}, "--num_devices=-1"),
@@ -174,3 +174,22 @@ def test_seeding_on_jax_leaves_tensorflow_unimported_and_still_seeds():
                             env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT})
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["False", "None"]
+
+
+@pytest.mark.parametrize("given, backend, pipeline, steps, expected", [
+    (0, "jax", "device", 117, 13),  # Fashion-MNIST at 512: 117 = 9 x 13
+    (0, "jax", "device", 64, 16),
+    (0, "jax", "device", 97, 1),  # a prime: no divisor up to 16 but 1
+    (0, "jax", "grain", 117, 1),  # the host feeds every step
+    (0, "tensorflow", "device", 117, 1),
+    (3, "jax", "grain", 117, 3),  # the flag's own value wins
+])
+def test_auto_steps_per_execution_divides_the_epoch_where_the_data_is_on_the_device(
+        given, backend, pipeline, steps, expected):
+    from app.engine.data import steps_per_execution
+
+    config = Config(backend=backend, steps_per_execution=given)
+    chosen = steps_per_execution(config, pipeline, steps)
+    assert chosen == expected and steps % chosen == 0
+    profiled = dataclasses.replace(config, profile_steps="3,5")
+    assert steps_per_execution(profiled, pipeline, steps) == (given or 1)  # a trace: each step

@@ -141,7 +141,7 @@ def compile_model(model, config, num_classes: int, steps_per_epoch: int,
         optimizer=make_optimizer(config, model, warmup_steps, total_steps),
         loss=loss,
         weighted_metrics=metrics,
-        steps_per_execution=config.steps_per_execution,
+        steps_per_execution=config.steps_per_execution or 1,  # auto unresolved: one
         jit_compile=jit_compile,
     )
     return model

@@ -59,6 +59,8 @@ def run(context) -> dict:
     """Times the input pipeline and the model apart; returns the summary dict."""
     context = run_context.start(context)
     run_context.create_folder(context)
+    # one step per host call, as timed here (config.json keeps auto's 0, for a rerun)
+    context = run_context.with_steps_per_execution(context, context.config.steps_per_execution or 1)
     config, topology, run_dir, spec = (context.config, context.topology, context.run_dir,
                                        context.spec)
     data = make_datasets(config.dataset, dataclasses.replace(spec, with_validation=False))

@@ -90,6 +90,9 @@ def run(context) -> dict:
         started_at = rundir.read_json(os.path.join(run_dir.path, SWEEP_FILE)).get(
             "started_at", started_at)
     run_context.create_folder(context)
+    # one step per host call, as timed here (config.json keeps auto's 0, for a rerun)
+    context = run_context.with_steps_per_execution(context, config.steps_per_execution or 1)
+    config = context.config
     spe = config.steps_per_execution
     steps = config.steps_per_epoch or DEFAULT_STEPS - DEFAULT_STEPS % spe
     warmup_steps = max(2 * spe, config.throughput_warmup_steps)

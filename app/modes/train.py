@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from app.engine.data import steps_for
+from app.engine.data import steps_for, steps_per_execution
 from app.engine.flops import model_facts
 from app.engine.recipe import make_compiled_model, recipe_facts
 from app.modes.train_callbacks import hparams_of, make_callbacks
@@ -52,6 +52,7 @@ def banner(context, data) -> str:
             f"accelerator={config.accelerator} ({topology.device_kind}) "
             f"replicas={topology.num_replicas} ({topology.num_processes} process(es)) "
             f"global_batch={context.batch.global_size} per_replica_batch={context.batch.per_replica} "
+            f"steps_per_execution={config.steps_per_execution} "
             f"image_size={data.image_size} input_pipeline={data.input_pipeline} "
             f"preprocessing={data.preset} precision={config.policy} logdir={context.logdir}")
 
@@ -85,6 +86,11 @@ def run(context) -> dict:
         resume.check_same_data(context.logdir, facts)
     _warn_profile_past_end(config, steps_per_epoch)
     run_context.create_folder(context)  # every check passed: the run leaves traces
+    # config.json keeps the flags as given (auto is 0, so a rerun resumes); from here on
+    # the resolved value, as compiled and in the banner and summary.json.
+    context = run_context.with_steps_per_execution(context, steps_per_execution(
+        config, data.input_pipeline, steps_per_epoch))
+    config = context.config
 
     print(banner(context, data), flush=True)
 

@@ -107,6 +107,13 @@ def start(context: RunContext) -> RunContext:
     return dataclasses.replace(context, seed=seed)
 
 
+def with_steps_per_execution(context: RunContext, steps: int) -> RunContext:
+    """The context with --steps_per_execution resolved (auto, 0, becomes `steps`):
+    from here on one value, in the model's compile, the banner and summary.json."""
+    return dataclasses.replace(context, config=dataclasses.replace(
+        context.config, steps_per_execution=steps))
+
+
 def set_random_seed(keras, seed: int) -> None:
     """keras.utils.set_random_seed, without importing TensorFlow to seed it.
 
