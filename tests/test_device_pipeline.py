@@ -29,6 +29,33 @@ def _stream(split, batch, size, preset, train, seed=5, **kw):
     return DeviceStream(split, batch, size, preset, seed, train=train, **kw)
 
 
+def test_the_batch_functions_are_compiled_before_the_first_batch_is_asked_for(digits_dir):
+    """A stream compiles its gather-and-augment programs in a thread from the start (while
+    the model is built): once it is done, the first batch compiles nothing, and it is
+    the batch an uncompiled stream gives."""
+    from jax._src import monitoring
+
+    _, split = _digit_split(digits_dir)
+    compiles = []
+
+    def listener(event, seconds, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(seconds)
+
+    for train in (True, False):
+        stream = _stream(split, 64, 12, "small", train=train, seed=11)
+        stream._compiling.join()
+        monitoring.register_event_duration_secs_listener(listener)
+        try:
+            first = next(iter(stream))
+        finally:
+            monitoring.unregister_event_duration_listener(listener)
+        assert compiles == [], f"train={train}: {len(compiles)} compiled on the first batch"
+        again = next(iter(_stream(split, 64, 12, "small", train=train, seed=11)))
+        for a, b in zip(first, again):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
 def test_gray_images_are_held_with_one_channel_and_decode_like_the_host(digits_dir):
     from preprocessing.host import images as host_images
 

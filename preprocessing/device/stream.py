@@ -21,6 +21,8 @@ devices' slices make one batch as Keras's JAX trainer takes it (spec.batch_layou
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from preprocessing.device.decode import MAX_PIXELS, DecodedSplit
@@ -79,6 +81,11 @@ class DeviceStream:
         self.nbytes = sum(s.nbytes for s in shards)
         self._position = (0, 0)
         self._orders = [None] * count  # per device: (epoch, its permutation)
+        # The batch functions compile (seconds, cold) while the model is built; the
+        # first batch waits for them rather than compile them a second time.
+        self._compiling = threading.Thread(target=self._compile, name="device-stream-compile",
+                                           daemon=True)
+        self._compiling.start()
 
     @staticmethod
     def _devices(jax, sharding, batch_size: int, image_size: int):
@@ -133,7 +140,25 @@ class DeviceStream:
     def skipped_images(self) -> int:
         return 0  # undecodable images were left out, and counted, when decoding
 
+    def _compile(self):
+        """Runs the batch functions once on every device, as `_make` will (the same
+        argument types, so the compiled programs are the ones it finds); their
+        outputs are dropped and nothing of the stream's position changes."""
+        seed = np.uint32(self.seed)
+        try:
+            for device, held in enumerate(self._held):
+                order = self._permute(seed, 0, device, held[4]) if self.train else held[4]
+                outputs = self._augment(*held, order, np.int32(0), seed, np.int32(0),
+                                        np.int32(device))
+                for output in outputs:
+                    output.block_until_ready()
+        except Exception:  # noqa: BLE001 - the first batch meets it again, and raises it
+            pass
+
     def _make(self, epoch: int, batch: int):
+        if self._compiling is not None:
+            self._compiling.join()
+            self._compiling = None
         seed = np.uint32(self.seed)
         outputs = []
         for device, held in enumerate(self._held):
