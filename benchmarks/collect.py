@@ -205,13 +205,7 @@ def fashion_mnist(folder: Folder, target: float = 0.93) -> dict:
         summary, peer_result = folder.json(f"app{turn}.json"), folder.json(f"peer{turn}.json")
         if summary is None and peer_result is None:
             break
-        app_epochs = []
-        if summary is not None:
-            started = summary["attempts"][0]["started_at"] if summary.get("attempts") else None
-            for line in (folder.text(f"app{turn}.metrics.jsonl") or "").splitlines():
-                record = json.loads(line)
-                app_epochs.append({"epoch": record["epoch"], "val_top1": record.get("val_top1"),
-                                   "seconds": round(record["time"] - started, 2)})
+        app_epochs = _app_epochs(folder, f"app{turn}", summary)
         peer_epochs = [{"epoch": e["epoch"], "val_top1": e["val_top1"],
                         "seconds": e["seconds_from_start"]}
                        for e in (peer_result or {}).get("epochs", [])]
@@ -219,6 +213,7 @@ def fashion_mnist(folder: Folder, target: float = 0.93) -> dict:
         peer_seconds, peer_epoch = _seconds_to(peer_epochs, target)
         turns.append({
             "target_top1": target,
+            "compile_caches": "cold (both emptied)" if turn == 1 else "warm (turn 1's)",
             "app_seconds_to_target": app_seconds, "app_epoch_to_target": app_epoch,
             "peer_seconds_to_target": peer_seconds, "peer_epoch_to_target": peer_epoch,
             "speedup_over_peer": ratio(peer_seconds, app_seconds, 3),
@@ -238,7 +233,45 @@ def fashion_mnist(folder: Folder, target: float = 0.93) -> dict:
                 "same network, recipe and augmentation, data on the GPU, torch.compile, bf16), "
                 "each timed from its process start, in turn in one call",
         "time_to_accuracy": turns[0] if len(turns) == 1 else turns,
+        "file_cache": (folder.text("page_cache.txt") or "").strip() or None,
+        **_fashion_diagnosis(folder, target),
     }
+
+
+def _app_epochs(folder: Folder, name: str, summary: dict | None) -> list[dict]:
+    """The app's epochs (top-1, seconds from its process start) from NAME.metrics.jsonl."""
+    if summary is None:
+        return []
+    started = summary["attempts"][0]["started_at"] if summary.get("attempts") else None
+    epochs = []
+    for line in (folder.text(f"{name}.metrics.jsonl") or "").splitlines():
+        record = json.loads(line)
+        epochs.append({"epoch": record["epoch"], "val_top1": record.get("val_top1"),
+                       "seconds": round(record["time"] - started, 2)})
+    return epochs
+
+
+def _fashion_diagnosis(folder: Folder, target: float) -> dict:
+    """DIAG=1's runs: a cold one logging JAX's compiles (how many, how long, the
+    longest), and a warm one at one step per host call."""
+    found = {}
+    for name in ("diag_cold", "diag_one_step_per_call"):
+        summary = folder.json(f"{name}.json")
+        if summary is None:
+            continue
+        epochs = _app_epochs(folder, name, summary)
+        seconds, epoch = _seconds_to(epochs, target)
+        found[name] = {"seconds_to_target": seconds, "epoch_to_target": epoch,
+                       "first_epoch_ends_at_seconds": epochs[0]["seconds"] if epochs else None,
+                       "images_per_sec": summary.get("images_per_sec"),
+                       "steps_per_execution": summary.get("steps_per_execution")}
+        compiles = [(float(m.group(2)), m.group(1)) for m in re.finditer(
+            r"Finished XLA compilation of (\S+) in ([0-9.]+) sec", folder.text(f"{name}.log") or "")]
+        if compiles:
+            found[name]["xla_compilations"] = {
+                "count": len(compiles), "seconds": round(sum(c for c, _ in compiles), 2),
+                "longest": [[n, round(c, 2)] for c, n in sorted(compiles, reverse=True)[:6]]}
+    return {"diagnosis": found} if found else {}
 
 
 def vit(folder: Folder) -> dict:
