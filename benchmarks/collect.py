@@ -271,6 +271,14 @@ def _fashion_diagnosis(folder: Folder, target: float) -> dict:
             found[name]["xla_compilations"] = {
                 "count": len(compiles), "seconds": round(sum(c for c, _ in compiles), 2),
                 "longest": [[n, round(c, 2)] for c, n in sorted(compiles, reverse=True)[:6]]}
+    imports = []  # python -X importtime: (cumulative microseconds, module)
+    for line in (folder.text("importtime.txt") or "").splitlines():
+        parts = line.split("|")
+        if line.startswith("import time:") and len(parts) == 3 and parts[1].strip().isdigit():
+            imports.append((int(parts[1]), parts[2].strip()))
+    if imports:
+        found["import_keras_jax_seconds"] = {
+            name: round(us / 1e6, 2) for us, name in sorted(imports, reverse=True)[:12]}
     return {"diagnosis": found} if found else {}
 
 

@@ -259,6 +259,7 @@ PY
       grep -E "^\{'epoch'" "$R/peer$turn.log" | tail -2
     done
     if [ "$DIAG" = 1 ]; then  # not timed against the peer: where the app's time goes
+      python3 -X importtime -c "import keras, jax; jax.devices()" 2> "$R/importtime.txt"
       app diag_cold 1 240 JAX_COMPILATION_CACHE_DIR="$CACHES/xla-diag" JAX_LOG_COMPILES=1 -- \
         --model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion \
         --global_batch_size=512 --epochs=15 --target_top1=0.93
