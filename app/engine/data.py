@@ -18,8 +18,10 @@ def input_spec(config, batch: BatchShape | None) -> InputSpec:
         validation_steps=max(0, config.validation_steps))
 
 
-# --steps_per_execution=0 (auto) runs up to this many steps per host call.
+# --steps_per_execution=0 (auto) runs up to this many steps per host call, and leaves
+# an epoch at least this many calls (each call is one mark of the throughput's clock).
 AUTO_STEPS_PER_EXECUTION = 16
+AUTO_MIN_EXECUTIONS_PER_EPOCH = 8
 
 
 def steps_for(config, train_examples: int) -> int:
@@ -38,15 +40,18 @@ def steps_for(config, train_examples: int) -> int:
 
 
 def steps_per_execution(config, input_pipeline: str, steps_per_epoch: int) -> int:
-    """--steps_per_execution, resolved: the flag's value, or for auto (0) the largest
-    divisor of the epoch's steps up to AUTO_STEPS_PER_EXECUTION where the data is held
-    on the device on JAX (a step there is a few milliseconds, and the callbacks Keras
-    calls after every execution cost about as much: Fashion-MNIST's step ran at
-    159,851 images/sec one per call, 323,474 thirteen per call on an H200), else 1. A
-    divisor: no step of the epoch is dropped. 1 under --profile_steps (a trace shows
-    each step) and in the other modes, which time steps one call each."""
+    """--steps_per_execution, resolved: the flag's value; for auto (0), where the data
+    is held on the device on JAX, the largest divisor of the epoch's steps (no step is
+    dropped) up to AUTO_STEPS_PER_EXECUTION that leaves the epoch
+    AUTO_MIN_EXECUTIONS_PER_EPOCH calls, else 1. A step there takes a few milliseconds
+    and the callbacks Keras runs after each call cost about as much: Fashion-MNIST's
+    step ran at 159,851 images/sec one per call, 323,474 thirteen per call on an H200.
+    1 under --profile_steps (a trace shows each step) and in the other modes, which
+    time steps one call each."""
     if config.steps_per_execution:
         return config.steps_per_execution
     if config.backend != "jax" or input_pipeline != "device" or config.profile_range:
         return 1
-    return max(d for d in range(1, AUTO_STEPS_PER_EXECUTION + 1) if steps_per_epoch % d == 0)
+    fits = [d for d in range(2, AUTO_STEPS_PER_EXECUTION + 1) if steps_per_epoch % d == 0
+            and steps_per_epoch // d >= AUTO_MIN_EXECUTIONS_PER_EPOCH]
+    return max(fits, default=1)
