@@ -172,3 +172,27 @@ def test_mirrored_val_top1_is_the_top1_of_the_model_the_run_saves(digits_dir, tm
     assert summary["val_top1"] == pytest.approx(np.mean(hits), abs=1e-6)
     assert read_metrics(config.logdir)[-1]["val_loss"] == pytest.approx(np.mean(losses),
                                                                          rel=1e-4)
+
+
+KERAS_IMPORT = """
+import json, sys
+from app.engine import distribute
+from flags import Config
+
+distribute.prepare_backend(Config(backend="jax", logdir="x"))
+distribute.import_keras()
+during = {name: name in sys.modules for name in ("keras", "sklearn", "matplotlib")}
+import keras, sklearn.datasets, matplotlib.pyplot  # as usual afterwards
+print(json.dumps({"during": during, "backend": keras.backend.backend(),
+                  "finders": sum(type(f).__name__ == "_Unimportable" for f in sys.meta_path)}))
+"""
+
+
+def test_keras_is_imported_without_the_libraries_it_would_load_for_nothing():
+    """import_keras: scikit-learn and matplotlib (both installed here) are not loaded
+    with Keras, import normally afterwards, and no import hook is left behind."""
+    from conftest import run_python
+
+    result = run_python(KERAS_IMPORT, {"KERAS_BACKEND": "", "JAX_PLATFORMS": "cpu"})
+    assert result["during"] == {"keras": True, "sklearn": False, "matplotlib": False}
+    assert result["backend"] == "jax" and result["finders"] == 0
