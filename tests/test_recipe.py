@@ -1,9 +1,6 @@
 """The training recipe: each model family's optimizer and defaults (flags.config.RECIPES),
 what a flag overrides, what weight decay skips, gradient clipping."""
 
-import json
-import os
-
 import keras
 import numpy as np
 import pytest
@@ -80,59 +77,3 @@ def test_sgd_for_the_resnets_and_the_global_norm_clipped_where_asked():
     sgd = compiled("small_resnet")
     assert isinstance(sgd.optimizer, keras.optimizers.SGD) and sgd.optimizer.global_clipnorm is None
     assert compiled("vit_ti16").optimizer.global_clipnorm == 1.0
-
-
-HOST_BUILT = """
-import json, jax, keras, numpy as np
-from app.engine import recipe
-from app.engine.distribute import Topology
-from flags import Config
-
-jax.config.update("jax_default_device", jax.devices("cpu")[1])  # the "accelerator"
-made_on = set()
-move = Topology.to_devices
-def to_devices(self, variables):
-    made_on.update(str(d) for v in variables for d in v.value.devices())
-    move(self, variables)
-Topology.to_devices = to_devices
-config = Config(model="small_resnet", backend="jax", accelerator="gpu", logdir="x")
-built = {}
-# cpu: built where it trains; gpu: on the host first (the first build of a process
-# draws its logits apart from later ones: "first" takes that build, and is not compared)
-for accelerator in ("first", "cpu", "gpu"):
-    keras.utils.set_random_seed(7)
-    made_on.clear()
-    topology = Topology("jax", accelerator.replace("first", "cpu"), 1, 0, 1, "cpu")
-    model, _ = recipe.make_compiled_model(config, topology, 10, 28, 10)
-    state = model.variables + list(model.optimizer.variables)
-    built[accelerator] = [np.asarray(v.value) for v in state]
-    places = {str(d) for v in state for d in v.value.devices()}
-    committed = any(v.value.committed for v in state)
-    print(json.dumps({"accelerator": accelerator, "places": sorted(places),
-                      "made_on": sorted(made_on),
-                      "committed": committed, "optimizer": len(model.optimizer.variables)}))
-same = all(np.array_equal(a, b) for a, b in zip(built["cpu"], built["gpu"]))
-print(json.dumps({"same": same, "count": len(built["gpu"])}))
-"""
-
-
-def test_on_a_jax_accelerator_the_variables_are_made_on_the_host_then_moved_uncommitted():
-    """Topology.on_host/to_devices, with a second CPU device standing in for the GPU:
-    the model and optimizer variables end on the default device, uncommitted (as
-    Keras keeps its state), holding the very values built there directly."""
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
-    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    done = subprocess.run([sys.executable, "-c", HOST_BUILT], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    direct, hosted, result = (json.loads(line) for line in done.stdout.strip().splitlines()[-3:])
-    assert direct["places"] == hosted["places"] == ["cpu:1"]
-    assert direct["made_on"] == ["cpu:1"] and hosted["made_on"] == ["cpu:0"]  # the host's
-    assert not direct["committed"] and not hosted["committed"]
-    assert hosted["optimizer"] > 2  # the momentum slots were built (on the host) too
-    assert result["same"] and result["count"] > 40

@@ -111,43 +111,6 @@ class Topology:
             return self.strategy.scope()
         return contextlib.nullcontext()
 
-    @contextlib.contextmanager
-    def on_host(self):
-        """Context in which to build the model and its optimizer; then `to_devices`.
-
-        On a JAX accelerator their variables are first made by the host's CPU, then
-        moved, each once, to where training keeps them. Why: JAX runs an initializer
-        op by op, and a GPU compiles each op of each new shape on its own (~0.15 s
-        each: ~6 s, some 40 programs, for the small ResNet on an H200); the CPU
-        compiles them in milliseconds. The same draws: threefry is the same on every
-        backend. Elsewhere (TensorFlow, a CPU run) it changes nothing.
-        """
-        if not self._builds_on_host:
-            yield
-            return
-        import jax
-
-        with jax.default_device(jax.local_devices(backend="cpu")[0]):
-            yield
-
-    def to_devices(self, variables) -> None:
-        """Moves the variables `on_host` made to the devices: under a keras.distribution
-        each is laid out there as it is made already; without one it goes uncommitted
-        to the default device, where Keras keeps its state (so the step compiles once)."""
-        if not self._builds_on_host:
-            return
-        import jax
-        import numpy as np
-
-        for variable in variables:
-            value = variable.value
-            if any(d.platform == "cpu" for d in value.devices()):
-                variable.assign(jax.device_put(np.asarray(value)))
-
-    @property
-    def _builds_on_host(self) -> bool:
-        return self.backend == "jax" and self.accelerator != "cpu"
-
     def describe(self) -> dict:
         return {
             "backend": self.backend,

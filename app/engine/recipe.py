@@ -190,10 +190,8 @@ def make_compiled_model(config, topology, num_classes: int, image_size: int,
     """
     from app.engine import models
 
-    with topology.scope(), topology.on_host():
+    with topology.scope():
         model = models.make_model(config.model, num_classes, image_size,
                                   layer_set(config, topology))
         compile_model(model, config, num_classes, steps_per_epoch, topology.jit_compile)
-        model.optimizer.build(model.trainable_variables)  # its slots too, as fit would
-    topology.to_devices(model.variables + list(model.optimizer.variables))
     return model, count_train_flops(config, topology, model, num_classes, image_size)
