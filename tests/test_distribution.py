@@ -179,8 +179,9 @@ import json, sys
 from app.engine import distribute
 from flags import Config
 
-distribute.prepare_backend(Config(backend="jax", logdir="x"))
-distribute.import_keras()
+config = Config(backend="jax", logdir="x")
+distribute.prepare_backend(config)
+distribute._import("keras", config)  # as make_topology imports it
 during = {name: name in sys.modules for name in ("keras", "sklearn", "matplotlib")}
 import keras, sklearn.datasets, matplotlib.pyplot  # as usual afterwards
 print(json.dumps({"during": during, "backend": keras.backend.backend(),
@@ -189,7 +190,7 @@ print(json.dumps({"during": during, "backend": keras.backend.backend(),
 
 
 def test_keras_is_imported_without_the_libraries_it_would_load_for_nothing():
-    """import_keras: scikit-learn and matplotlib (both installed here) are not loaded
+    """make_topology's import of Keras: scikit-learn and matplotlib (both installed here) are not loaded
     with Keras, import normally afterwards, and no import hook is left behind."""
     from conftest import run_python
 

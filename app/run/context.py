@@ -65,7 +65,6 @@ def prepare(config, started_at: float) -> RunContext:
     # the checks read files only, for the processes the flags ask for.
     spec = input_spec(config, batch=None)
     check_dataset(config.dataset, spec)
-    distribute.import_keras()  # every check passed: the framework starts
     topology = distribute.make_topology(config)
     # The batch's shares once the devices are known: checked there, read everywhere.
     spec = dataclasses.replace(spec, batch=topology.batch_shape(config.global_batch_size))
