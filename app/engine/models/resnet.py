@@ -19,12 +19,13 @@ import keras
 from keras import layers
 
 from app.engine import layers as fast
+from app.engine.models import host_init
 from app.engine.models.layer_set import FAST, LayerSet
 
 BN_MOMENTUM = 0.9
 BN_EPSILON = 1e-5
-# torchvision's kaiming_normal_(mode="fan_out", nonlinearity="relu").
-CONV_INIT = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
+# Initial weights are drawn by numpy (host_init.py: no XLA compile per shape): the
+# convolutions' as torchvision's kaiming_normal_(mode="fan_out", nonlinearity="relu").
 
 # name -> (block kind, blocks per stage, width of the first stage)
 RESNETS = {
@@ -38,12 +39,15 @@ NAMES = ("small_resnet", *RESNETS)
 
 def _conv(x, filters, kernel, stride, name):
     return layers.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False,
-                         kernel_initializer=CONV_INIT, name=name)(x)
+                         kernel_initializer=host_init.HeNormalFanOut(), name=name)(x)
 
 
 def _bn(x, name, ls: LayerSet, zero_init=False, relu=False):
     options = dict(momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name=name,
-                   gamma_initializer="zeros" if zero_init else "ones")
+                   gamma_initializer=host_init.Constant(0.0 if zero_init else 1.0),
+                   beta_initializer=host_init.Constant(0.0),
+                   moving_mean_initializer=host_init.Constant(0.0),
+                   moving_variance_initializer=host_init.Constant(1.0))
     if ls.batchnorm_synchronized:
         options["synchronized"] = True
     if ls.batchnorm == "keras":
@@ -87,7 +91,9 @@ def _bottleneck_block(x, width, stride, name, ls):
 def _head(x, num_classes):
     x = layers.GlobalAveragePooling2D(name="avg_pool")(x)
     # float32 logits even under a mixed policy: the loss needs the range.
-    return layers.Dense(num_classes, dtype="float32", name="logits")(x)
+    return layers.Dense(num_classes, dtype="float32", name="logits",
+                        kernel_initializer=host_init.GlorotUniform(),
+                        bias_initializer=host_init.Constant(0.0))(x)
 
 
 def make_resnet(depth_name: str, num_classes: int, image_size: int,
@@ -97,7 +103,7 @@ def make_resnet(depth_name: str, num_classes: int, image_size: int,
     block = _bottleneck_block if kind == "bottleneck" else _basic_block
     inputs = keras.Input((image_size, image_size, 3), name="images")
     stem_options = dict(strides=2, padding="same", use_bias=False,
-                        kernel_initializer=CONV_INIT, name="stem_conv")
+                        kernel_initializer=host_init.HeNormalFanOut(), name="stem_conv")
     if ls.stem == "keras":
         x = layers.Conv2D(width, 7, **stem_options)(inputs)
     else:
