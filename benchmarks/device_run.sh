@@ -39,7 +39,8 @@
 # Settings (environment): B (256) the batch of step's trace and of real_data, TRAIN
 # (20,480) the JPEGs made for real_data and scale, TESTS=0 and PEER=0 leave real_data's
 # GPU tests and DataLoader peer out, TURNS (2) fashion_mnist's app-then-peer turns (DIAG=1
-# adds a cold app run logging JAX's compiles and a warm one at one step per call),
+# adds cold app runs logging JAX's compiles, with and without its cache, and a warm one at
+# one step per call),
 # COMMIT the git commit the copied tree is (else the copy's `git rev-parse HEAD`). The app's run folders go to
 # /tmp/bench/NAME, made afresh for every run (a warm machine keeps the last call's
 # folders, and resuming one would measure nothing); only their summaries come back.
@@ -261,6 +262,9 @@ PY
     if [ "$DIAG" = 1 ]; then  # not timed against the peer: where the app's time goes
       python3 -X importtime -c "import keras, jax; jax.devices()" 2> "$R/importtime.txt"
       app diag_cold 1 240 JAX_COMPILATION_CACHE_DIR="$CACHES/xla-diag" JAX_LOG_COMPILES=1 -- \
+        --model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion \
+        --global_batch_size=512 --epochs=15 --target_top1=0.93
+      app diag_cold_no_cache 1 240 JAX_COMPILATION_CACHE_DIR= JAX_LOG_COMPILES=1 -- \
         --model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion \
         --global_batch_size=512 --epochs=15 --target_top1=0.93
       app diag_one_step_per_call 1 240 JAX_COMPILATION_CACHE_DIR="$CACHES/xla" -- \
