@@ -134,10 +134,6 @@ class Datasets:
     # What the pipeline says of itself, as JSON values for summary.json's "input" (e.g.
     # the bytes it holds in device memory, the seconds it took to decode the dataset).
     facts: dict = dataclasses.field(default_factory=dict)
-    # A validation batch's [(shape, dtype), ...] (images, labels, weights) where the
-    # pipeline knows it before the first batch and the batch is one device's
-    # (callbacks/compile_ahead.py compiles the evaluation step from it), else None.
-    validation_batch_spec: list | None = None
 
 
 def num_batches(examples: int, batch_size: int) -> int:

@@ -317,7 +317,6 @@ def _device(train, validation, spec, preset, size, largest) -> Datasets:
         held += evaluation.nbytes
         data.validation_batches = evaluation.num_batches
         data.validation = Feed(evaluation, data.validation_batches)
-        data.validation_batch_spec = evaluation.batch_spec()
     cache_seconds = time.perf_counter() - started  # decoded and on the devices
     free, where = memory.free_bytes(spec.backend, spec.accelerator)
     data.skipped_images = lambda: sum(s.skipped for s in splits)

@@ -18,7 +18,6 @@ import os
 from app.run import signals
 from callbacks.accuracy import TopOneTargets
 from callbacks.checkpoint import Checkpoint
-from callbacks.compile_ahead import CompileEvaluationAhead
 from callbacks.cost import CloudCost
 from callbacks.energy import EnergyMeter, gpu_energy_readers
 from callbacks.heap import FreezeAfterCompile
@@ -139,14 +138,10 @@ def make_callbacks(context, plan) -> RunCallbacks:
     # the checkpoint (the logs are never behind a committed checkpoint). Progress
     # replaces Keras's progress bar (which would print every figure). FreezeAfterCompile
     # keeps full garbage collections short once the steps are compiled (callbacks/heap.py).
-    # CompileEvaluationAhead, first, starts compiling the evaluation step as training starts.
     ordered = [StallWatchdog(STALL_SECONDS, signals.stalled), FreezeAfterCompile(),
                LearningRateLogger(),
                throughput, parts.energy, cost, mfu, targets, nan_guard, parts.profiler,
                Progress(total_epochs=config.epochs, steps_per_epoch=steps_per_epoch),
                parts.logger, parts.checkpoint]
-    if (plan.data.validation_batch_spec and plan.validation_steps
-            and topology.compilation_cache_dir and topology.distribution is None):
-        ordered.insert(0, CompileEvaluationAhead(plan.data.validation_batch_spec))
     parts.callbacks = [c for c in ordered if c is not None]
     return parts

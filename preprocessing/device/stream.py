@@ -56,7 +56,6 @@ class DeviceStream:
             raise ValueError(f"{len(split.flat):,} pixels exceed the device pipeline's int32 "
                              f"indices ({MAX_PIXELS:,})")
         self.batch_size, self.image_size, self.train = batch_size, image_size, train
-        self._dtype = dtype
         self.seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else int(seed)
         self.sharding = sharding
         self.devices = self._devices(jax, sharding, batch_size, image_size)
@@ -137,16 +136,6 @@ class DeviceStream:
         else:
             self._position = (epoch, batch + 1)
         return made
-
-    def batch_spec(self) -> list | None:
-        """[(shape, dtype), ...] of a batch (images, labels[, weights]), or None under a
-        sharding (a batch there spans devices)."""
-        if self.sharding is not None:
-            return None
-        images = ((self.batch_size, self.image_size, self.image_size, 3), self._dtype)
-        rest = [((self.batch_size,), "int32")] + ([] if self.train else [((self.batch_size,),
-                                                                          "float32")])
-        return [images, *rest]
 
     def skipped_images(self) -> int:
         return 0  # undecodable images were left out, and counted, when decoding
