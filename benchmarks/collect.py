@@ -253,9 +253,8 @@ def _app_epochs(folder: Folder, name: str, summary: dict | None) -> list[dict]:
 
 def _fashion_diagnosis(folder: Folder, target: float) -> dict:
     """DIAG=1's runs: cold ones logging JAX's compiles (how many, how long, the
-    longest), with the persistent cache and without it (then the evaluation step is
-    not compiled ahead: callbacks/compile_ahead.py), and a warm one at one step per
-    host call."""
+    longest), with the persistent cache and without it, and a warm one at one step
+    per host call."""
     found = {}
     for name in ("diag_cold", "diag_cold_no_cache", "diag_one_step_per_call"):
         summary = folder.json(f"{name}.json")
