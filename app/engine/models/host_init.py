@@ -5,9 +5,9 @@ op of every new shape is one XLA compile (on an H200, from cold, ~40 programs an
 6.4 s to build the small ResNet, ~0.25 s for each He-normal draw, on the CPU's XLA as
 on the GPU's: benchmarks/device_run.sh fashion_mnist DIAG=1). Drawn by numpy, the
 values reach the variables as arrays and nothing is compiled. Same distributions as
-the Keras initializers they stand for; the draws come from one numpy Generator per
-model, seeded from Python's `random` (which keras.utils.set_random_seed seeds), so
---seed makes them repeat.
+the Keras initializers they stand for; each initializer draws from its own numpy
+Generator, seeded from Python's `random` when it is made (keras.utils.set_random_seed
+seeds `random`), so --seed makes them repeat.
 
 Also: a Keras initializer instance made without a seed draws the same values at every
 call of the same shape (its seed is fixed when it is made), so one instance shared by
@@ -25,7 +25,7 @@ import numpy as np
 
 
 def generator() -> np.random.Generator:
-    """The numpy Generator of one model's initial weights (seeded from `random`)."""
+    """A numpy Generator for one initializer's draws (seeded from `random`)."""
     return np.random.default_rng(random.getrandbits(64))
 
 
