@@ -246,7 +246,8 @@ def test_digits_learn_through_the_device_pipeline(backend, digits_dir, tmp_path)
         assert "images decoded once" in done.stdout
         # auto: several steps per host call, a divisor of the epoch (none dropped)
         spe, steps = summary["steps_per_execution"], summary["steps_per_epoch"]
-        assert 1 < spe <= 16 and steps % spe == 0 and steps // spe >= 8 and summary["train_examples"] // summary["global_batch_size"] == steps
+        assert 1 < spe <= 16 and steps % spe == 0 and steps // spe >= 8
+        assert summary["train_examples"] // summary["global_batch_size"] == steps
         assert f"steps_per_execution={spe} " in done.stdout
     else:
         assert summary["steps_per_execution"] == 1

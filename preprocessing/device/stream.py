@@ -141,34 +141,39 @@ class DeviceStream:
         return 0  # undecodable images were left out, and counted, when decoding
 
     def _compile(self):
-        """Runs the batch functions once on every device, as `_make` will (the same
-        argument types, so the compiled programs are the ones it finds); their
-        outputs are dropped and nothing of the stream's position changes."""
-        seed = np.uint32(self.seed)
+        """Makes batch (0, 0) on every device through `_device_batch`, as `_make` will
+        (so the compiled programs are the ones it finds); the outputs are dropped and
+        nothing of the stream's position or its cached orders changes."""
         try:
             for device, held in enumerate(self._held):
-                order = self._permute(seed, 0, device, held[4]) if self.train else held[4]
-                outputs = self._augment(*held, order, np.int32(0), seed, np.int32(0),
-                                        np.int32(device))
-                for output in outputs:
+                order = self._order(device, held, 0) if self.train else held[4]
+                for output in self._device_batch(device, held, order, 0, 0):
                     output.block_until_ready()
         except Exception:  # noqa: BLE001 - the first batch meets it again, and raises it
             pass
+
+    def _order(self, device: int, held, epoch: int):
+        """The permutation of `epoch` of the images `device` holds."""
+        return self._permute(np.uint32(self.seed), epoch, device, held[4])
+
+    def _device_batch(self, device: int, held, order, epoch: int, batch: int):
+        """(images, labels, weights) of `batch` of `epoch`, made on `device`."""
+        return self._augment(*held, order, np.int32(batch * self.per_device),
+                             np.uint32(self.seed), np.int32(epoch),
+                             np.int32(batch * len(self._held) + device))
 
     def _make(self, epoch: int, batch: int):
         if self._compiling is not None:
             self._compiling.join()
             self._compiling = None
-        seed = np.uint32(self.seed)
         outputs = []
         for device, held in enumerate(self._held):
             order = held[4]  # evaluation: any int32 array (unused)
             if self.train:
                 if self._orders[device] is None or self._orders[device][0] != epoch:
-                    self._orders[device] = (epoch, self._permute(seed, epoch, device, held[4]))
+                    self._orders[device] = (epoch, self._order(device, held, epoch))
                 order = self._orders[device][1]
-            outputs.append(self._augment(*held, order, np.int32(batch * self.per_device), seed,
-                                         np.int32(epoch), np.int32(batch * len(self._held) + device)))
+            outputs.append(self._device_batch(device, held, order, epoch, batch))
         if self.sharding is None:
             images, labels, weights = outputs[0]
         else:
