@@ -89,7 +89,7 @@ mkdir -p "$R" /tmp/bench
 case "$RECIPE" in  # the settings the recipe reads, for the command it records
   step) SETTINGS="B=$B " ;;
   real_data) SETTINGS="B=$B TRAIN=$TRAIN TESTS=$TESTS PEER=$PEER " ;;
-  fashion_mnist) SETTINGS="TURNS=$TURNS $([ "$DIAG" = 1 ] && echo "DIAG=1 ")" ;;
+  fashion_mnist) SETTINGS="TURNS=$TURNS $([ "$DIAG" != 0 ] && echo "DIAG=$DIAG ")" ;;
   scale) SETTINGS="TRAIN=$TRAIN " ;;
   batchnorm) SETTINGS=${BENCH_XLA:+"BENCH_XLA='$BENCH_XLA' "} ;;
   *) SETTINGS="" ;;
@@ -270,6 +270,26 @@ PY
       app diag_one_step_per_call 1 240 JAX_COMPILATION_CACHE_DIR="$CACHES/xla" -- \
         --model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion \
         --global_batch_size=512 --epochs=15 --target_top1=0.93 --steps_per_execution=1
+    fi
+    if [ "$DIAG" = xla ]; then  # not timed against the peer: what XLA's flags do to the
+      # cold compile (no persistent cache), 3 epochs each; then one run under cProfile
+      # and one logging XLA's autotuning, for where the cold start goes
+      SHORT="--model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion
+        --global_batch_size=512 --epochs=3"
+      i=0
+      for flags in "" "--xla_gpu_enable_latency_hiding_scheduler=false" \
+          "--xla_gpu_autotune_level=1" "--xla_gpu_enable_triton_gemm=false" \
+          "--xla_gpu_enable_latency_hiding_scheduler=false --xla_gpu_autotune_level=1 --xla_gpu_enable_triton_gemm=false"; do
+        i=$((i + 1)); echo "xla$i ${flags:-(none)}" >> "$R/xla_variants.txt"
+        app "xla$i" 1 150 JAX_COMPILATION_CACHE_DIR= JAX_LOG_COMPILES=1 "XLA_FLAGS=$flags" -- $SHORT
+      done
+      rm -rf /tmp/bench/cprofile
+      JAX_COMPILATION_CACHE_DIR= timeout 150 python3 -m cProfile -o "$R/cold.prof" app/main.py \
+        --accelerator=gpu --backend=jax --verbose=2 --logdir=/tmp/bench/cprofile $SHORT \
+        > "$R/cprofile.log" 2>&1; echo "cprofile $?" >> "$R/exits.txt"
+      app xla_autotune_log 1 150 JAX_COMPILATION_CACHE_DIR= JAX_LOG_COMPILES=1 TF_CPP_MIN_LOG_LEVEL=0 \
+        TF_CPP_VMODULE=gpu_compiler=1,conv_algorithm_picker=1,gemm_fusion_autotuner=1,autotuner_pass=1,autotuner=1 \
+        "XLA_FLAGS=--xla_gpu_dump_autotune_logs_to=$R/autotune_logs.txt" -- $SHORT
     fi
     ;;
   vit)
