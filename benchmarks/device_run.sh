@@ -284,7 +284,11 @@ PY
         app "xla$i" 1 150 JAX_COMPILATION_CACHE_DIR= JAX_LOG_COMPILES=1 "XLA_FLAGS=$flags" -- $SHORT
       done
       rm -rf /tmp/bench/cprofile
-      JAX_COMPILATION_CACHE_DIR= timeout 150 python3 -m cProfile -o "$R/cold.prof" app/main.py \
+      # (the app ends with os._exit, past cProfile's own dump: an exit handler dumps it)
+      JAX_COMPILATION_CACHE_DIR= timeout 150 python3 -c 'import atexit, cProfile, runpy, sys
+out = sys.argv.pop(1); sys.argv = sys.argv[1:]; profile = cProfile.Profile()
+atexit.register(lambda: (profile.disable(), profile.dump_stats(out)))
+profile.enable(); runpy.run_path(sys.argv[0], run_name="__main__")' "$R/cold.prof" app/main.py \
         --accelerator=gpu --backend=jax --verbose=2 --logdir=/tmp/bench/cprofile $SHORT \
         > "$R/cprofile.log" 2>&1; echo "cprofile $?" >> "$R/exits.txt"
       app xla_autotune_log 1 150 JAX_COMPILATION_CACHE_DIR= JAX_LOG_COMPILES=1 TF_CPP_MIN_LOG_LEVEL=0 \
