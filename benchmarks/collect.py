@@ -232,7 +232,7 @@ def fashion_mnist(folder: Folder, target: float = 0.93) -> dict:
                 "--input_pipeline=auto) against its PyTorch peer (benchmarks/torch_fashion_peer.py: "
                 "same network, recipe and augmentation, data on the GPU, torch.compile, bf16), "
                 "each timed from its process start, in turn in one call",
-        "time_to_accuracy": turns[0] if len(turns) == 1 else turns,
+        "time_to_accuracy": (turns[0] if len(turns) == 1 else turns) or None,
         "file_cache": (folder.text("page_cache.txt") or "").strip() or None,
         **_fashion_diagnosis(folder, target),
     }
@@ -256,7 +256,12 @@ def _fashion_diagnosis(folder: Folder, target: float) -> dict:
     longest), with the persistent cache and without it, and a warm one at one step
     per host call."""
     found = {}
-    for name in ("diag_cold", "diag_cold_no_cache", "diag_one_step_per_call"):
+    variants = {}  # DIAG=xla: xlaN -> the XLA_FLAGS it ran with
+    for line in (folder.text("xla_variants.txt") or "").splitlines():
+        name, _, flags = line.partition(" ")
+        variants[name] = flags
+    for name in ("diag_cold", "diag_cold_no_cache", "diag_one_step_per_call", *variants,
+                 "xla_autotune_log"):
         summary = folder.json(f"{name}.json")
         if summary is None:
             continue
@@ -266,12 +271,17 @@ def _fashion_diagnosis(folder: Folder, target: float) -> dict:
                        "first_epoch_ends_at_seconds": epochs[0]["seconds"] if epochs else None,
                        "images_per_sec": summary.get("images_per_sec"),
                        "steps_per_execution": summary.get("steps_per_execution")}
+        if name in variants:
+            found[name]["xla_flags"] = variants[name]
         compiles = [(float(m.group(2)), m.group(1)) for m in re.finditer(
             r"Finished XLA compilation of (\S+) in ([0-9.]+) sec", folder.text(f"{name}.log") or "")]
         if compiles:
             found[name]["xla_compilations"] = {
                 "count": len(compiles), "seconds": round(sum(c for c, _ in compiles), 2),
                 "longest": [[n, round(c, 2)] for c, n in sorted(compiles, reverse=True)[:6]]}
+    profiled = _profile_top(os.path.join(folder.path, "cold.prof"))
+    if profiled:
+        found["cold_start_cprofile"] = profiled
     imports = []  # python -X importtime: (cumulative microseconds, module)
     for line in (folder.text("importtime.txt") or "").splitlines():
         parts = line.split("|")
@@ -281,6 +291,21 @@ def _fashion_diagnosis(folder: Folder, target: float) -> dict:
         found["import_keras_jax_seconds"] = {
             name: round(us / 1e6, 2) for us, name in sorted(imports, reverse=True)[:12]}
     return {"diagnosis": found} if found else {}
+
+
+def _profile_top(path: str, count: int = 40) -> dict | None:
+    """DIAG=xla's cold run under cProfile (its main thread): the functions of most
+    cumulative seconds, as "file:line(function)" -> seconds."""
+    import pstats
+
+    if not os.path.exists(path):
+        return None
+    stats = pstats.Stats(path).stats  # (file, line, function) -> (cc, nc, tt, ct, callers)
+    top = sorted(stats.items(), key=lambda item: item[1][3], reverse=True)[:count]
+    def where(path: str) -> str:  # a package's files from its own folder on
+        return path.rpartition("site-packages/")[2] if "site-packages/" in path else path
+    return {f"{where(f)}:{line}({function})": round(row[3], 2)
+            for (f, line, function), row in top}
 
 
 def vit(folder: Folder) -> dict:
