@@ -182,18 +182,30 @@ from flags import Config
 config = Config(backend="jax", logdir="x")
 distribute.prepare_backend(config)
 distribute._import("keras", config)  # as make_topology imports it
-during = {name: name in sys.modules for name in ("keras", "sklearn", "matplotlib")}
-import keras, sklearn.datasets, matplotlib.pyplot  # as usual afterwards
+during = {name: name in sys.modules
+          for name in ("keras", "sklearn", "matplotlib", "pandas", "requests")}
+import keras, sklearn.datasets, matplotlib.pyplot, pandas, requests  # as usual afterwards
+from keras.src.trainers.data_adapters import array_slicing
 print(json.dumps({"during": during, "backend": keras.backend.backend(),
+                  "keras_saw_pandas": array_slicing.pandas is not None,
+                  "pandas_after": pandas.__name__, "requests_after": requests.__name__,
                   "finders": sum(type(f).__name__ == "_Unimportable" for f in sys.meta_path)}))
 """
 
 
-def test_keras_is_imported_without_the_libraries_it_would_load_for_nothing():
-    """make_topology's import of Keras: scikit-learn and matplotlib (both installed here) are not loaded
-    with Keras, import normally afterwards, and no import hook is left behind."""
+def test_keras_is_imported_without_the_libraries_it_would_load_for_nothing(tmp_path):
+    """make_topology's import of Keras: scikit-learn, matplotlib, requests (installed
+    here) and pandas (a stand-in here, with what Keras reads of it) are not loaded with
+    Keras, import normally afterwards, and no import hook is left behind."""
     from conftest import run_python
 
-    result = run_python(KERAS_IMPORT, {"KERAS_BACKEND": "", "JAX_PLATFORMS": "cpu"})
-    assert result["during"] == {"keras": True, "sklearn": False, "matplotlib": False}
+    (tmp_path / "pandas").mkdir()
+    (tmp_path / "pandas" / "__init__.py").write_text("class Series: pass\nclass DataFrame: pass\n")
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    result = run_python(KERAS_IMPORT, {"KERAS_BACKEND": "", "JAX_PLATFORMS": "cpu",
+                                       "PYTHONPATH": path})
+    assert result["during"] == {"keras": True, "sklearn": False, "matplotlib": False,
+                                "pandas": False, "requests": False}
+    assert not result["keras_saw_pandas"]
+    assert (result["pandas_after"], result["requests_after"]) == ("pandas", "requests")
     assert result["backend"] == "jax" and result["finders"] == 0

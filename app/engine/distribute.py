@@ -174,9 +174,11 @@ def prepare_backend(config) -> None:
 
 
 # Imported by Keras whenever installed, for parts the app never uses (its scikit-learn
-# wrappers, its image-gallery plots): 1.6 s and 1.1 s of `import keras` on a 2-core host.
-# make_topology imports Keras (`_import`) without them.
-KERAS_UNUSED_IMPORTS = ("sklearn", "matplotlib")
+# wrappers, its image-gallery plots, pandas DataFrames as model inputs, its
+# RemoteMonitor callback): 1.6 s and 1.1 s of `import keras` on a 2-core host for the
+# first two; 0.78, 0.48, 0.40 and 0.18 s on the H200 host. make_topology imports Keras
+# (`_import`) without them.
+KERAS_UNUSED_IMPORTS = ("sklearn", "matplotlib", "pandas", "requests")
 
 
 class _Unimportable(importlib.abc.MetaPathFinder):
@@ -193,16 +195,16 @@ class _Unimportable(importlib.abc.MetaPathFinder):
 
 @contextlib.contextmanager
 def _without_unused_imports(module: str):
-    """While Keras is imported, KERAS_UNUSED_IMPORTS raise ModuleNotFoundError (where
-    neither is imported yet): Keras then takes them for absent (its sklearn wrappers
-    and gallery plots are unusable in this process; nothing in the app uses them),
-    and they import as usual afterwards (the digits dataset and the charts import
-    their own). On one H200 they were 0.69 s and 0.51 s of `import keras`."""
-    if module != "keras" or "keras" in sys.modules or any(
-            name in sys.modules for name in KERAS_UNUSED_IMPORTS):
+    """While Keras is imported, those of KERAS_UNUSED_IMPORTS not imported yet raise
+    ModuleNotFoundError: Keras then takes them for absent (its sklearn wrappers,
+    gallery plots, DataFrame inputs and RemoteMonitor are unusable in this process;
+    nothing in the app uses them), and they import as usual afterwards (the digits
+    dataset and the charts import their own)."""
+    absent = [name for name in KERAS_UNUSED_IMPORTS if name not in sys.modules]
+    if module != "keras" or "keras" in sys.modules or not absent:
         yield
         return
-    finder = _Unimportable(KERAS_UNUSED_IMPORTS)
+    finder = _Unimportable(absent)
     sys.meta_path.insert(0, finder)
     try:
         yield
