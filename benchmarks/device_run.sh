@@ -303,28 +303,24 @@ PY
       du -sh "$CACHES"/cuda-peer-fresh >> "$R/jit.txt" 2>&1
     fi
     if [ "$DIAG" = xla ]; then  # not timed against the peer: what XLA's flags do to the
-      # cold compile (no persistent cache), 3 epochs each; then one run under cProfile
-      # and one logging XLA's autotuning, for where the cold start goes
+      # cold compile, 5 epochs each, each in an empty cache folder of its own (an empty
+      # JAX_COMPILATION_CACHE_DIR would not do: the app turns it off now, but JAX alone
+      # kept XLA's autotuning results in ./xla_gpu_per_fusion_autotune_cache_dir, where the
+      # next "uncached" run found them); the first also logs where its autotuning goes
       SHORT="--model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion
-        --global_batch_size=512 --epochs=3"
+        --global_batch_size=512 --epochs=5"
       i=0
-      for flags in "" "--xla_gpu_enable_latency_hiding_scheduler=false" \
-          "--xla_gpu_autotune_level=1" "--xla_gpu_enable_triton_gemm=false" \
-          "--xla_gpu_enable_latency_hiding_scheduler=false --xla_gpu_autotune_level=1 --xla_gpu_enable_triton_gemm=false"; do
+      for flags in "" "--xla_gpu_autotune_level=1" \
+          "--xla_gpu_experimental_enable_fusion_autotuner=false" \
+          "--xla_gpu_enable_triton_gemm=false" "--xla_gpu_enable_latency_hiding_scheduler=false" \
+          "--xla_gpu_autotune_level=1 --xla_gpu_experimental_enable_fusion_autotuner=false --xla_gpu_enable_triton_gemm=false"; do
         i=$((i + 1)); echo "xla$i ${flags:-(none)}" >> "$R/xla_variants.txt"
-        app "xla$i" 1 150 JAX_COMPILATION_CACHE_DIR= JAX_LOG_COMPILES=1 "XLA_FLAGS=$flags" -- $SHORT
+        extra=(); [ $i = 1 ] && extra=(TF_CPP_MIN_LOG_LEVEL=0
+          TF_CPP_VMODULE=gpu_compiler=1,autotuner=1,autotuner_pass=1,conv_algorithm_picker=1,gemm_fusion_autotuner=1,autotuner_util=1
+          "XLA_FLAGS=--xla_gpu_dump_autotune_logs_to=$R/autotune_logs.txt")
+        app "xla$i" 1 150 JAX_COMPILATION_CACHE_DIR="$CACHES/xla-variant$i" JAX_LOG_COMPILES=1 \
+          "XLA_FLAGS=$flags" ${extra[@]+"${extra[@]}"} -- $SHORT
       done
-      rm -rf /tmp/bench/cprofile
-      # (the app ends with os._exit, past cProfile's own dump: an exit handler dumps it)
-      JAX_COMPILATION_CACHE_DIR= timeout 150 python3 -c 'import atexit, cProfile, runpy, sys
-out = sys.argv.pop(1); sys.argv = sys.argv[1:]; profile = cProfile.Profile()
-atexit.register(lambda: (profile.disable(), profile.dump_stats(out)))
-profile.enable(); runpy.run_path(sys.argv[0], run_name="__main__")' "$R/cold.prof" app/main.py \
-        --accelerator=gpu --backend=jax --verbose=2 --logdir=/tmp/bench/cprofile $SHORT \
-        > "$R/cprofile.log" 2>&1; echo "cprofile $?" >> "$R/exits.txt"
-      app xla_autotune_log 1 150 JAX_COMPILATION_CACHE_DIR= JAX_LOG_COMPILES=1 TF_CPP_MIN_LOG_LEVEL=0 \
-        TF_CPP_VMODULE=gpu_compiler=1,conv_algorithm_picker=1,gemm_fusion_autotuner=1,autotuner_pass=1,autotuner=1 \
-        "XLA_FLAGS=--xla_gpu_dump_autotune_logs_to=$R/autotune_logs.txt" -- $SHORT
     fi
     ;;
   vit)
