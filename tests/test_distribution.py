@@ -132,6 +132,33 @@ def test_tpu_strategy_trains_on_a_tpu_vm(digits_dir, tmp_path):
     assert summary["strategy"] == "TPUStrategy" and summary["precision"] == "mixed_bfloat16"
 
 
+@pytest.mark.parametrize("visible,devices,processes,flags,scheduled", [
+    ("0", 0, 1, None, False), ("0,1", 0, 1, None, True), ("0,1", 1, 1, None, False),
+    ("0", 0, 2, None, True), ("0,1", 0, 1, "--xla_gpu_enable_latency_hiding_scheduler=false",
+                              False)])
+def test_xla_schedules_for_overlap_only_where_there_are_collectives(visible, devices,
+                                                                   processes, flags, scheduled):
+    """The latency-hiding scheduler on the JAX GPU path where a step has collectives to
+    hide (several GPUs, or several processes), not on one GPU in one process, where it
+    only lengthened the cold compile; a user's own setting is kept."""
+    code = ("import json, os, sys, types\n"
+            f"sys.path.insert(0, {ROOT!r})\n"
+            "from app.engine.distribute import prepare_backend\n"
+            "prepare_backend(types.SimpleNamespace(backend='jax', accelerator='gpu',"
+            f" num_devices={devices}, num_processes={processes}))\n"
+            "print(json.dumps(os.environ.get('XLA_FLAGS', '')))\n")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["CUDA_VISIBLE_DEVICES"] = visible
+    if flags:
+        env["XLA_FLAGS"] = flags
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert ("--xla_gpu_enable_latency_hiding_scheduler=true" in result) == scheduled, result
+    assert flags is None or flags in result
+
+
 @pytest.mark.parametrize("accelerator,preset,expected", [
     ("gpu", None, "32"), ("gpu", "4", "4"), ("cpu", None, None)])
 def test_gpu_runs_on_jax_get_32_hardware_queues_unless_the_user_chose(accelerator, preset,
@@ -143,7 +170,7 @@ def test_gpu_runs_on_jax_get_32_hardware_queues_unless_the_user_chose(accelerato
             f"sys.path.insert(0, {ROOT!r})\n"
             "from app.engine.distribute import prepare_backend\n"
             f"prepare_backend(types.SimpleNamespace(backend='jax', accelerator={accelerator!r},"
-            " num_devices=1))\n"
+            " num_devices=1, num_processes=1))\n"
             "print(json.dumps([os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS'),"
             " 'jax' in sys.modules]))\n")
     env = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
