@@ -290,9 +290,6 @@ def _fashion_diagnosis(folder: Folder, target: float) -> dict:
             found[name]["xla_compilations"] = {
                 "count": len(compiles), "seconds": round(sum(c for c, _ in compiles), 2),
                 "longest": [[n, round(c, 2)] for c, n in sorted(compiles, reverse=True)[:6]]}
-    profiled = _profile_top(os.path.join(folder.path, "cold.prof"))
-    if profiled:
-        found["cold_start_cprofile"] = profiled
     imports = []  # python -X importtime: (cumulative microseconds, module)
     for line in (folder.text("importtime.txt") or "").splitlines():
         parts = line.split("|")
@@ -302,21 +299,6 @@ def _fashion_diagnosis(folder: Folder, target: float) -> dict:
         found["import_keras_jax_seconds"] = {
             name: round(us / 1e6, 2) for us, name in sorted(imports, reverse=True)[:12]}
     return {"diagnosis": found} if found else {}
-
-
-def _profile_top(path: str, count: int = 40) -> dict | None:
-    """DIAG=xla's cold run under cProfile (its main thread): the functions of most
-    cumulative seconds, as "file:line(function)" -> seconds."""
-    import pstats
-
-    if not os.path.exists(path):
-        return None
-    stats = pstats.Stats(path).stats  # (file, line, function) -> (cc, nc, tt, ct, callers)
-    top = sorted(stats.items(), key=lambda item: item[1][3], reverse=True)[:count]
-    def where(path: str) -> str:  # a package's files from its own folder on
-        return path.rpartition("site-packages/")[2] if "site-packages/" in path else path
-    return {f"{where(f)}:{line}({function})": round(row[3], 2)
-            for (f, line, function), row in top}
 
 
 def vit(folder: Folder) -> dict:
