@@ -304,6 +304,7 @@ def _device(train, validation, spec, preset, size, largest) -> Datasets:
         return decode_records(split)
 
     splits = [decoded(train)] + ([decoded(validation)] if validation else [])
+    decode_seconds = time.perf_counter() - started
     sharding = _data_sharding(spec, size)
     data = _empty()
     stream = DeviceStream(splits[0], spec.batch_size, size, preset, spec.seed, train=True,
@@ -321,8 +322,10 @@ def _device(train, validation, spec, preset, size, largest) -> Datasets:
     free, where = memory.free_bytes(spec.backend, spec.accelerator)
     data.skipped_images = lambda: sum(s.skipped for s in splits)
     data.facts = {"held_in": where, "bytes_held": held, "memory_share": DEVICE_MEMORY_SHARE,
-                  "free_bytes_before": free, "cache_seconds": round(cache_seconds, 3)}
-    print(f"input: {sum(len(s) for s in splits):,} images decoded once in {cache_seconds:.1f} s; "
+                  "free_bytes_before": free, "cache_seconds": round(cache_seconds, 3),
+                  "decode_seconds": round(decode_seconds, 3)}
+    print(f"input: {sum(len(s) for s in splits):,} images decoded once in {cache_seconds:.1f} s "
+          f"({decode_seconds:.1f} s decoding, the rest onto the devices); "
           f"{held / 2**20:,.1f} MiB held in {where}", flush=True)
     _feed_facts(data)
     return data

@@ -5,6 +5,7 @@ each preset; `auto`'s memory rule; resuming mid-epoch in the same order."""
 import glob
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -244,6 +245,15 @@ def test_digits_learn_through_the_device_pipeline(backend, digits_dir, tmp_path)
     if backend == "jax":
         assert "tensorflow" not in summary["versions"]
         assert "images decoded once" in done.stdout
+        # The time to hold the data, apart: within the run's own first epoch (by the
+        # ledger's start and the metrics file's clock), decoding a part of it, as printed.
+        facts = summary["input"]
+        first_epoch = json.loads((tmp_path / "run" / "metrics.jsonl").read_text()
+                                 .splitlines()[0])["time"] - summary["attempts"][0]["started_at"]
+        assert 0 < facts["decode_seconds"] <= facts["cache_seconds"] < first_epoch
+        printed = re.search(r"decoded once in ([\d.]+) s \(([\d.]+) s decoding", done.stdout)
+        assert printed and float(printed.group(1)) == pytest.approx(facts["cache_seconds"], abs=0.051)
+        assert float(printed.group(2)) == pytest.approx(facts["decode_seconds"], abs=0.051)
         # auto: several steps per host call, a divisor of the epoch (none dropped)
         spe, steps = summary["steps_per_execution"], summary["steps_per_epoch"]
         assert 1 < spe <= 16 and steps % spe == 0 and steps // spe >= 8
