@@ -192,7 +192,8 @@ def test_jax_keeps_compiled_programs_so_a_second_run_compiles_nothing(digits_dir
     """With no JAX_COMPILATION_CACHE_DIR, the JAX path caches every compiled program under
     ~/.cache (XDG_CACHE_HOME here): the first run fills it, the same run again finds every
     program there (it adds no entry), the summary names the folder; an empty
-    JAX_COMPILATION_CACHE_DIR turns it off, and one that cannot be made is not named."""
+    JAX_COMPILATION_CACHE_DIR turns it off, and one that cannot be made is not named. The
+    training FLOPs are kept beside the programs."""
     import subprocess
     import sys
 
@@ -220,6 +221,9 @@ def test_jax_keeps_compiled_programs_so_a_second_run_compiles_nothing(digits_dir
     second = run("second")
     assert second["compilation_cache_dir"] == str(folder)
     assert _cache_entries(folder) == filled  # every program was found, none compiled anew
+    # the training FLOPs too: counted once, read back the second time, the same figure
+    assert len(os.listdir(folder / "app-train-flops")) == 1
+    assert second["train_gflops_per_image"] == first["train_gflops_per_image"] > 0
     off = run("off", JAX_COMPILATION_CACHE_DIR="")
     assert off["compilation_cache_dir"] is None and _cache_entries(folder) == filled
     blocked = tmp_path / "a-file"

@@ -165,3 +165,39 @@ def test_counting_leaves_keras_attention_setting_as_it_was():
         assert keras.config.is_flash_attention_enabled() is False
     finally:
         keras.config.enable_flash_attention()
+
+
+def test_a_kept_count_is_read_back_and_anything_else_is_counted_again(monkeypatch, tmp_path):
+    """The count is kept in the folder: the same model again reads it (nothing traced);
+    another model (10 classes against 7), a damaged entry, or a folder that cannot be
+    written are counted afresh, to the same figure; without a folder nothing is kept."""
+    model = models.make_model("small_resnet", 10, 16)
+    counted = flops.train_flops_per_image(model, 16)
+    folder = str(tmp_path / "kept")
+    assert flops.cached_train_flops_per_image(model, 16, folder=folder) == counted
+    entries = os.listdir(folder)
+    assert len(entries) == 1 and entries[0].endswith(".json")
+
+    calls = []
+    real = flops.train_flops_per_image
+    monkeypatch.setattr(flops, "train_flops_per_image",
+                        lambda *a, **k: calls.append(a) or real(*a, **k))
+    assert flops.cached_train_flops_per_image(model, 16, folder=folder) == counted
+    assert calls == []  # read back, not traced
+    other = models.make_model("small_resnet", 7, 16)
+    assert flops.cached_train_flops_per_image(other, 16, folder=folder) == real(other, 16)
+    assert len(calls) == 1 and len(os.listdir(folder)) == 2
+    assert flops.cached_train_flops_per_image(model, 32, folder=folder) != counted  # size
+
+    with open(os.path.join(folder, entries[0]), "w") as f:
+        f.write('{"train_flops_per_image": ')  # a run killed mid-write (or a bad disk)
+    assert flops.cached_train_flops_per_image(model, 16, folder=folder) == counted
+    with open(os.path.join(folder, entries[0])) as f:
+        assert json.load(f)["train_flops_per_image"] == counted  # written afresh
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    assert flops.cached_train_flops_per_image(model, 16, folder=str(blocked / "x")) == counted
+    calls.clear()
+    assert flops.cached_train_flops_per_image(model, 16, folder=None) == counted
+    assert len(calls) == 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import keras
 from keras import ops
@@ -193,7 +194,10 @@ def count_train_flops(config, topology, model, num_classes: int, image_size: int
     if models.kind(config.model) == "resnet" and config.model != "small_resnet":
         counted = models.make_model(config.model, num_classes, image_size,
                                     dataclasses.replace(chosen, stem="keras"))
-    return flops.train_flops_per_image(counted, image_size, chosen.batchnorm_groups)
+    kept = topology.compilation_cache_dir  # JAX's compile cache folder, or None
+    return flops.cached_train_flops_per_image(
+        counted, image_size, chosen.batchnorm_groups,
+        folder=os.path.join(kept, "app-train-flops") if kept else None)
 
 
 def make_compiled_model(config, topology, num_classes: int, image_size: int,
