@@ -28,7 +28,7 @@ JAX_CASES = [CASES[0], CASES[3], CASES[4]]
 def app_count(name, size, classes, backend="tensorflow"):
     """What the app counts for --model=name (the ResNets on their Keras-stem twin)."""
     config = Config(model=name, backend=backend, logdir="x")
-    topology = types.SimpleNamespace(num_replicas=1)
+    topology = types.SimpleNamespace(num_replicas=1, compilation_cache_dir=None)
     layer_set = recipe.layer_set(config, topology)
     model = models.make_model(name, classes, size, layer_set)
     return model, recipe.count_train_flops(config, topology, model, classes, size)
@@ -41,7 +41,7 @@ JAX_COUNTS = textwrap.dedent("""
     out = {}
     for name, size, classes in CASES:
         config = Config(model=name, backend="jax", logdir="x")
-        topology = types.SimpleNamespace(num_replicas=1)
+        topology = types.SimpleNamespace(num_replicas=1, compilation_cache_dir=None)
         model = models.make_model(name, classes, size, recipe.layer_set(config, topology))
         counted = recipe.count_train_flops(config, topology, model, classes, size)
         twin = models.make_model(name, classes, size, models.KERAS) if name == "resnet50" else model
