@@ -254,25 +254,13 @@ def _app_epochs(folder: Folder, name: str, summary: dict | None) -> list[dict]:
 def _fashion_diagnosis(folder: Folder, target: float) -> dict:
     """DIAG=1's runs: cold ones logging JAX's compiles (how many, how long, the
     longest), with the persistent cache and without it, and a warm one at one step
-    per host call."""
+    per host call; DIAG=xla's cold runs under XLA flag variants (with the flags)."""
     found = {}
     variants = {}  # DIAG=xla: xlaN -> the XLA_FLAGS it ran with
     for line in (folder.text("xla_variants.txt") or "").splitlines():
         name, _, flags = line.partition(" ")
         variants[name] = flags
-    for name in ("peer_jit_driver_warm", "peer_jit_driver_cold"):  # DIAG=jit's peers
-        result = folder.json(f"{name}.json")
-        if result is not None:
-            epochs = [{"epoch": e["epoch"], "val_top1": e["val_top1"],
-                       "seconds": e["seconds_from_start"]} for e in result.get("epochs", [])]
-            seconds, epoch = _seconds_to(epochs, target)
-            found[name] = {"seconds_to_target": seconds, "epoch_to_target": epoch,
-                           "first_epoch_ends_at_seconds": epochs[0]["seconds"] if epochs else None,
-                           "images_per_sec": result.get("images_per_sec_after_epoch_1")}
-    if folder.text("jit.txt"):
-        found["jit_caches"] = folder.text("jit.txt").strip().splitlines()
-    for name in ("diag_cold", "diag_cold_no_cache", "diag_one_step_per_call", *variants,
-                 "xla_autotune_log", "jit_driver_warm", "jit_cold"):
+    for name in ("diag_cold", "diag_cold_no_cache", "diag_one_step_per_call", *variants):
         summary = folder.json(f"{name}.json")
         if summary is None:
             continue

@@ -40,8 +40,8 @@
 # (20,480) the JPEGs made for real_data and scale, TESTS=0 and PEER=0 leave real_data's
 # GPU tests and DataLoader peer out, TURNS (2) fashion_mnist's app-then-peer turns (DIAG=1
 # adds cold app runs logging JAX's compiles, with and without its cache, and a warm one at
-# one step per call; DIAG=xla cold compiles under XLA flag variants; DIAG=jit each side
-# with only the CUDA driver's JIT cache warm, and with none),
+# one step per call; DIAG=xla cold compiles under XLA flag variants, each in an empty
+# cache folder of its own),
 # COMMIT the git commit the copied tree is (else the copy's `git rev-parse HEAD`). The app's run folders go to
 # /tmp/bench/NAME, made afresh for every run (a warm machine keeps the last call's
 # folders, and resuming one would measure nothing); only their summaries come back.
@@ -230,10 +230,10 @@ PY
     # each one's persistent cache (JAX's, which the app keeps by default, and inductor's,
     # which torch.compile keeps by default in /tmp/torchinductor_$USER): both emptied here.
     # So is the CUDA driver's JIT cache (~/.nv/ComputeCache by default, CUDA_CACHE_PATH),
-    # one per side: what the driver compiles for one (cuDNN's kernels among them) warms
-    # every later process on the machine, whoever runs it; on a fresh H200 the app's
-    # training step compiled in 13.6 s with it empty and in 1.1-1.5 s once filled, no
-    # JAX cache either time (2026-12-03-h200-fashion-mnist-3b42a5a-xla.json).
+    # one per side: what the driver compiles for one would warm every later process on
+    # the machine, whoever runs it (it held under 1 MiB for the app, and did not explain
+    # the app's cold compile: 2026-12-03-h200-fashion-mnist-afb598d-jit.json, DIAG=jit at
+    # commit afb598d).
     CACHES=/tmp/bench/caches; rm -rf "$CACHES"; mkdir -p "$CACHES"
     # Compile caches cold, the file cache warm for both: every shared library either
     # side loads (JAX's, torch's, the CUDA libraries they share) is read once first, so
@@ -278,29 +278,6 @@ PY
       app diag_one_step_per_call 1 240 JAX_COMPILATION_CACHE_DIR="$CACHES/xla" -- \
         --model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion \
         --global_batch_size=512 --epochs=15 --target_top1=0.93 --steps_per_execution=1
-    fi
-    if [ "$DIAG" = jit ]; then  # not timed against the peer: what the driver's JIT cache
-      # is worth to each side, every other cache empty; and which PTX compiler XLA has
-      { du -sh "$CACHES"/cuda-app "$CACHES"/cuda-peer ~/.nv/ComputeCache 2>&1
-        ls /tmp/site/nvidia/*/bin 2>&1; command -v ptxas || echo "ptxas: not on PATH"
-      } > "$R/jit.txt"
-      VLOG="TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=gpu_compiler=1"
-      JOB="--model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion
-        --global_batch_size=512 --epochs=15 --target_top1=0.93"
-      app jit_driver_warm 1 240 JAX_COMPILATION_CACHE_DIR= JAX_LOG_COMPILES=1 $VLOG \
-        CUDA_CACHE_PATH="$CACHES/cuda-app" -- $JOB
-      app jit_cold 1 240 JAX_COMPILATION_CACHE_DIR= JAX_LOG_COMPILES=1 $VLOG \
-        CUDA_CACHE_PATH="$CACHES/cuda-fresh" -- $JOB
-      du -sh "$CACHES"/cuda-fresh >> "$R/jit.txt" 2>&1
-      for name in driver_warm driver_cold; do  # the peer, its inductor cache empty
-        where=$CACHES/cuda-peer; [ "$name" = driver_cold ] && where=$CACHES/cuda-peer-fresh
-        CUDA_VISIBLE_DEVICES=0 TORCHINDUCTOR_CACHE_DIR="$CACHES/inductor-$name" \
-          CUDA_CACHE_PATH="$where" timeout 240 python3 benchmarks/torch_fashion_peer.py \
-          --data_dir=/tmp/fashion --epochs=15 --batch=512 --out "$R/peer_jit_$name.json" \
-          > "$R/peer_jit_$name.log" 2>&1
-        echo "peer_jit_$name $?" >> "$R/exits.txt"
-      done
-      du -sh "$CACHES"/cuda-peer-fresh >> "$R/jit.txt" 2>&1
     fi
     if [ "$DIAG" = xla ]; then  # not timed against the peer: what XLA's flags do to the
       # cold compile, 5 epochs each, each in an empty cache folder of its own (an empty
