@@ -186,7 +186,12 @@ def _one_gpu(config) -> bool:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return len([d for d in visible.split(",") if d.strip()]) == 1
-    return len(glob.glob("/dev/nvidia[0-9]*")) == 1
+    return len(_nvidia_gpu_files()) == 1
+
+
+def _nvidia_gpu_files() -> list[str]:
+    """The host's NVIDIA GPU device files, one per GPU (/dev/nvidia0, /dev/nvidia1, ...)."""
+    return glob.glob("/dev/nvidia[0-9]*")
 
 
 # Imported by Keras whenever installed, for parts the app never uses (its scikit-learn
@@ -282,7 +287,7 @@ def _check_gpu_present(config) -> None:
         raise TopologyError("--accelerator=gpu but CUDA_VISIBLE_DEVICES="
                             f"{os.environ['CUDA_VISIBLE_DEVICES']!r} hides every GPU from "
                             "this process")
-    if not (glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd")):
+    if not (_nvidia_gpu_files() or os.path.exists("/dev/kfd")):
         raise TopologyError("--accelerator=gpu but this host has no GPU (no /dev/nvidia* "
                             "or /dev/kfd device); use --accelerator=cpu")
 
