@@ -254,6 +254,10 @@ for root in sorted(roots):
 print(f"read {total / 2**30:.2f} GiB of shared libraries in {time.perf_counter() - started:.1f} s")
 PY
     cat "$R/page_cache.txt"
+    # The app's own sources byte-compiled, as pip does when it installs a package (an
+    # editable install, or this copied tree, leaves it to the first run); the peer's
+    # torch came installed so.
+    python3 -m compileall -q app callbacks flags preprocessing > /dev/null
     for turn in $(seq "$TURNS"); do  # app, peer, app, peer: the machine's drift hits both
       app "app$turn" 1 240 JAX_COMPILATION_CACHE_DIR="$CACHES/xla" \
         CUDA_CACHE_PATH="$CACHES/cuda-app" -- --model=small_resnet \

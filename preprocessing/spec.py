@@ -131,6 +131,11 @@ class Datasets:
     input_state: object = None  # fn(batches served) -> JSON state, where resumable
     restore_input: object = None  # fn(state) -> None: continue from a saved state
     input_wait_seconds: object = None  # fn() -> seconds fit waited for training batches
+    # On JAX, what `fit` will be handed, where the pipeline knows it before its first
+    # batch: (training batch, validation batch or None), each a tuple of
+    # jax.ShapeDtypeStruct (shape, dtype, sharding). The training and evaluation steps
+    # then compile while the rest of the run starts (app/engine/precompile.py).
+    batch_specs: tuple | None = None
     # What the pipeline says of itself, as JSON values for summary.json's "input" (e.g.
     # the bytes it holds in device memory, the seconds it took to decode the dataset).
     facts: dict = dataclasses.field(default_factory=dict)

@@ -318,6 +318,7 @@ def _device(train, validation, spec, preset, size, largest) -> Datasets:
         held += evaluation.nbytes
         data.validation_batches = evaluation.num_batches
         data.validation = Feed(evaluation, data.validation_batches)
+    data.batch_specs = (stream.batch_spec(), evaluation.batch_spec() if validation else None)
     cache_seconds = time.perf_counter() - started  # decoded and on the devices
     free, where = memory.free_bytes(spec.backend, spec.accelerator)
     data.skipped_images = lambda: sum(s.skipped for s in splits)

@@ -77,3 +77,16 @@ def test_sgd_for_the_resnets_and_the_global_norm_clipped_where_asked():
     sgd = compiled("small_resnet")
     assert isinstance(sgd.optimizer, keras.optimizers.SGD) and sgd.optimizer.global_clipnorm is None
     assert compiled("vit_ti16").optimizer.global_clipnorm == 1.0
+
+
+@pytest.mark.parametrize("kind, warmup", [("cosine", 10), ("step", 10), ("cosine", 0)])
+def test_the_schedule_gives_a_plain_step_the_rate_its_compiled_form_gives(kind, warmup):
+    """The learning-rate callback asks with a plain step (no device operation to
+    compile); the training step asks with the step variable. Both must agree."""
+    schedule = recipe.WarmupSchedule(0.8, warmup_steps=warmup, total_steps=90, kind=kind)
+    for step in (0, 1, 5, 9, 10, 11, 29, 30, 31, 59, 60, 61, 79, 80, 81, 89, 90, 120):
+        device = float(keras.ops.convert_to_numpy(schedule(keras.ops.convert_to_tensor(
+            step, "int64"))))
+        host = schedule(step)
+        assert isinstance(host, float)
+        assert host == pytest.approx(device, rel=1e-5, abs=1e-7), (kind, step)

@@ -40,6 +40,8 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.kind = kind
 
     def __call__(self, step):
+        if isinstance(step, (int, float)):  # a plain step: host arithmetic, no device op
+            return self.host_value(step)
         step = ops.cast(step, "float32")
         warm = self.peak * (step + 1.0) / max(self.warmup_steps, 1)
         decay_steps = max(self.total_steps - self.warmup_steps, 1)
@@ -50,6 +52,23 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
             drops = sum(ops.cast(progress >= b, "float32") for b in STEP_BOUNDARIES)
             decayed = self.peak * ops.power(0.1, drops)
         return ops.where(step < self.warmup_steps, warm, decayed)
+
+    def host_value(self, step: int | float) -> float:
+        """The rate at `step`, as __call__ computes it, in Python floats.
+
+        The learning-rate callback reads the rate once an epoch: computed by __call__
+        outside the compiled step, each of its ~10 operations was a program of its own,
+        compiled on first use (~1 s of an H200's cold start). tests/test_recipe.py
+        checks the two agree.
+        """
+        step = float(step)
+        if step < self.warmup_steps:
+            return self.peak * (step + 1.0) / max(self.warmup_steps, 1)
+        decay_steps = max(self.total_steps - self.warmup_steps, 1)
+        progress = min(max((step - self.warmup_steps) / decay_steps, 0.0), 1.0)
+        if self.kind == "cosine":
+            return 0.5 * self.peak * (1.0 + math.cos(math.pi * progress))
+        return self.peak * 0.1 ** sum(progress >= b for b in STEP_BOUNDARIES)
 
     def get_config(self):
         return {"peak": self.peak, "warmup_steps": self.warmup_steps,
@@ -200,6 +219,18 @@ def count_train_flops(config, topology, model, num_classes: int, image_size: int
         folder=os.path.join(kept, "app-train-flops") if kept else None)
 
 
+def build_compiled_model(config, topology, num_classes: int, image_size: int,
+                         steps_per_epoch: int):
+    """The model of --model, built and compiled in the distribution scope."""
+    from app.engine import models
+
+    with topology.scope():
+        model = models.make_model(config.model, num_classes, image_size,
+                                  layer_set(config, topology))
+        compile_model(model, config, num_classes, steps_per_epoch, topology.jit_compile)
+    return model
+
+
 def make_compiled_model(config, topology, num_classes: int, image_size: int,
                         steps_per_epoch: int):
     """The model of --model, built and compiled in the distribution scope.
@@ -207,10 +238,5 @@ def make_compiled_model(config, topology, num_classes: int, image_size: int,
     Returns:
         (model, training FLOPs per image, or None where the backend cannot count them).
     """
-    from app.engine import models
-
-    with topology.scope():
-        model = models.make_model(config.model, num_classes, image_size,
-                                  layer_set(config, topology))
-        compile_model(model, config, num_classes, steps_per_epoch, topology.jit_compile)
+    model = build_compiled_model(config, topology, num_classes, image_size, steps_per_epoch)
     return model, count_train_flops(config, topology, model, num_classes, image_size)

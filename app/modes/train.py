@@ -21,7 +21,8 @@ import time
 
 from app.engine.data import steps_for, steps_per_execution
 from app.engine.flops import model_facts
-from app.engine.recipe import make_compiled_model, recipe_facts
+from app.engine import precompile
+from app.engine.recipe import build_compiled_model, count_train_flops, recipe_facts
 from app.modes.train_callbacks import hparams_of, make_callbacks
 from app.run import context as run_context
 from app.run import resume, rundir, summary
@@ -94,10 +95,14 @@ def run(context) -> dict:
 
     print(banner(context, data), flush=True)
 
-    # --- 2. Model, built and compiled inside the distribution scope; resumed.
+    # --- 2. Model, built and compiled inside the distribution scope; its steps start
+    # compiling (on JAX, in a thread, while the rest starts); resumed.
     topology = context.topology
-    model, train_flops = make_compiled_model(config, topology, data.num_classes,
-                                             data.image_size, steps_per_epoch)
+    model = build_compiled_model(config, topology, data.num_classes, data.image_size,
+                                 steps_per_epoch)
+    compiling = precompile.start(model, data.batch_specs, topology)
+    train_flops = count_train_flops(config, topology, model, data.num_classes,
+                                    data.image_size)
     state = resume.NEW_RUN
     if context.run_dir.resuming:
         state = resume.restore(model, context.logdir, topology.scope(),
@@ -126,6 +131,8 @@ def run(context) -> dict:
                     validation_steps=validation_steps or None, callbacks=parts.callbacks,
                     verbose=config.verbosity if topology.is_chief else 0)
     try:
+        if compiling is not None:
+            compiling.join()  # else fit would compile the steps a second time
         PROCESS_STOP.raise_if_requested(state.global_step, state.path)
         epoch = state.epoch
         with frozen_heap():  # no full garbage collection scans the model mid-epoch

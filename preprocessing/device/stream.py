@@ -56,6 +56,7 @@ class DeviceStream:
             raise ValueError(f"{len(split.flat):,} pixels exceed the device pipeline's int32 "
                              f"indices ({MAX_PIXELS:,})")
         self.batch_size, self.image_size, self.train = batch_size, image_size, train
+        self.dtype = dtype
         self.seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else int(seed)
         self.sharding = sharding
         self.devices = self._devices(jax, sharding, batch_size, image_size)
@@ -136,6 +137,16 @@ class DeviceStream:
         else:
             self._position = (epoch, batch + 1)
         return made
+
+    def batch_spec(self) -> tuple:
+        """Shape and dtype of every batch this stream yields (this process's part): a
+        tuple of jax.ShapeDtypeStruct, (images, labels) and weights when evaluating."""
+        import jax
+
+        images = (self.batch_size, self.image_size, self.image_size, 3)
+        shapes = [(images, self.dtype), ((self.batch_size,), "int32"),  # ops.make_augment's
+                  ((self.batch_size,), "float32")][:2 if self.train else 3]
+        return tuple(jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in shapes)
 
     def skipped_images(self) -> int:
         return 0  # undecodable images were left out, and counted, when decoding

@@ -1,0 +1,110 @@
+"""The training and evaluation steps compiled beside the rest of the start (JAX).
+
+Left to itself, `fit` compiles its training step when it takes its first batch, and
+its evaluation step at the first epoch's end: on a small dataset that is most of a
+cold start (the small ResNet's training step took 10-16 s to compile on an H200,
+nearly all of it XLA's autotuning of the convolutions), and it starts only once
+everything else is done. Here the steps are lowered as soon as the model is compiled
+and XLA compiles them in a thread while the run goes on (the FLOP count, the
+callbacks, the input's own programs); `fit` then finds them in JAX's persistent
+compilation cache instead of compiling them again.
+
+Only where that is sure to pay: the JAX backend, one process, JAX's compilation cache
+on (it is what hands the programs to `fit`), and a pipeline that knows its batches'
+shapes before the first one (`Datasets.batch_specs`; the device pipeline does). The
+steps are lowered as Keras's JAX trainer lowers them (`make_train_function`,
+`make_test_function`, `_distribute_data`): the same function, donation, shardings
+and argument avals; tests/test_precompile.py checks that `fit` compiles neither step
+itself. Lowering runs here, on the calling thread (it traces Keras's layers, whose
+global settings, such as flash attention, another thread may be changing); only
+XLA's compile, which holds no Python lock, runs in the thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+
+class Precompile:
+    """A thread compiling lowered steps, one after the other (the evaluation step
+    reuses the training step's autotuning, so the two are not compiled side by side).
+
+    Attributes:
+        names: the steps being compiled, in order.
+        seconds: once joined, how long the compiles took (None before).
+        error: once joined, the first compile's exception, if any (`fit` then
+            compiles, and raises, as it would have).
+    """
+
+    def __init__(self, lowered: list[tuple[str, object]]):
+        self.names = [name for name, _ in lowered]
+        self.seconds: float | None = None
+        self.error: BaseException | None = None
+        self._lowered = lowered
+        self._thread = threading.Thread(target=self._compile, name="precompile-steps",
+                                        daemon=True)
+        self._thread.start()
+
+    def _compile(self):
+        started = time.perf_counter()
+        try:
+            for _, lowered in self._lowered:
+                lowered.compile()  # into JAX's persistent cache, where fit finds it
+        except Exception as error:  # noqa: BLE001 - fit meets it again, and raises it
+            self.error = error
+        finally:
+            self._lowered = []
+            self.seconds = time.perf_counter() - started
+
+    def join(self) -> float:
+        """Waits for the compiles (`fit` would otherwise start them a second time);
+        returns the seconds this call waited."""
+        started = time.perf_counter()
+        self._thread.join()
+        return time.perf_counter() - started
+
+
+def start(model, batch_specs, topology) -> Precompile | None:
+    """Lowers `model`'s training (and evaluation) step for the batches of
+    `batch_specs` and starts compiling them; None where that would not pay (see the
+    module's docstring) or where the steps do not lower (`fit` then says why).
+
+    Call it after `model.compile`, before anything else traces the model, and join
+    the result before `fit`.
+    """
+    if (topology.backend != "jax" or topology.num_processes != 1 or not batch_specs
+            or not topology.compilation_cache_dir or not getattr(model, "jit_compile", False)
+            or model.run_eagerly):
+        return None
+    train_spec, validation_spec = batch_specs
+    try:
+        lowered = [("train_step", _lower(model, train_spec, train=True))]
+        if validation_spec is not None:
+            lowered.append(("test_step", _lower(model, validation_spec, train=False)))
+    except Exception:  # noqa: BLE001 - fit lowers them again, and raises what is wrong
+        return None
+    return Precompile(lowered)
+
+
+def _lower(model, spec: tuple, train: bool):
+    """The jitted step of Keras's JAX trainer, lowered for batches of `spec`."""
+    import jax
+    from keras.src import distribution as distribution_lib
+
+    # What fit does first: build the loss and metrics (their variables are state).
+    model._symbolic_build(data_batch=spec)
+    distribution = distribution_lib.distribution()
+    out_shardings = None
+    if distribution is not None:  # Keras's make_train_function / make_test_function
+        trainable, non_trainable, optimizer, metrics = model._get_state_sharding_spec()
+        out_shardings = (None, (trainable, non_trainable, optimizer, metrics) if train
+                         else (trainable, non_trainable, metrics))
+        # Keras's _distribute_data lays each input out as the distribution says.
+        spec = tuple(jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=distribution
+                                          .get_data_layout(s.shape).backend_layout)
+                     for s in spec)
+    state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
+                                 optimizer_variables=train, metrics_variables=True)
+    step = model.train_step if train else model.test_step
+    return jax.jit(step, donate_argnums=0, out_shardings=out_shardings).lower(state, spec)
