@@ -18,5 +18,3 @@ run() { local name=$1; shift; rm -rf /tmp/b/$name; local t0=$(date +%s.%N)
   cp /tmp/b/$name/summary.json $D/$name.json; grep -E "^ *[0-9.]+ (epoch 1/|epoch 13|top-1|input)" $D/$name.log; }
 rm -rf /tmp/dc; run cold JAX_COMPILATION_CACHE_DIR=/tmp/dc/xla JAX_LOG_COMPILES=1 CUDA_CACHE_PATH=/tmp/dc/cuda
 run warm JAX_COMPILATION_CACHE_DIR=/tmp/dc/xla JAX_LOG_COMPILES=1 CUDA_CACHE_PATH=/tmp/dc/cuda
-# XLA's autotuning without the nondeterministic cuDNN algorithms: fewer candidates?
-run nondet JAX_COMPILATION_CACHE_DIR=/tmp/dc/xla-nondet JAX_LOG_COMPILES=1 CUDA_CACHE_PATH=/tmp/dc/cuda-nondet XLA_FLAGS=--xla_gpu_exclude_nondeterministic_ops=true

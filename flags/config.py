@@ -33,6 +33,7 @@ PREPROCESSINGS = ("auto",) + PRESETS
 VERBOSITIES = ("auto", "0", "1", "2")
 BENCHMARKS = ("none", "input")
 INPUT_PIPELINES = ("auto", "tf.data", "grain", "gpu", "device")
+XLA_AUTOTUNES = ("auto", "full", "heuristic")  # app/engine/autotune.py
 
 # Fields that may change between the attempts of one run (resume) without
 # changing what is being measured. Everything else must match the saved config.
@@ -133,6 +134,7 @@ class Config:
     steps_per_epoch: int = 0
     validation_steps: int = 0
     steps_per_execution: int = 0  # 0 = auto (app/engine/data.py: steps_per_execution)
+    xla_autotune: str = "auto"  # app/engine/autotune.py
     seed: int | None = None
     logdir: str = ""
     fresh: bool = False
@@ -229,6 +231,9 @@ class Config:
             _check(re.fullmatch(r"[a-z0-9_]+(/[a-z0-9_.]+)?(:\d+\.\d+\.\d+)?", name[5:]),
                    f"--dataset={name!r}: expected tfds:NAME or tfds:NAME:X.Y.Z "
                    "(lower-case TFDS name, e.g. tfds:mnist:3.0.1)")
+        _check(self.xla_autotune in XLA_AUTOTUNES,
+               f"--xla_autotune={self.xla_autotune!r} is unknown; accepted: "
+               f"{', '.join(XLA_AUTOTUNES)}")
         _check(self.input_pipeline in INPUT_PIPELINES,
                f"--input_pipeline={self.input_pipeline!r} is unknown; accepted: "
                f"{', '.join(INPUT_PIPELINES)}")

@@ -25,7 +25,7 @@ D = {f.name: (list(f.default) if isinstance(f.default, tuple) else f.default)
 # The sections of `--help` (and of BUILD.md's table of flags), in order.
 GROUPS = {
     "run": ("epochs", "global_batch_size", "steps_per_epoch", "validation_steps",
-            "steps_per_execution", "seed", "target_top1", "sweep_batch_sizes", "benchmark"),
+            "steps_per_execution", "xla_autotune", "seed", "target_top1", "sweep_batch_sizes", "benchmark"),
     "data": ("dataset", "data_dir", "manual_dir", "download", "image_size", "preprocessing",
              "input_pipeline"),
     "model": ("model", "precision", "batchnorm_statistics", "optimizer", "base_learning_rate",
@@ -183,6 +183,14 @@ def define_flags():
                               "once per execution); 0 = auto: up to 16 when the data "
                               "is held on the device (--input_pipeline=device, JAX), "
                               "else 1.")
+    absl_flags.DEFINE_enum("xla_autotune", D["xla_autotune"], list(choices.XLA_AUTOTUNES),
+                           "How XLA picks a GPU's convolution and matrix kernels (JAX): "
+                           "full = it times every candidate while compiling (seconds, "
+                           "the fastest steps), heuristic = the libraries' first "
+                           "deterministic choice (compiles 3-5x sooner, steps a few per "
+                           "cent slower), auto = heuristic for the app's ResNets on "
+                           "under 2 million images in all, else full (BUILD.md, "
+                           "Compiling).")
     absl_flags.DEFINE_integer("seed", D["seed"],
                               "Random seed; unset = a fresh seed and a "
                               "non-deterministic (faster) input order.")

@@ -15,7 +15,8 @@ from preprocessing.spec import DataError
 SUMMARY_KEYS = {"backend", "accelerator", "num_replicas", "model", "dataset",
                 "global_batch_size", "epochs_completed", "val_top1", "best_val_top1",
                 "val_top1_by_epoch", "wall_seconds", "images_per_sec", "images_per_sec_per_device",
-                "cost_usd", "price_per_hour_usd", "usd_per_million_images", "mfu", "targets"}
+                "cost_usd", "price_per_hour_usd", "usd_per_million_images", "mfu", "targets",
+                "xla_autotune"}
 
 
 def tiny(digits_dir, logdir, **changes):

@@ -54,6 +54,7 @@ def banner(context, data) -> str:
             f"replicas={topology.num_replicas} ({topology.num_processes} process(es)) "
             f"global_batch={context.batch.global_size} per_replica_batch={context.batch.per_replica} "
             f"steps_per_execution={config.steps_per_execution} "
+            f"{f'xla_autotune={context.xla_autotune} ' if context.xla_autotune else ''}"
             f"image_size={data.image_size} input_pipeline={data.input_pipeline} "
             f"preprocessing={data.preset} precision={config.policy} logdir={context.logdir}")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from app.engine import distribute
+from app.engine import autotune, distribute
 from app.engine.data import input_spec
 from app.engine.models import check_model
 from app.engine.prices import Billing, resolve_billing
@@ -37,6 +37,8 @@ class RunContext:
     billing: Billing
     started_at: float  # time.time() when billing started (the process start)
     seed: int | None = None  # set by start(): the seed every process uses
+    # How XLA picks GPU kernels (app/engine/autotune.py); None where it picks none.
+    xla_autotune: str | None = None
 
     @property
     def logdir(self) -> str:
@@ -64,7 +66,9 @@ def prepare(config, started_at: float) -> RunContext:
     # The data is looked at before the framework starts (seconds, on a small host):
     # the checks read files only, for the processes the flags ask for.
     spec = input_spec(config, batch=None)
-    check_dataset(config.dataset, spec)
+    train_examples = check_dataset(config.dataset, spec)
+    xla_autotune = autotune.choose(config, train_examples)
+    autotune.apply(xla_autotune)  # before JAX compiles anything
     topology = distribute.make_topology(config)
     # The batch's shares once the devices are known: checked there, read everywhere.
     spec = dataclasses.replace(spec, batch=topology.batch_shape(config.global_batch_size))
@@ -72,7 +76,8 @@ def prepare(config, started_at: float) -> RunContext:
     billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
                               config.peak_tflops_per_device, topology.device_kind,
                               topology.billed_devices)
-    return RunContext(config, topology, run_dir, spec, billing, started_at)
+    return RunContext(config, topology, run_dir, spec, billing, started_at,
+                      xla_autotune=xla_autotune)
 
 
 def _check_batch_fits(spec: InputSpec) -> None:

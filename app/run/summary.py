@@ -88,6 +88,7 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         "global_batch_size": context.batch.global_size,
         "per_replica_batch_size": context.batch.per_replica,
         "steps_per_execution": config.steps_per_execution,
+        "xla_autotune": context.xla_autotune,  # app/engine/autotune.py; None: no GPU kernels
         "steps_per_epoch": steps_per_epoch, "epochs": config.epochs,
         "train_examples": data.train_examples,
         "validation_examples": data.validation_examples, "seed": context.seed,

@@ -31,13 +31,14 @@ def _module_for(dataset: str):
     return module
 
 
-def check_dataset(dataset: str, spec: InputSpec) -> None:
-    """Fails fast, before any file is written, if `dataset` cannot be read.
+def check_dataset(dataset: str, spec: InputSpec) -> int | None:
+    """Fails fast, before any file is written, if `dataset` cannot be read; returns
+    the number of training images where the check learned it (None elsewhere).
 
     Raises:
         DataError: naming the path and the layout expected.
     """
-    _module_for(dataset).check(dataset, spec)
+    return _module_for(dataset).check(dataset, spec)
 
 
 def make_datasets(dataset: str, spec: InputSpec) -> Datasets:

@@ -18,6 +18,7 @@ from preprocessing.datasets.paths import writable_ancestor
 from preprocessing.spec import DataError, Datasets, InputSpec
 
 FOLDER_NAME = "digits"
+TOTAL_IMAGES = 1797  # scikit-learn's load_digits
 VALIDATION_IMAGES = 360
 SPLIT_SEED = 0
 DEFAULT_IMAGE_SIZE = 16
@@ -27,16 +28,16 @@ def root(data_dir: str) -> str:
     return os.path.join(data_dir, FOLDER_NAME)
 
 
-def check(dataset: str, spec: InputSpec) -> None:
-    """The files exist, or data_dir can hold them."""
+def check(dataset: str, spec: InputSpec) -> int:
+    """The files exist, or data_dir can hold them; returns the training images' count."""
     from preprocessing import streams
 
     streams.check(spec)
-    if os.path.isdir(os.path.join(root(spec.data_dir), "train")):
-        return
-    if writable_ancestor(spec.data_dir) is None:
+    if not os.path.isdir(os.path.join(root(spec.data_dir), "train")) and \
+            writable_ancestor(spec.data_dir) is None:
         raise DataError(f"--data_dir={spec.data_dir} cannot be created or written; the "
                         "digits are written there once as PNG files")
+    return TOTAL_IMAGES - VALIDATION_IMAGES
 
 
 def write_pngs(target: str) -> None:

@@ -101,11 +101,25 @@ def load(spec: InputSpec, split: str) -> Pixels:
     return Pixels(images, labels.astype(np.int32))
 
 
-def check(dataset: str, spec: InputSpec) -> None:
+def check(dataset: str, spec: InputSpec) -> int | None:
+    """The four files are there; returns the training images' count (their header's),
+    or None where the header cannot be read (make() then says what is wrong)."""
     from preprocessing import streams
 
-    _paths(spec)
+    images_path = _paths(spec)["train"][0]
     streams.check(spec)
+    return _count(images_path)
+
+
+def _count(path: str) -> int | None:
+    """The first dimension of an IDX file, from its first 8 bytes."""
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rb") as f:
+            head = f.read(8)
+    except (OSError, EOFError):
+        return None
+    return int.from_bytes(head[4:8], "big") if len(head) == 8 and head[3] >= 1 else None
 
 
 def make(dataset: str, spec: InputSpec) -> Datasets:

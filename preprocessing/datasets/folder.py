@@ -49,7 +49,8 @@ def list_split(root: str, split: str, labels: list[str] | None = None):
     return records, labels
 
 
-def check_root(root: str, with_validation: bool) -> None:
+def check_root(root: str, with_validation: bool) -> int:
+    """The layout holds decodable images; returns the training split's file count."""
     if not os.path.isdir(root):
         raise DataError(f"{root} is not a folder; expected {LAYOUT}")
     train, labels = list_split(root, "train")
@@ -58,13 +59,15 @@ def check_root(root: str, with_validation: bool) -> None:
     if first_decodable(path for path, _ in train) is None:
         raise DataError(f"{os.path.join(root, 'train')}: none of its {len(train)} image "
                         "files can be read and decoded; nothing to train on")
+    return len(train)
 
 
-def check(dataset: str, spec: InputSpec) -> None:
+def check(dataset: str, spec: InputSpec) -> int:
     from preprocessing import streams
 
-    check_root(dataset[len("folder:"):], spec.with_validation)
+    count = check_root(dataset[len("folder:"):], spec.with_validation)
     streams.check(spec)
+    return count
 
 
 def median_side(root: str) -> int | None:

@@ -1,0 +1,81 @@
+"""How XLA picks the GPU kernels of the convolutions and matrix products: --xla_autotune.
+
+- full: XLA's default. When it compiles a step, it times every candidate kernel of
+  every convolution and matrix product (cuDNN's engines, Triton's tilings) and keeps
+  the fastest. That costs seconds per model and shape, once: JAX's compilation cache
+  keeps the result for the next run.
+- heuristic: each takes the libraries' first deterministic choice, timed never
+  (XLA's --xla_gpu_exclude_nondeterministic_ops; PyTorch's default,
+  cudnn.benchmark=False, likewise takes cuDNN's heuristic choice). Steps are a few per
+  cent slower, the compile seconds faster.
+
+Measured on one H200 (benchmarks/results/2026-12-03-h200-autotune.json), cold compile
+of the training step and images/sec: ResNet-50 at batch 256, 15.8 s and 8,001 full
+against 6.9 s and 7,753 heuristic (3.1% slower); the small ResNet at batch 512, 12.4 s
+against 2.7 s, 272,674 against 251,717 (means of three runs each, 7.7% slower; the
+runs spread over 261,426-289,171 and 235,812-268,608). Autotuning pays for itself once the steps it speeds up
+outweigh its compile: ~2.2 million images of ResNet-50, ~30 million of the small ResNet.
+
+So `auto` chooses heuristic for a run that trains one of the app's ResNets (measured
+so; they have no operation without a deterministic kernel: their max-pooling has a
+hand-written gradient, not XLA's select-and-scatter, which this mode cannot compile)
+on fewer than HEURISTIC_BELOW_IMAGES images in all, on an NVIDIA GPU under JAX: a
+small dataset, where the compile is most of the time to accuracy. Everything else
+(the ViTs, whose matrix products would take Triton's first tiling, unmeasured; any
+model the app did not write) and every throughput measurement (synthetic data, the
+sweep, the input benchmark) is full. A setting of the user's own in XLA_FLAGS is left
+as it is, and reported so.
+"""
+
+from __future__ import annotations
+
+import os
+
+from flags.config import model_kind
+
+CHOICES = ("auto", "full", "heuristic")
+HEURISTIC_BELOW_IMAGES = 2_000_000  # ResNet-50's break-even; smaller models' is higher
+HEURISTIC_FLAG = "--xla_gpu_exclude_nondeterministic_ops=true"
+# XLA flags that decide the same thing: where the user set one, theirs stands.
+USERS_OWN = ("xla_gpu_exclude_nondeterministic_ops", "xla_gpu_deterministic_ops",
+             "xla_gpu_autotune_level")
+FROM_XLA_FLAGS = "xla_flags"  # the user's XLA_FLAGS decide
+HEURISTIC_MODEL_KINDS = ("resnet",)  # flags.config.model_kind: the app's ResNets
+
+
+def planned_images(config, train_examples: int | None) -> int | None:
+    """Training images the run plans to see in all epochs, or None where unknown."""
+    if config.steps_per_epoch > 0:
+        return config.epochs * config.steps_per_epoch * config.global_batch_size
+    if train_examples is None:
+        return None
+    return config.epochs * train_examples
+
+
+def choose(config, train_examples: int | None) -> str | None:
+    """full, heuristic, or xla_flags (the user's own); None where XLA compiles no GPU kernels
+    (TensorFlow, a CPU or a TPU).
+
+    Args:
+        train_examples: the training split's size, where the dataset's check knew it.
+    """
+    if config.backend != "jax" or config.accelerator != "gpu":
+        return None
+    if any(name in os.environ.get("XLA_FLAGS", "") for name in USERS_OWN):
+        return FROM_XLA_FLAGS
+    if config.xla_autotune != "auto":
+        return config.xla_autotune
+    # (the sweep runs on synthetic data only)
+    measuring_speed = config.dataset == "synthetic" or config.benchmark != "none"
+    images = planned_images(config, train_examples)
+    if (measuring_speed or model_kind(config.model) not in HEURISTIC_MODEL_KINDS or images is None
+            or images >= HEURISTIC_BELOW_IMAGES):
+        return "full"
+    return "heuristic"
+
+
+def apply(choice: str | None) -> None:
+    """Sets XLA_FLAGS for `choice`, before JAX compiles anything (XLA reads them once)."""
+    if choice == "heuristic":
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} {HEURISTIC_FLAG}".strip()
