@@ -187,7 +187,7 @@ def define_flags():
                            "How XLA picks a GPU's convolution and matrix kernels (JAX): "
                            "full = it times every candidate while compiling (seconds, "
                            "the fastest steps), heuristic = the libraries' first "
-                           "deterministic choice (compiles 3-5x sooner, steps a few per "
+                           "deterministic choice (compiles 2-5x sooner, steps a few per "
                            "cent slower), auto = heuristic for the app's ResNets on "
                            "under 2 million images in all, else full (BUILD.md, "
                            "Compiling).")

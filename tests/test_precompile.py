@@ -97,3 +97,23 @@ def test_without_a_compilation_cache_nothing_is_compiled_twice(tmp_path):
     assert summary["status"] == "completed"
     assert [(e["step"], e["thread"], e["cached"]) for e in events] == [
         ("jit(train_step)", "MainThread", False), ("jit(test_step)", "MainThread", False)]
+
+
+def test_a_stop_request_ends_the_wait_for_the_compile():
+    """A SIGTERM while XLA compiles must reach the checkpoint-and-exit path at once, not
+    after the compile (tens of seconds on a large model): the wait ends when asked."""
+    import threading
+    import time
+
+    from app.engine.precompile import Precompile
+
+    class SlowToCompile:  # stands in for a jax.stages.Lowered whose compile takes long
+        def compile(self):
+            time.sleep(3)
+
+    stop = threading.Event()
+    compiling = Precompile([("train_step", SlowToCompile())])
+    threading.Timer(0.3, stop.set).start()
+    waited = compiling.join(stop=stop)
+    assert 0.25 < waited < 1.5 and compiling.seconds is None  # still compiling
+    assert compiling.join() > 1.0 and compiling.seconds >= 3 and compiling.error is None

@@ -2,9 +2,9 @@
 
 Left to itself, `fit` compiles its training step when it takes its first batch, and
 its evaluation step at the first epoch's end: on a small dataset that is most of a
-cold start (the small ResNet's training step took 10-16 s to compile on an H200,
-nearly all of it XLA's autotuning of the convolutions), and it starts only once
-everything else is done. Here the steps are lowered as soon as the model is compiled
+cold start (the small ResNet's training step took 3 s to compile on an H200, 12-16 s
+with XLA's autotuning: app/engine/autotune.py), and it starts only once everything
+else is done. Here the steps are lowered as soon as the model is compiled
 and XLA compiles them in a thread while the run goes on (the FLOP count, the
 callbacks, the input's own programs); `fit` then finds them in JAX's persistent
 compilation cache instead of compiling them again.
@@ -57,11 +57,13 @@ class Precompile:
             self._lowered = []
             self.seconds = time.perf_counter() - started
 
-    def join(self) -> float:
-        """Waits for the compiles (`fit` would otherwise start them a second time);
-        returns the seconds this call waited."""
+    def join(self, stop: threading.Event | None = None) -> float:
+        """Waits for the compiles (`fit` would otherwise start them a second time), or
+        until `stop` is set (a SIGTERM must not wait for XLA); returns the seconds
+        this call waited."""
         started = time.perf_counter()
-        self._thread.join()
+        while self._thread.is_alive() and not (stop is not None and stop.is_set()):
+            self._thread.join(timeout=0.1)
         return time.perf_counter() - started
 
 

@@ -19,9 +19,9 @@ import os
 import sys
 import time
 
+from app.engine import precompile
 from app.engine.data import steps_for, steps_per_execution
 from app.engine.flops import model_facts
-from app.engine import precompile
 from app.engine.recipe import build_compiled_model, count_train_flops, recipe_facts
 from app.modes.train_callbacks import hparams_of, make_callbacks
 from app.run import context as run_context
@@ -132,8 +132,8 @@ def run(context) -> dict:
                     validation_steps=validation_steps or None, callbacks=parts.callbacks,
                     verbose=config.verbosity if topology.is_chief else 0)
     try:
-        if compiling is not None:
-            compiling.join()  # else fit would compile the steps a second time
+        if compiling is not None:  # else fit would compile the steps a second time
+            compiling.join(stop=PROCESS_STOP.requested)
         PROCESS_STOP.raise_if_requested(state.global_step, state.path)
         epoch = state.epoch
         with frozen_heap():  # no full garbage collection scans the model mid-epoch
