@@ -112,7 +112,7 @@ def test_a_stop_request_ends_the_wait_for_the_compile():
             time.sleep(3)
 
     stop = threading.Event()
-    compiling = Precompile([("train_step", SlowToCompile())])
+    compiling = Precompile([SlowToCompile()])
     threading.Timer(0.3, stop.set).start()
     waited = compiling.join(stop=stop)
     assert 0.25 < waited < 1.5 and compiling.seconds is None  # still compiling

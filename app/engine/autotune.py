@@ -13,8 +13,9 @@ Measured on one H200 (benchmarks/results/2026-12-03-h200-autotune.json), cold co
 of the training step and images/sec: ResNet-50 at batch 256, 15.8 s and 8,001 full
 against 6.9 s and 7,753 heuristic (3.1% slower); the small ResNet at batch 512, 12.4 s
 against 2.7 s, 272,674 against 251,717 (means of three runs each, 7.7% slower; the
-runs spread over 261,426-289,171 and 235,812-268,608). Autotuning pays for itself once the steps it speeds up
-outweigh its compile: ~2.2 million images of ResNet-50, ~30 million of the small ResNet.
+runs spread over 261,426-289,171 and 235,812-268,608). Autotuning pays for itself once
+the steps it speeds up outweigh its compile: ~2.2 million images of ResNet-50, ~30
+million of the small ResNet.
 
 So `auto` chooses heuristic for a run that trains one of the app's ResNets (measured
 so; they have no operation without a deterministic kernel: their max-pooling has a
@@ -33,7 +34,6 @@ import os
 
 from flags.config import model_kind
 
-CHOICES = ("auto", "full", "heuristic")
 HEURISTIC_BELOW_IMAGES = 2_000_000  # ResNet-50's break-even; smaller models' is higher
 HEURISTIC_FLAG = "--xla_gpu_exclude_nondeterministic_ops=true"
 # XLA flags that decide the same thing: where the user set one, theirs stands.
@@ -68,8 +68,8 @@ def choose(config, train_examples: int | None) -> str | None:
     # (the sweep runs on synthetic data only)
     measuring_speed = config.dataset == "synthetic" or config.benchmark != "none"
     images = planned_images(config, train_examples)
-    if (measuring_speed or model_kind(config.model) not in HEURISTIC_MODEL_KINDS or images is None
-            or images >= HEURISTIC_BELOW_IMAGES):
+    if (measuring_speed or model_kind(config.model) not in HEURISTIC_MODEL_KINDS
+            or images is None or images >= HEURISTIC_BELOW_IMAGES):
         return "full"
     return "heuristic"
 

@@ -31,14 +31,12 @@ class Precompile:
     reuses the training step's autotuning, so the two are not compiled side by side).
 
     Attributes:
-        names: the steps being compiled, in order.
         seconds: once joined, how long the compiles took (None before).
         error: once joined, the first compile's exception, if any (`fit` then
             compiles, and raises, as it would have).
     """
 
-    def __init__(self, lowered: list[tuple[str, object]]):
-        self.names = [name for name, _ in lowered]
+    def __init__(self, lowered: list):
         self.seconds: float | None = None
         self.error: BaseException | None = None
         self._lowered = lowered
@@ -49,7 +47,7 @@ class Precompile:
     def _compile(self):
         started = time.perf_counter()
         try:
-            for _, lowered in self._lowered:
+            for lowered in self._lowered:  # jax.stages.Lowered
                 lowered.compile()  # into JAX's persistent cache, where fit finds it
         except Exception as error:  # noqa: BLE001 - fit meets it again, and raises it
             self.error = error
@@ -81,9 +79,9 @@ def start(model, batch_specs, topology) -> Precompile | None:
         return None
     train_spec, validation_spec = batch_specs
     try:
-        lowered = [("train_step", _lower(model, train_spec, train=True))]
+        lowered = [_lower(model, train_spec, train=True)]
         if validation_spec is not None:
-            lowered.append(("test_step", _lower(model, validation_spec, train=False)))
+            lowered.append(_lower(model, validation_spec, train=False))
     except Exception:  # noqa: BLE001 - fit lowers them again, and raises what is wrong
         return None
     return Precompile(lowered)
