@@ -127,16 +127,24 @@ def test_a_pricing_the_row_does_not_sell_is_refused_the_same_way_named_or_found(
                                   ).price_per_hour_usd is None
 
 
-def test_a_named_machine_that_is_not_the_device_is_billed_with_one_warning(capsys):
+def test_a_named_machine_that_is_not_the_device_is_billed_with_one_note(capsys):
+    """--machine=aws-p3.8xlarge on a CPU host: billed $12.24/h as asked, one line says
+    so, and MFU is not taken against the V100s' peak (issue 41: it printed one)."""
     p3 = prices.resolve_billing("aws-p3.8xlarge", "on_demand", None, None, "cpu", 1)
     assert p3.price_per_hour_usd == pytest.approx(12.24)  # what the user asked
+    assert p3.peak_tflops_per_device is None  # this host's own: a CPU has none
     (line,) = capsys.readouterr().err.splitlines()
-    assert line == ("warning: billing --machine=aws-p3.8xlarge (4 x V100 16GB (the study's "
-                    "GPU machine)) as asked, but this run is on cpu, not on that machine: "
-                    "its cost is what that machine would charge for this run's time")
+    note = ("--machine=aws-p3.8xlarge has 4 x V100 16GB but this run is on cpu: billed at "
+            "aws-p3.8xlarge's price as asked; no MFU (no peak is known for cpu)")
+    assert line == "warning: " + note and p3.notes == (note,)
+    on_h200 = prices.resolve_billing("aws-p3.8xlarge", "on_demand", None, None,
+                                     "NVIDIA H200", 8, warn=False)
+    assert on_h200.peak_tflops_per_device == 989 and on_h200.price_per_hour_usd == 2 * 12.24
+    assert "MFU against this host's devices (989 TFLOP/s each)" in on_h200.notes[0]
     for machine, device_kind in (("aws-p3.8xlarge", "Tesla V100-SXM2-16GB"),
                                  ("gcp-n2-standard-4", "cpu"), ("auto", "cpu")):
-        prices.resolve_billing(machine, "on_demand", None, None, device_kind, 1)
+        billing = prices.resolve_billing(machine, "on_demand", None, None, device_kind, 1)
+        assert not any("this run is on" in note for note in billing.notes)
     assert capsys.readouterr().err == ""  # the machine the run is on: no word
 
 
