@@ -416,8 +416,8 @@ def _check_pricing(row: Machine, pricing: str, named: str, require_price: bool) 
     if pricing not in sold and (sold or require_price):
         accepted = f"{', '.join(sold)}, or " if sold else ""
         why = f" ({row.note})" if row.note else ""
-        raise ConfigError(f"--pricing={pricing} has no price for {named} in the catalog{why}; "
-                          f"accepted: {accepted}--price_per_hour_usd")
+        raise ConfigError(f"--pricing={pricing} has no price for {named} in the catalog; "
+                          f"accepted: {accepted}--price_per_hour_usd{why}")
 
 
 def check_config(config) -> None:
