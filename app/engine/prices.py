@@ -190,10 +190,11 @@ def parse_catalog(data: bytes | str, path: str = CATALOG_PATH) -> dict[str, Mach
             raise _error(path, data.count(b"\n", 0, error.start) + 1,
                          f"not UTF-8 text (byte {error.start})") from None
     reader = csv.reader(io.StringIO(data, newline=""), strict=True)
-    rows, header = {}, None
+    rows, header, end = {}, None, 0
     try:
         for fields in reader:
-            line = reader.line_num
+            # A quoted field may hold a newline: a row is named by the line it starts on.
+            line, end = end + 1, reader.line_num
             if header is None:
                 header = [f.strip() for f in fields]
                 missing = [c for c in COLUMNS if c not in header]
@@ -205,8 +206,9 @@ def parse_catalog(data: bytes | str, path: str = CATALOG_PATH) -> dict[str, Mach
             if not any(f.strip() for f in fields):
                 continue  # a blank line
             if len(fields) != len(header):
-                raise _error(path, line, f"{len(fields)} fields where the header has "
-                             f"{len(header)}")
+                count = len(fields)
+                raise _error(path, line, f"{count} field{'s' * (count != 1)} where the header "
+                             f"has {len(header)}")
             try:
                 row = _machine(dict(zip(header, fields)))
             except ValueError as error:
