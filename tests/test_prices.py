@@ -167,3 +167,123 @@ def test_logical_cpu_devices_are_one_machine_and_accelerators_count_one_by_one()
     billing = prices.resolve_billing("auto", "on_demand", None, None, "cpu",
                                      cpu.billed_devices)
     assert billing.machines == 1 and billing.price_per_hour_usd == pytest.approx(0.194236)
+
+
+# --- The machine is found, not assumed (issue 41). -----------------------------------
+
+@pytest.mark.parametrize("device_kind, count, machine, machines, others", [
+    # Device kinds as JAX and TensorFlow name them; counts as a host of each has them.
+    ("TPU v2", 8, "gcp-tpu-v2-8-2018", 1, ()),  # 8 cores: one v2-8
+    ("TPU v3", 8, "gcp-tpu-v3", 4, ()),  # 8 cores, 2 per chip
+    ("TPU v4", 4, "gcp-tpu-v4", 4, ()),  # billed per chip
+    ("TPU v5 lite", 8, "gcp-tpu-v5e", 8, ()),
+    ("TPU v5e", 1, "gcp-tpu-v5e", 1, ()),
+    ("TPU v5p", 4, "gcp-tpu-v5p", 4, ()),
+    ("TPU v6e", 8, "gcp-tpu-v6e", 8, ()),
+    ("TPU v6 lite", 4, "gcp-tpu-v6e", 4, ()),
+    ("NVIDIA H100 80GB HBM3", 8, "aws-h100-per-gpu", 8,
+     ("gcp-a3-highgpu-1g", "aws-p5.48xlarge", "azure-nd96isr-h100-v5")),
+    ("NVIDIA H200", 8, "aws-h200-per-gpu", 8, ("aws-p5en.48xlarge", "gcp-a3-ultragpu-8g")),
+    ("NVIDIA A100-SXM4-80GB", 1, "aws-a100-80gb-per-gpu", 1,
+     ("gcp-a2-ultragpu-1g", "aws-p4de.24xlarge", "azure-nd96amsr-a100-v4")),
+    ("NVIDIA A100-SXM4-40GB", 2, "aws-a100-40gb-per-gpu", 2,
+     ("gcp-a2-highgpu-1g", "aws-p4d.24xlarge", "azure-nd96asr-v4")),
+    ("NVIDIA L4", 1, "aws-g6.xlarge", 1, ("gcp-g2-standard-4",)),
+    ("cpu", 1, "gcp-n2-standard-4", 1, ()),
+])
+def test_the_row_is_picked_from_the_device_kind_and_count(device_kind, count, machine,
+                                                           machines, others):
+    pick = prices.pick_machine(device_kind, count)
+    assert pick.row.machine == machine and pick.row.machines_for(count) == machines
+    assert pick.others == others
+    if others:  # several sell it: the banner says which row and how to take another
+        assert pick.note.startswith(f"billed as {machines} x catalog row {machine} (")
+        assert f"also sold as {', '.join(others)}: choose with --machine=NAME" in pick.note
+    else:
+        assert pick.note is None
+
+
+def test_the_default_order_is_documented_and_a_named_row_wins():
+    assert prices.PROVIDER_ORDER == ("aws", "gcp", "azure")
+    billing = prices.resolve_billing("gcp-g2-standard-4", "spot", None, None, "NVIDIA L4", 2)
+    assert billing.machine == "gcp-g2-standard-4" and billing.notes == ()
+    assert billing.price_per_hour_usd == pytest.approx(2 * 0.28184)
+    auto = prices.resolve_billing("auto", "on_demand", None, None, "NVIDIA L4", 2)
+    assert auto.machine == "aws-g6.xlarge" and auto.notes == (
+        prices.pick_machine("NVIDIA L4", 2).note,)
+
+
+def test_a_foreign_machine_keeps_this_hosts_peak_and_says_so():
+    """--machine=aws-p3.8xlarge on 8 H200: billed 2 x $12.24/h as asked; MFU against
+    the H200's 989, not the V100's 125; an explicit --peak_tflops_per_device still wins."""
+    billing = prices.resolve_billing("aws-p3.8xlarge", "on_demand", None, None,
+                                     "NVIDIA H200", 8, warn=False)
+    assert billing.price_per_hour_usd == pytest.approx(2 * 12.24)
+    assert billing.peak_tflops_per_device == 989
+    assert billing.notes == ("--machine=aws-p3.8xlarge has 4 x V100 16GB but this run is on "
+                             "NVIDIA H200: billed at aws-p3.8xlarge's price as asked; MFU "
+                             "against this host's devices (989 TFLOP/s each)",)
+    forced = prices.resolve_billing("aws-p3.8xlarge", "on_demand", None, 500.0, "cpu", 1,
+                                    warn=False)
+    assert forced.peak_tflops_per_device == 500.0 and "(500 TFLOP/s each)" in forced.notes[0]
+
+
+# --- Stale prices, the table, every way to pay. --------------------------------------
+
+def test_a_price_read_more_than_12_months_ago_is_stale():
+    import datetime
+
+    row = prices.load_catalog()["gcp-tpu-v6e"]  # read 2026-11-30
+    assert not prices.stale(row, datetime.date(2027, 11, 30))
+    assert prices.stale(row, datetime.date(2027, 12, 1))
+    study = prices.load_catalog()["gcp-tpu-v2-8-2018"]  # read 2018-04: from 2018-04-01
+    assert not prices.stale(study, datetime.date(2019, 4, 1))
+    assert prices.stale(study, datetime.date(2019, 4, 2))
+    peak_only = prices.load_catalog()["nvidia-t4"]  # no price to go stale
+    assert not prices.stale(peak_only, datetime.date(2099, 1, 1))
+    billing = prices.resolve_billing("gcp-tpu-v2-8-2018", "on_demand", None, None, "TPU v2",
+                                     8, today=datetime.date(2026, 12, 4))
+    assert billing.notes == ("gcp-tpu-v2-8-2018's prices were read 2018-04, over 12 months "
+                             "ago: check https://cloud.google.com/tpu/pricing",)
+
+
+def test_list_machines_is_the_catalog_as_a_table_with_stale_prices_marked():
+    import datetime
+
+    table = prices.list_machines(today=datetime.date(2026, 12, 4))
+    lines = table.splitlines()
+    assert lines[0].split() == ["machine", "devices", "on_demand", "spot", "one_year",
+                                "three_year", "peak", "TF", "read"]
+    assert len(lines) == 1 + len(prices.load_catalog()) + 2  # header, rows, legend, stale
+    v6e = next(line for line in lines if line.startswith("gcp-tpu-v6e "))
+    assert v6e.split() == ["gcp-tpu-v6e", "1", "x", "TPU", "v6e", "chip", "2.7", "0.6483",
+                           "-", "-", "918", "2026-11-30"]
+    study = next(line for line in lines if line.startswith("gcp-tpu-v2-8-2018"))
+    assert study.endswith("2018-04*")
+    h200 = prices.list_machines("h200", today=datetime.date(2026, 12, 4)).splitlines()
+    assert [line.split()[0] for line in h200[1:-1]] == [
+        "gcp-a3-ultragpu-8g", "aws-p5en.48xlarge", "aws-h200-per-gpu", "aws-p5e.48xlarge",
+        "azure-nd96isr-h200-v5"]
+    assert prices.list_machines("no such thing") == (
+        "no machine in the price catalog matches 'no such thing'")
+    assert prices.list_machines("[").startswith("no machine")  # not a regex: a plain string
+
+
+def test_dollars_by_option_is_billed_hours_times_each_price_by_hand():
+    """The study's table: on demand against 12-month commitment. A hand computation on
+    a row with every option, then the catalog's own v6e (on demand and spot only)."""
+    row = prices.Machine("x", "x", 8, "x", "gcp", "r", {"on_demand": 6.50, "spot": 1.95,
+                         "one_year": 4.55, "three_year": None}, 0.19, 45.0, "https://x", "2018-04")
+    assert prices.dollars_by_option(row, 8.15) == pytest.approx(
+        {"on_demand": 8.15 * 6.69, "spot": 8.15 * 2.14, "one_year": 8.15 * 4.74})
+    assert prices.dollars_by_option(row, 2.0, machines=3) == pytest.approx(
+        {"on_demand": 40.14, "spot": 12.84, "one_year": 28.44})
+    v6e = prices.load_catalog()["gcp-tpu-v6e"]
+    assert prices.dollars_by_option(v6e, 10.0) == pytest.approx({"on_demand": 27.0,
+                                                                 "spot": 6.4833})
+    billing = prices.resolve_billing("gcp-tpu-v6e", "spot", None, None, "TPU v6e", 4)
+    assert billing.price_per_hour_by_option == pytest.approx({"on_demand": 10.8,
+                                                               "spot": 2.59332})
+    assert billing.dollars_by_option(0.5) == pytest.approx({"on_demand": 5.4, "spot": 1.29666})
+    flag = prices.resolve_billing("gcp-tpu-v6e", "spot", 3.0, None, "TPU v6e", 4)
+    assert flag.dollars_by_option(2.0) == {"spot": 6.0}  # the flag's price, under --pricing

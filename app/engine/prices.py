@@ -2,14 +2,13 @@
 
 Prices change, so they are data: one row per billable machine, with the price
 models a cloud sells (on-demand, spot, 1-year, 3-year), the dense bf16 peak of its
-device (for MFU), where each figure came from and the date it was read.
-app/engine/PRICES.md documents the columns and how to add a row. A figure that
-could not be sourced is left empty, never guessed. A catalog price is per
+device (for MFU), where each figure came from and the date it was read
+(app/engine/PRICES.md: the columns, how a row is chosen, how to add one). A figure
+that could not be sourced is left empty, never guessed. A catalog price is per
 machine-hour, billed for as many machines as the run's devices need;
 --price_per_hour_usd is the price of everything the run uses, never multiplied.
-
-The catalog is read as untrusted (`parse_catalog`):
-a bad file is one ConfigError line naming the file, the line and the problem.
+The catalog is read as untrusted (`parse_catalog`): a bad file is one ConfigError
+line naming the file, the line and the problem.
 
 What the rest of the app calls:
   load_catalog()                  {machine: Machine}, validated
