@@ -85,6 +85,7 @@ NESTED = {"sweep": {"global_batch_size": ("integer", 1, 1 << 40), **_SPEED},
 METRICS_FIELDS = {"epoch": ("integer", 0, 1 << 40), "val_top1": ("number", 0, 1),
                   "billed_hours": ("number", 0, 1e9), "cost_usd": ("number", 0, 1e12)}
 MAX_TEXT = 120  # characters of a text field kept (a label is not an essay)
+MAX_NOTES = 5  # notes of bad figures kept per run
 DEFAULT_FOLDER = re.compile(r".+-[0-9a-f]{8}(\.old-\d{8}-\d{6})?")  # flags/config.py's logdir
 
 
@@ -210,9 +211,12 @@ def _metrics(folder: str, notes: list) -> list[dict]:
             if isinstance(record, dict) else {"epoch": None}
         if checked["epoch"] is not None:
             kept.append(checked)
-    if len(kept) < len(records) or bad:
+    if len(kept) < len(records):
         notes.append(f"{METRICS_FILE}: {len(records) - len(kept)} record(s) without a good "
-                     f"epoch left out; bad figures in {', '.join(sorted(bad)) or 'none'}")
+                     "epoch left out")
+    if bad:
+        notes.append(f"{METRICS_FILE}: figures of the wrong kind or range left out "
+                     f"({', '.join(sorted(bad))})")
     return kept
 
 
@@ -235,18 +239,20 @@ def load_run(folder: str) -> dict:
     figures = _figures(summary if summary is not None else sweep, name, notes, invalid)
     if sweep is not None and not figures["sweep"]:
         figures["sweep"] = _figures(sweep, "sweep.json", notes, invalid)["sweep"]
-    settings = _settings(config)
-    if figures["epochs"] is None and type(settings.get("epochs")) is int \
-            and 0 <= settings["epochs"] < 1 << 40:
-        figures["epochs"] = settings["epochs"]  # planned epochs: summary.json's, or the config's
+    if figures["epochs"] is None:  # the planned epochs: summary.json's, else config.json's
+        figures["epochs"] = _checked(config, {"epochs": SUMMARY_FIELDS["epochs"]},
+                                     "config.json", notes, invalid)["epochs"]
     started = [a["started_at"] for a in figures["attempts"] or [] if a["started_at"]]
     try:
         date = datetime.date.fromtimestamp(min(started, default=os.path.getmtime(
             os.path.join(folder, name)))).isoformat()
     except (OSError, OverflowError, ValueError):  # a file dated past the year 9999
         date = "unknown"
+    metrics = _metrics(folder, notes)
+    if len(notes) > MAX_NOTES:  # a file full of bad items is one caveat, not thousands
+        notes[MAX_NOTES:] = [f"and {len(notes) - MAX_NOTES} more such figure(s)"]
     return {"folder": folder, "name": one_line(os.path.basename(os.path.normpath(folder))),
-            "summary": figures, "config": settings, "metrics": _metrics(folder, notes),
+            "summary": figures, "config": _settings(config), "metrics": metrics,
             "sweep": figures["sweep"], "notes": notes, "invalid": invalid,
             "date": date}
 
@@ -305,10 +311,13 @@ def labels_of(runs: list[dict]) -> list[str]:
         labels = [", ".join(filter(None, pair)) for pair in zip(labels, extra)]
     else:
         labels = [f"{label} [{n}]" if label else n for label, n in zip(labels, names)]
-    seen = {}  # the same settings twice (a repeat): numbered, so each label names one run
+    # The same settings twice (a folder given twice): numbered, so that each label
+    # names one run (the findings look rows up by label).
+    repeated = {label for label in labels if labels.count(label) > 1}
+    seen = {}
     for index, label in enumerate(labels):
-        seen[label] = seen.get(label, 0) + 1
-        if labels.count(label) > 1:
+        if label in repeated:
+            seen[label] = seen.get(label, 0) + 1
             labels[index] = f"{label} ({seen[label]})"
     return labels
 

@@ -166,7 +166,8 @@ def _target_finding(rows, ranks, index, target, quote) -> str:
     if missed:
         text += ("; " if cheapest else "") + f"not reached by {', '.join(missed)}"
     if unmeasured:
-        text += ("; " if cheapest or missed else "") + f"no accuracy measured by {', '.join(unmeasured)}"
+        text += (("; " if cheapest or missed else "")
+                 + f"no accuracy measured by {', '.join(unmeasured)}")
     return text + "."
 
 
