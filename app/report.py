@@ -7,14 +7,31 @@ backends, batch sizes, precisions), says per run what ran (model, dataset, image
 size, date, versions), warns when runs did not do the same work, and states the
 rankings in words: fastest (with speedups and standard errors), cheapest per
 image, cheapest and quickest to each target top-1. A piece a run lacks (no sweep,
-a target never reached, no price) is shown as such, never as 0.
+a target never reached, no price) is shown as such, never as 0. Each run's status
+and epochs (completed of planned) are shown, and a run that stopped early is named
+in the caveats.
+
+Run folders are other people's files, read as untrusted
+(callbacks/records/untrusted.py): only the fields the report uses are kept, each
+checked for its kind and range (SUMMARY_FIELDS, NESTED, METRICS_FIELDS), text made
+one printable line. What is wrong decides what happens:
+- a file that cannot be used (not UTF-8, not JSON, nested too deep, not an object,
+  not a regular file, too large) skips the whole run folder with one line
+  (`warning: skipped RUN: why`) and the others are reported; with none left, one
+  `error:` line and exit 2;
+- a field of the wrong kind or out of range inside a good file does not drop the
+  run: that figure is shown as "n/a" (never as 0), is left out of the rankings and
+  charts, and a caveat names the field; a bad metrics record is left out likewise.
+Everything the report did not write itself is escaped where it lands: HTML, Markdown
+(report_page.md_text) and matplotlib's text (app/engine/plots.py's plain_text).
 """
 
 from __future__ import annotations
 
 import datetime
-import json
+import math
 import os
+import re
 import sys
 
 if __name__ == "__main__":  # `python app/report.py`: the packages live one level up
@@ -22,7 +39,8 @@ if __name__ == "__main__":  # `python app/report.py`: the packages live one leve
 
 from app import report_page  # noqa: E402
 from callbacks.figures.money import usd_per_million_images  # noqa: E402
-from callbacks.records.durable import dumps  # noqa: E402
+from callbacks.records import untrusted  # noqa: E402
+from callbacks.records.durable import dumps, strict  # noqa: E402
 
 MODEL_NAMES = {"small_resnet": "small ResNet", "resnet18": "ResNet-18",
                "resnet34": "ResNet-34", "resnet50": "ResNet-50"}
@@ -42,35 +60,201 @@ ASPECTS = {
 SAME_WORK = {"model": "model", "dataset": "dataset", "image_size": "image size"}
 
 
-def load_run(folder: str) -> dict:
-    """The figures of one run folder (a training run, a sweep, or both).
+# Every run folder is someone else's file until checked: each is read through
+# callbacks/records/untrusted.py, and only the fields below are kept, each checked for
+# its kind and range. (kind, low, high) per field, as untrusted.field takes them.
+_TEXT = ("text", None, None)
+_SPEED = {"images_per_sec": ("number", 0, 1e12), "step_time_ms": ("number", 0, 1e9),
+          "step_time_stderr_ms": ("number", 0, 1e9), "mfu": ("number", 0, 1e3),
+          "global_batch_size": ("integer", 1, 1 << 40)}
+SUMMARY_FIELDS = {
+    **{name: _TEXT for name in ("model", "dataset", "backend", "precision", "accelerator",
+                                "device_kind", "machine", "pricing", "input_pipeline",
+                                "preprocessing", "status", "mode")},
+    **_SPEED,
+    "image_size": ("integer", 1, 1 << 20), "num_replicas": ("integer", 1, 1 << 24),
+    "num_processes": ("integer", 1, 1 << 24), "validation_examples": ("integer", 1, 1 << 40),
+    "epochs_completed": ("integer", 0, 1 << 40), "epochs": ("integer", 0, 1 << 40),
+    "price_per_hour_usd": ("number", 0, 1e9), "best_val_top1": ("number", 0, 1),
+    "cost_usd": ("number", 0, 1e12),
+}
+# Lists and objects: each item checked with its own fields; a bad item is left out.
+NESTED = {"sweep": {"global_batch_size": ("integer", 1, 1 << 40), **_SPEED},
+          "targets": {"target_top1": ("number", 0, 1)},
+          "attempts": {"started_at": ("number", 0, 4e9)}}  # 4e9 s: the year 2096
+METRICS_FIELDS = {"epoch": ("integer", 0, 1 << 40), "val_top1": ("number", 0, 1),
+                  "billed_hours": ("number", 0, 1e9), "cost_usd": ("number", 0, 1e12)}
+MAX_TEXT = 120  # characters of a text field kept (a label is not an essay)
+MAX_NOTES = 5  # notes of bad figures kept per run
+DEFAULT_FOLDER = re.compile(r".+-[0-9a-f]{8}(\.old-\d{8}-\d{6})?")  # flags/config.py's logdir
+
+
+class SkippedRun(ValueError):
+    """A run folder the report cannot use; the message is one line saying why."""
+
+
+def one_line(text) -> str:
+    """`text` with what is not printable (newlines, controls, bidi overrides) shown as
+    escapes, and cut to MAX_TEXT characters: safe in a message or a label."""
+    text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(text))
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1] + "…"
+
+
+def _checked(record, fields: dict, where: str, notes: list, invalid: set, prefix="") -> dict:
+    """The `fields` of `record`, each checked; a wrong one becomes None, and one line
+    of `notes` and its name in `invalid` say so (the report shows it as n/a)."""
+    out = {}
+    for name, (kind, low, high) in fields.items():
+        try:
+            value = untrusted.field(record, name, kind, low=low, high=high, required=False)
+            if isinstance(value, float) and not math.isfinite(value):  # metrics' NaN
+                raise untrusted.RecordError(f"{name!r} holds {value}; accepted: a finite "
+                                            f"{kind}")
+        except untrusted.RecordError as error:
+            notes.append(f"{where}: {prefix}{one_line(error)}; "
+                         + ("left out" if prefix else "shown as n/a"))
+            invalid.add((prefix or name).rstrip("."))
+            value = None
+        out[name] = one_line(value) if isinstance(value, str) else value
+    return out
+
+
+def _figures(record: dict, where: str, notes: list, invalid: set) -> dict:
+    """summary.json's or sweep.json's fields, checked (see SUMMARY_FIELDS, NESTED)."""
+    out = _checked(record, SUMMARY_FIELDS, where, notes, invalid)
+    for name, fields in NESTED.items():
+        items = record.get(name)
+        if items is not None and not isinstance(items, list):
+            notes.append(f"{where}: {name!r} holds {type(items).__name__}; accepted: list")
+            invalid.add(name)
+            items = None
+        if items:  # an item without its first field (a sweep's batch size) is left out
+            items = [_checked(item, fields, where, notes, invalid, f"{name}.")
+                     for item in items if isinstance(item, dict)]
+            items = [item for item in items if item[next(iter(fields))] is not None]
+        out[name] = items
+    best = record.get("best")
+    out["best"] = _checked(best, _SPEED, where, notes, invalid, "best.") \
+        if isinstance(best, dict) else None
+    versions = record.get("versions")
+    out["versions"] = {one_line(k): one_line(v) for k, v in versions.items()
+                       if isinstance(v, (str, int, float)) and not isinstance(v, bool)} \
+        if isinstance(versions, dict) else {}
+    return out
+
+
+def _settings(config: dict) -> dict:
+    """config.json's scalar settings (lists joined), the per-attempt ones left out."""
+    from flags.config import RESUMABLE_FIELDS
+
+    out = {}
+    for name, value in config.items():
+        if name in RESUMABLE_FIELDS or name in ("data_dir", "manual_dir"):
+            continue
+        if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+            value = ",".join(map(str, value))
+        if value is None or isinstance(value, (str, int, float, bool)):
+            out[one_line(name)] = one_line(value) if isinstance(value, str) else value
+    return out
+
+
+def _read(folder: str, name: str):
+    """The JSON object of `folder`/`name`, None if absent.
 
     Raises:
-        ValueError: if the folder holds no summary.json or sweep.json.
+        SkippedRun: it cannot be read, is not JSON, or is not an object.
     """
-    def read(name):
-        path = os.path.join(folder, name)
-        if not os.path.exists(path):
-            return None
-        with open(path) as f:
-            return json.load(f)
+    path = os.path.join(folder, name)
+    if not os.path.lexists(path):
+        return None
+    try:
+        value = untrusted.read_json(path)
+    except untrusted.RecordError as error:
+        raise SkippedRun(f"{name}: {one_line(error)}") from None
+    except OSError as error:
+        raise SkippedRun(f"{name}: cannot be read ({one_line(error.strerror or error)})") \
+            from None
+    if not isinstance(value, dict):
+        raise SkippedRun(f"{name} holds a {type(value).__name__}, not an object")
+    return value
 
-    summary, sweep = read("summary.json"), read("sweep.json")
+
+def _metrics(folder: str, notes: list) -> list[dict]:
+    """metrics.jsonl's records (read_metrics), each checked; bad records left out.
+
+    Raises:
+        SkippedRun: the file is not a regular file, too large, or cannot be read.
+    """
+    import stat
+
+    from callbacks.records.metrics_file import METRICS_FILE, read_metrics
+
+    path = os.path.join(folder, METRICS_FILE)
+    if os.path.lexists(path):
+        try:  # read_metrics opens it as it is: a FIFO would block, /dev/zero never ends
+            info = os.stat(path)
+        except OSError as error:
+            raise SkippedRun(f"{METRICS_FILE}: cannot be read ({one_line(error)})") from None
+        if not stat.S_ISREG(info.st_mode) or info.st_size > untrusted.MAX_BYTES:
+            raise SkippedRun(f"{METRICS_FILE}: not a regular file of at most "
+                             f"{untrusted.MAX_BYTES:,} bytes")
+    try:
+        records = read_metrics(folder)
+    except Exception as error:  # noqa: BLE001 - another module's failure is this run's skip
+        raise SkippedRun(f"{METRICS_FILE}: {type(error).__name__} "
+                         f"({one_line(str(error).split(chr(10))[0])})") from None
+    if not isinstance(records, list):
+        raise SkippedRun(f"{METRICS_FILE}: read as {type(records).__name__}, not records")
+    kept, bad = [], set()
+    for record in records:
+        checked = _checked(record, METRICS_FIELDS, METRICS_FILE, [], bad) \
+            if isinstance(record, dict) else {"epoch": None}
+        if checked["epoch"] is not None:
+            kept.append(checked)
+    if len(kept) < len(records):
+        notes.append(f"{METRICS_FILE}: {len(records) - len(kept)} record(s) without a good "
+                     "epoch left out")
+    if bad:
+        notes.append(f"{METRICS_FILE}: figures of the wrong kind or range left out "
+                     f"({', '.join(sorted(bad))})")
+    return kept
+
+
+def load_run(folder: str) -> dict:
+    """The checked figures of one run folder (a training run, a sweep, or both).
+
+    Raises:
+        SkippedRun: (one line) the folder holds no summary.json or sweep.json, or one
+            of its files cannot be read, is not JSON, is nested too deep or is not an
+            object; a wrong field inside a good file is not a skip (module docstring).
+    """
+    if not os.path.isdir(folder):
+        raise SkippedRun("not a folder")
+    summary, sweep = _read(folder, "summary.json"), _read(folder, "sweep.json")
     if summary is None and sweep is None:
-        raise ValueError(f"{folder} holds no summary.json or sweep.json (not a run folder)")
-    for name, value in (("summary.json", summary), ("sweep.json", sweep)):
-        if value is not None and not isinstance(value, dict):
-            raise ValueError(f"{folder}/{name} holds a {type(value).__name__}, not a run's "
-                             "figures")
-    summary = summary or sweep
-    from callbacks.records.metrics_file import read_metrics
-
-    started = [a["started_at"] for a in summary.get("attempts") or [] if a.get("started_at")]
-    written = os.path.getmtime(os.path.join(folder, "summary.json" if os.path.exists(
-        os.path.join(folder, "summary.json")) else "sweep.json"))
-    return {"folder": folder, "summary": summary, "metrics": read_metrics(folder),
-            "sweep": (sweep or {}).get("sweep") or summary.get("sweep"),
-            "date": datetime.date.fromtimestamp(min(started, default=written)).isoformat()}
+        raise SkippedRun("holds no summary.json or sweep.json (not a run folder)")
+    config = _read(folder, "config.json") or {}
+    notes, invalid = [], set()
+    name = "summary.json" if summary is not None else "sweep.json"
+    figures = _figures(summary if summary is not None else sweep, name, notes, invalid)
+    if sweep is not None and not figures["sweep"]:
+        figures["sweep"] = _figures(sweep, "sweep.json", notes, invalid)["sweep"]
+    if figures["epochs"] is None:  # the planned epochs: summary.json's, else config.json's
+        figures["epochs"] = _checked(config, {"epochs": SUMMARY_FIELDS["epochs"]},
+                                     "config.json", notes, invalid)["epochs"]
+    started = [a["started_at"] for a in figures["attempts"] or [] if a["started_at"]]
+    try:
+        date = datetime.date.fromtimestamp(min(started, default=os.path.getmtime(
+            os.path.join(folder, name)))).isoformat()
+    except (OSError, OverflowError, ValueError):  # a file dated past the year 9999
+        date = "unknown"
+    metrics = _metrics(folder, notes)
+    if len(notes) > MAX_NOTES:  # a file full of bad items is one caveat, not thousands
+        notes[MAX_NOTES:] = [f"and {len(notes) - MAX_NOTES} more such figure(s)"]
+    return {"folder": folder, "name": one_line(os.path.basename(os.path.normpath(folder))),
+            "summary": figures, "config": _settings(config), "metrics": metrics,
+            "sweep": figures["sweep"], "notes": notes, "invalid": invalid,
+            "date": date}
 
 
 # ------------------------------------------------------------ what the runs are
@@ -80,15 +264,66 @@ def differing(runs: list[dict]) -> list[str]:
             if len({of(run["summary"]) for run in runs}) > 1]
 
 
+# Settings named in labels, most telling first; the config keys each ASPECT shows.
+SETTINGS_FIRST = ("accelerator", "num_devices", "backend", "model", "dataset", "precision",
+                  "global_batch_size", "image_size", "epochs", "optimizer",
+                  "base_learning_rate", "input_pipeline", "preprocessing")
+ASPECT_SETTINGS = {"device": ("accelerator", "num_devices"), "backend": ("backend",),
+                   "batch": ("global_batch_size", "sweep_batch_sizes"),
+                   "precision": ("precision",)}
+
+
+def settings_of(run: dict) -> dict:
+    """What the run was asked to do: config.json's settings over summary.json's."""
+    summary = {k: run["summary"].get(k) for k in SETTINGS_FIRST if k in run["summary"]}
+    return {**{k: v for k, v in summary.items() if v is not None}, **run["config"]}
+
+
+def differing_settings(runs: list[dict], leave_out=()) -> list[str]:
+    """The settings whose values differ between the runs, most telling first."""
+    settings = [settings_of(run) for run in runs]
+    names = {name for s in settings for name in s} - set(leave_out)
+    differ = [n for n in names if len({repr(s.get(n)) for s in settings}) > 1]
+    return sorted(differ, key=lambda n: (SETTINGS_FIRST.index(n) if n in SETTINGS_FIRST
+                                         else len(SETTINGS_FIRST), n))
+
+
 def labels_of(runs: list[dict]) -> list[str]:
-    """Short names: what differs ("8 x TPU v2", "JAX, batch 256"), else the folder."""
+    """Short, distinct names: what differs ("8 x TPU v2", "JAX, batch 256"); where
+    that is not enough, the folder's name, or, where the folders have the app's
+    hashed default names (small_resnet-digits-jax-1a2b3c4d), the settings that differ
+    ("precision=mixed_bfloat16, global_batch_size=512")."""
     aspects = differing(runs)
     labels = [", ".join(ASPECTS[a](run["summary"]) for a in aspects) for run in runs]
-    if not aspects or len(set(labels)) < len(labels):
-        labels = [f"{label} [{os.path.basename(os.path.normpath(run['folder']))}]".lstrip(", ")
-                  if label else os.path.basename(os.path.normpath(run["folder"]))
-                  for label, run in zip(labels, runs)]
+    names = [run["name"] for run in runs]
+    if aspects and len(set(labels)) == len(labels):
+        return labels
+    if all(DEFAULT_FOLDER.fullmatch(n) for n in names) or len(set(names)) < len(names):
+        keys = differing_settings(runs, [k for a in aspects for k in ASPECT_SETTINGS[a]])
+        settings = [settings_of(run) for run in runs]
+        for count in range(1, len(keys) + 1):  # the fewest settings that tell them apart
+            extra = [", ".join(f"{k}={_setting(s.get(k))}" for k in keys[:count])
+                     for s in settings]
+            if len(set(zip(labels, extra))) == len(runs):
+                break
+        else:
+            extra = names
+        labels = [", ".join(filter(None, pair)) for pair in zip(labels, extra)]
+    else:
+        labels = [f"{label} [{n}]" if label else n for label, n in zip(labels, names)]
+    # The same settings twice (a folder given twice): numbered, so that each label
+    # names one run (the findings look rows up by label).
+    repeated = {label for label in labels if labels.count(label) > 1}
+    seen = {}
+    for index, label in enumerate(labels):
+        if label in repeated:
+            seen[label] = seen.get(label, 0) + 1
+            labels[index] = f"{label} ({seen[label]})"
     return labels
+
+
+def _setting(value) -> str:
+    return "?" if value is None else one_line(value)
 
 
 def _work(summary: dict) -> str:
@@ -140,7 +375,7 @@ def target_rows(run: dict, targets) -> list[dict]:
 def _speed(summary: dict) -> dict:
     """Images/sec, and its standard error from the step times' (rate ~ 1 / step time)."""
     source = summary if summary.get("images_per_sec") else (summary.get("best") or {})
-    rate = source.get("images_per_sec")
+    rate = source.get("images_per_sec") or None  # 0: not measured
     stderr = None
     if rate and source.get("step_time_ms") and source.get("step_time_stderr_ms") is not None:
         stderr = rate * source["step_time_stderr_ms"] / source["step_time_ms"]
@@ -188,12 +423,15 @@ def build(runs: list[dict], targets=None) -> dict:
             "usd_per_million_images": usd_per_million_images(rate, price)
             if price and rate else None,
             "best_val_top1": s.get("best_val_top1"), "best_epoch": _best_epoch(run),
-            "epochs": s.get("epochs_completed"), "cost_usd": s.get("cost_usd"),
+            "epochs": s.get("epochs_completed"), "epochs_planned": s.get("epochs"),
+            "status": s.get("status"), "complete": complete(s), "cost_usd": s.get("cost_usd"),
             "has_sweep": bool(run["sweep"]), "targets": target_rows(run, targets),
+            "invalid": sorted(run["invalid"]), "notes": run["notes"],
         })
     slowest = min((r["images_per_sec"] for r in rows if r["images_per_sec"]), default=None)
     for row in rows:
         row["speedup"] = row["images_per_sec"] / slowest if row["images_per_sec"] else None
+    rows = [strict(row) for row in rows]  # a ratio of extreme figures can overflow: None
     rankings = {"images_per_sec": _rank(rows, lambda r: r["images_per_sec"], reverse=True),
                 "usd_per_million_images": _rank(rows, lambda r: r["usd_per_million_images"])}
     for index, target in enumerate(targets):
@@ -202,7 +440,19 @@ def build(runs: list[dict], targets=None) -> dict:
     content = {"title": title_of(runs), "warning": comparability_warning(runs), "rows": rows,
                "targets": list(targets), "rankings": rankings}
     content["findings"] = report_page.findings(content)
+    content["caveats"] = report_page.caveats(content)
     return content
+
+
+def complete(summary: dict):
+    """Whether the run did all it planned: True, False, or None where it does not say
+    (a summary.json from before `status`, or a sweep)."""
+    status, done, planned = (summary.get(k) for k in ("status", "epochs_completed", "epochs"))
+    if status is not None:
+        return status == "completed" and (done is None or planned is None or done >= planned)
+    if done is not None and planned is not None:
+        return done >= planned
+    return None
 
 
 def _rank(rows, key, reverse=False):
@@ -284,11 +534,21 @@ def main(argv=None) -> int:
     parser.add_argument("--targets", default="",
                         help="comma list of top-1 targets; default: those of the runs")
     args = parser.parse_args(argv)
+    runs = []
+    for folder in args.runs:  # each folder is someone's: a bad one is skipped, not fatal
+        try:
+            runs.append(load_run(folder))
+        except SkippedRun as why:
+            sys.stderr.write(f"warning: skipped {one_line(folder)}: {why}\n")
+    if not runs:
+        sys.stderr.write(f"error: no run to report: the {len(args.runs)} folder(s) given were "
+                         "skipped (above); accepted: run folders holding a readable "
+                         "summary.json or sweep.json\n")
+        return 2
     try:
-        runs = [load_run(folder) for folder in args.runs]
         if args.targets:
             targets = [float(t) for t in args.targets.split(",")]
-            if not all(0 < t <= 1 for t in targets):
+            if not all(0 < t <= 1 for t in targets):  # NaN fails this too
                 raise ValueError(f"--targets={args.targets!r}: accepted: numbers in (0, 1]")
         else:
             targets = None  # the runs' own

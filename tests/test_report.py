@@ -257,5 +257,61 @@ def test_dollars_per_million_images_mean_one_thing_everywhere(digits_dir, tmp_pa
     assert not [t for t in tags if t.endswith("_usd_per_million_images") and "billed" not in t]
     content = report.write([report.load_run(str(logdir))], [], str(tmp_path / "report"))
     assert content["rows"][0]["usd_per_million_images"] == pytest.approx(steady, rel=1e-3)
+    # A real run's folder meets the report's schema: no figure n/a, status and plan shown.
+    assert content["caveats"] == [] and content["rows"][0]["invalid"] == []
+    assert content["rows"][0]["complete"] is True
     text = (tmp_path / "report" / "report.md").read_text()
     assert "$/million images (price / steady-state images/sec)" in text
+
+
+def test_a_run_stopped_early_shows_its_status_and_epochs_and_is_named_in_the_caveats(
+        tmp_path):
+    """Issue 42 item 5: a run stopped at 4 of its 15 epochs is not compared as if
+    complete: its status and epochs done of planned are shown, the caveats name it,
+    and a target it did not reach says it stopped. The folders have the app's hashed
+    names, so the runs are labelled by the setting that differs, not by the hash."""
+    from test_report_untrusted import run_folder
+
+    done = run_folder(tmp_path / "small_resnet-digits-jax-1a2b3c4d", epochs=15)
+    stopped = run_folder(tmp_path / "small_resnet-digits-jax-5e6f7a8b",
+                         {"status": "interrupted", "epochs_completed": 4, "epochs": None},
+                         config={"epochs": 15, "base_learning_rate": 0.1, "logdir": "x"},
+                         epochs=4)
+    content = report.write([report.load_run(done), report.load_run(stopped)], [0.99],
+                           str(tmp_path / "r"))
+    assert [r["label"] for r in content["rows"]] == ["base_learning_rate=0.4",
+                                                      "base_learning_rate=0.1"]
+    first, second = content["rows"]
+    assert (first["status"], first["epochs"], first["epochs_planned"], first["complete"]) \
+        == ("completed", 15, 15, True)
+    assert (second["status"], second["epochs"], second["epochs_planned"], second["complete"]) \
+        == ("interrupted", 4, 15, False)
+    assert content["caveats"] == [
+        "Incomplete: base_learning_rate=0.1 interrupted after 4 of 15 epochs; its accuracy, "
+        "time and cost are those of the epochs it ran, not of a finished run."]
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "> - Incomplete: base\\_learning\\_rate=0.1 interrupted after 4 of 15 epochs" in md
+    assert ("| base\\_learning\\_rate=0.1 | interrupted | 4 of 15 | 90.00% (epoch 4) | "
+            "not reached in 4 of 15 epochs (incomplete) |") in md
+    assert "| base\\_learning\\_rate=0.4 | completed | 15 of 15 |" in md
+    assert "id='caveats'" in (tmp_path / "r" / "report.html").read_text()
+
+
+def test_runs_in_hashed_folders_are_labelled_by_the_settings_that_differ(tmp_path):
+    """The fewest differing settings that tell the runs apart, most telling first; a
+    folder's own name where it is not the app's hashed default."""
+    from test_report_untrusted import run_folder
+
+    config = {"model": "small_resnet", "epochs": 3, "seed": 1, "label_smoothing": 0.1}
+    folders = [run_folder(tmp_path / f"small_resnet-digits-jax-{h}", config={**config, **c})
+               for h, c in (("00000001", {}), ("00000002", {"seed": 2}),
+                            ("00000003", {"seed": 2, "label_smoothing": 0.0}))]
+    runs = [report.load_run(f) for f in folders]
+    assert report.labels_of(runs) == ["label_smoothing=0.1, seed=1",
+                                      "label_smoothing=0.1, seed=2",
+                                      "label_smoothing=0.0, seed=2"]
+    named = run_folder(tmp_path / "baseline", config=config)
+    assert report.labels_of([runs[0], report.load_run(named)]) == [
+        "small_resnet-digits-jax-00000001", "baseline"]
+    assert report.labels_of([runs[0], runs[0]]) == [  # the same folder twice: numbered
+        "small_resnet-digits-jax-00000001 (1)", "small_resnet-digits-jax-00000001 (2)"]

@@ -3,9 +3,20 @@
 Used by the sweep (one curve) and by the report (one curve or bar per run). Missing
 points are left out of a line and missing bars are not drawn, never drawn as zero.
 Dollar axes say "$".
+
+Every text given to matplotlib is plain text: labels come from run folders (a folder
+named `$\\foo$` is someone's choice), and matplotlib reads text between two `$` as
+mathtext, which raises on what it cannot parse, and with a matplotlibrc's
+`text.usetex` hands text to LaTeX. So each label goes through `plain_text` (its `$`
+escaped, which matplotlib shows as `$`; one line, cut to MAX_LABEL characters), and
+charts are drawn with usetex off. Values that are not finite are left out like
+missing ones.
 """
 
 from __future__ import annotations
+
+import functools
+import math
 
 import matplotlib
 
@@ -13,6 +24,31 @@ matplotlib.use("Agg")  # no display on servers and CI
 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, PercentFormatter, ScalarFormatter  # noqa: E402
+
+
+MAX_LABEL = 60  # characters of a label drawn (a legend is not a page)
+
+
+def plain_text(text, limit: int = MAX_LABEL) -> str:
+    """`text` as matplotlib shows it literally: `$` escaped (no mathtext), one line,
+    at most `limit` characters."""
+    text = "".join(c if c.isprintable() else " " for c in str(text))
+    if len(text) > limit:
+        text = text[:limit - 1] + "…"
+    return text.replace("$", r"\$")
+
+
+def _finite(value) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _plain_rc(draw):
+    """Runs a drawing function with usetex off, whatever a matplotlibrc says."""
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        with matplotlib.rc_context({"text.usetex": False}):
+            return draw(*args, **kwargs)
+    return drawn
 
 
 def dollars(value: float, _position=None) -> str:
@@ -28,9 +64,9 @@ def _finish(figure, axes, path, *, title, xlabel, ylabel, money_x=False, money_y
         axes.yaxis.set_major_formatter(FuncFormatter(dollars))
     if percent_y:
         axes.yaxis.set_major_formatter(PercentFormatter(1.0))
-    axes.set_title(title)
-    axes.set_xlabel(xlabel)
-    axes.set_ylabel(ylabel)
+    axes.set_title(plain_text(title, 3 * MAX_LABEL))
+    axes.set_xlabel(plain_text(xlabel, 3 * MAX_LABEL))
+    axes.set_ylabel(plain_text(ylabel, 3 * MAX_LABEL))
     axes.grid(True, alpha=0.3)
     if legend:
         axes.legend(fontsize=8)
@@ -40,6 +76,7 @@ def _finish(figure, axes, path, *, title, xlabel, ylabel, money_x=False, money_y
     return path
 
 
+@_plain_rc
 def line_chart(series: dict, path: str, *, title: str, xlabel: str, ylabel: str,
                log2_x: bool = False, percent_y: bool = False, hlines: dict | None = None,
                zero_y: bool = False, money_x: bool = False):
@@ -52,14 +89,15 @@ def line_chart(series: dict, path: str, *, title: str, xlabel: str, ylabel: str,
     """
     figure, axes = plt.subplots(figsize=(7.5, 4.5), dpi=110)
     for label, points in series.items():
-        points = [(x, y) for x, y in points if x is not None and y is not None]
+        points = [(x, y) for x, y in points if _finite(x) and _finite(y)]
         if not points:
             continue
         xs, ys = zip(*sorted(points))
-        axes.plot(xs, ys, marker="o" if len(points) <= 30 else None, label=label)
+        axes.plot(xs, ys, marker="o" if len(points) <= 30 else None, label=plain_text(label))
     for label, y in (hlines or {}).items():
         axes.axhline(y, linestyle="--", linewidth=1, color="gray")
-        axes.annotate(label, (axes.get_xlim()[0], y), fontsize=8, va="bottom", color="gray")
+        axes.annotate(plain_text(label), (axes.get_xlim()[0], y), fontsize=8, va="bottom",
+                      color="gray")
     if log2_x:
         axes.set_xscale("log", base=2)
         axes.xaxis.set_major_formatter(ScalarFormatter())
@@ -69,6 +107,7 @@ def line_chart(series: dict, path: str, *, title: str, xlabel: str, ylabel: str,
                    money_x=money_x, percent_y=percent_y, legend=len(series) > 1 or hlines)
 
 
+@_plain_rc
 def bar_chart(groups: dict, path: str, *, title: str, ylabel: str, money_y: bool = False,
               note: str = ""):
     """Draws bars: {group: {label: (value, error or None)}}, one color per label (a
@@ -82,27 +121,29 @@ def bar_chart(groups: dict, path: str, *, title: str, ylabel: str, money_y: bool
     figure, axes = plt.subplots(figsize=(7.5, 4.5), dpi=110)
     if len(groups) == 1:  # one measure: a bar per run, named on the x axis
         (bars,) = groups.values()
-        shown = [(label, v, e) for label, (v, e) in bars.items() if v is not None]
-        errors = [e or 0.0 for _, _, e in shown]
+        shown = [(label, v, e if _finite(e) else 0.0) for label, (v, e) in bars.items()
+                 if _finite(v)]
+        errors = [e for _, _, e in shown]
         axes.bar(range(len(shown)), [v for _, v, _ in shown], 0.6,
                  yerr=errors if any(errors) else None, capsize=6,
                  color=[f"C{labels.index(label)}" for label, _, _ in shown])
-        axes.set_xticks(range(len(shown)), [label for label, _, _ in shown])
+        axes.set_xticks(range(len(shown)), [plain_text(label) for label, _, _ in shown])
         groups, labels = {}, []
     width = 0.8 / max(len(labels), 1)
     for index, label in enumerate(labels):
         xs, ys, errors = [], [], []
         for position, bars in enumerate(groups.values()):
             value, error = bars.get(label, (None, None))
-            if value is not None:
+            if _finite(value):
                 xs.append(position + (index - (len(labels) - 1) / 2) * width)
                 ys.append(value)
-                errors.append(error or 0.0)
-        axes.bar(xs, ys, width, yerr=errors if any(errors) else None, capsize=4, label=label)
+                errors.append(error if _finite(error) else 0.0)
+        axes.bar(xs, ys, width, yerr=errors if any(errors) else None, capsize=4,
+                 label=plain_text(label))
     if groups:
-        axes.set_xticks(range(len(groups)), list(groups))
+        axes.set_xticks(range(len(groups)), [plain_text(group) for group in groups])
     axes.set_ylim(bottom=0)
     if note:
-        figure.text(0.01, 0.01, note, fontsize=7, color="gray")
+        figure.text(0.01, 0.01, plain_text(note, 3 * MAX_LABEL), fontsize=7, color="gray")
     return _finish(figure, axes, path, title=title, xlabel="", ylabel=ylabel,
                    money_y=money_y, legend=len(labels) > 1)
