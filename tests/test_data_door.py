@@ -22,9 +22,9 @@ import pytest
 from conftest import error_lines, run_cli
 from PIL import Image
 
-from preprocessing.datasets import folder
-from preprocessing.datasets.paths import MAX_PIXELS, shown, unreadable_why
-from preprocessing.spec import BatchShape, DataError, InputSpec, skipped_line
+from preprocessing import spec
+from preprocessing.datasets import folder, paths
+from preprocessing.spec import BatchShape, DataError, InputSpec
 
 HUGE = 20_000  # pixels a side: 400 million, over paths.MAX_PIXELS
 
@@ -116,7 +116,7 @@ def write_traps(root) -> dict:
             "undecodable": ["train/c2/huge.jpg", "train/c2/huge.png", "train/c3/bad.jpg"]}
 
 
-def spec(pipeline, **extra):
+def input_spec(pipeline, **extra):
     return InputSpec(data_dir="", image_size=8, batch=BatchShape(4), seed=0, preset="small",
                      input_pipeline=pipeline, **extra)
 
@@ -171,13 +171,13 @@ def test_only_regular_files_of_bounded_size_are_opened(tmp_path):
     os.symlink("/dev/zero", tmp_path / "zero.jpg")
     os.symlink(tmp_path / "nowhere.jpg", tmp_path / "dangling.jpg")
     write(tmp_path / "ok.png", image_bytes((1, 2, 3)))
-    assert unreadable_why(str(tmp_path / "pipe.jpg")) == "not a regular file"
-    assert unreadable_why(str(tmp_path / "zero.jpg")) == "not a regular file"
-    assert unreadable_why(str(tmp_path / "dangling.jpg")).startswith("cannot be read")
-    assert unreadable_why(str(tmp_path / "ok.png")) is None
+    assert paths.unreadable_why(str(tmp_path / "pipe.jpg")) == "not a regular file"
+    assert paths.unreadable_why(str(tmp_path / "zero.jpg")) == "not a regular file"
+    assert paths.unreadable_why(str(tmp_path / "dangling.jpg")).startswith("cannot be read")
+    assert paths.unreadable_why(str(tmp_path / "ok.png")) is None
     with open(tmp_path / "sparse.png", "wb") as f:  # 2 GiB, sparse: nothing is written
         f.truncate(2 << 30)
-    assert unreadable_why(str(tmp_path / "sparse.png")) == "larger than 1 GiB"
+    assert paths.unreadable_why(str(tmp_path / "sparse.png")) == "larger than 1 GiB"
     from preprocessing.host import images as host_images
     from preprocessing.tfdata import images as tf_images
 
@@ -191,9 +191,9 @@ def test_only_regular_files_of_bounded_size_are_opened(tmp_path):
 
 
 def test_names_that_are_not_utf8_are_shown_escaped():
-    assert shown(os.fsdecode(b"caf\xe9")) == "caf\\xe9"
-    assert shown("chat noir") == "chat noir"
-    assert shown("a\nb") == "a\\nb"
+    assert paths.shown(os.fsdecode(b"caf\xe9")) == "caf\\xe9"
+    assert paths.shown("chat noir") == "chat noir"
+    assert paths.shown("a\nb") == "a\\nb"
 
 
 # ---- the pixel bound, from the header, in every decoder ------------------------------
@@ -207,7 +207,7 @@ def test_an_image_over_the_pixel_bound_is_refused_from_its_header(make, tmp_path
     from preprocessing.tfdata import images as tf_images
 
     data = make()
-    assert HUGE * HUGE > MAX_PIXELS
+    assert HUGE * HUGE > paths.MAX_PIXELS
     with pytest.raises(host_images.UndecodableImage, match="pixel bound, not decoded"):
         host_images.decode(data)  # the grain and device pipelines' decoder
     with pytest.raises(host_images.UndecodableImage, match="pixel bound"):
@@ -243,7 +243,7 @@ def test_an_image_at_the_bound_still_decodes():
 def test_what_is_skipped_is_counted_and_named_by_every_pipeline(pipeline, tmp_path):
     traps = write_traps(tmp_path)
     with deadline(120):
-        data = folder.make(f"folder:{tmp_path}", spec(pipeline, backend="jax" if pipeline ==
+        data = folder.make(f"folder:{tmp_path}", input_spec(pipeline, backend="jax" if pipeline ==
                                                        "device" else "tensorflow"))
         assert data.num_classes == 3 and data.input_pipeline == pipeline
         batches = iter(data.train)
@@ -267,12 +267,12 @@ def test_tf_data_reads_a_corrupt_jpeg_again_without_libjpegs_bare_line(tmp_path,
 
 
 def test_the_closing_line_names_the_first_skipped_images():
-    assert skipped_line(0, []) is None
-    assert skipped_line(1, ["train/cat/bad.jpg"]) == (
+    assert spec.skipped_line(0, []) is None
+    assert spec.skipped_line(1, ["train/cat/bad.jpg"]) == (
         "skipped 1 image that could not be read or decoded: train/cat/bad.jpg")
-    assert skipped_line(5, ["a", "b", "c", "d"]) == (
+    assert spec.skipped_line(5, ["a", "b", "c", "d"]) == (
         "skipped 5 images that could not be read or decoded: a, b, c and 2 more")
-    assert skipped_line(2, None) == "skipped 2 images that could not be read or decoded"
+    assert spec.skipped_line(2, None) == "skipped 2 images that could not be read or decoded"
 
 
 # ---- real runs ---------------------------------------------------------------------
