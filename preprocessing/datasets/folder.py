@@ -100,9 +100,9 @@ def scan_split(root: str, split: str, labels: list[str] | None = None) -> Split:
             else:
                 skipped_folders.append(f"{name} (no usable .jpg/.jpeg/.png files)")
     if not found:
-        what = "no label folders" if not skipped_folders else \
-            "no label folder with usable .jpg/.jpeg/.png files"
-        raise DataError(f"{folder} has {what}{_aside(skipped_folders)}; expected {LAYOUT}")
+        what = "has no label folders" if not skipped_folders else \
+            "holds no .jpg/.jpeg/.png files that can be read in a label folder"
+        raise DataError(f"{folder} {what}{_aside(skipped_folders)}; expected {LAYOUT}")
     if labels is None:
         labels = sorted(found)
         if len(labels) < MIN_CLASSES:
