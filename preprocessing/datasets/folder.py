@@ -48,7 +48,11 @@ def _entries(folder: str) -> list:
 
 
 def _images_in(folder: str, shown_as: str, skipped: list) -> list[str]:
-    """The usable image files of one class folder; the others are added to `skipped`."""
+    """The usable image files of one class folder; the others are added to `skipped`.
+
+    Raises:
+        OSError: the folder cannot be listed.
+    """
     kept = []
     for entry in _entries(folder):
         if not entry.name.lower().endswith(IMAGE_EXTENSIONS):
@@ -82,7 +86,12 @@ def scan_split(root: str, split: str, labels: list[str] | None = None) -> Split:
     if not os.path.isdir(folder):
         raise DataError(f"{folder} is missing; expected {LAYOUT}")
     skipped_folders, skipped_files, found = [], [], {}
-    for entry in _entries(folder):
+    try:
+        entries = _entries(folder)
+    except OSError as error:
+        raise DataError(f"{folder} cannot be listed ({error.strerror}); expected {LAYOUT}") \
+            from None
+    for entry in entries:
         if not entry.is_dir():  # follows links; files beside the classes are not read
             continue
         name = f"{split}/{shown(entry.name)}"
@@ -94,7 +103,11 @@ def scan_split(root: str, split: str, labels: list[str] | None = None) -> Split:
             raise DataError(f"{entry.path} links back to {os.path.realpath(entry.path)}, a loop; "
                             f"a label folder must hold images; expected {LAYOUT}")
         else:
-            images = _images_in(entry.path, name, skipped_files)
+            try:
+                images = _images_in(entry.path, name, skipped_files)
+            except OSError as error:  # no permission to list it
+                skipped_folders.append(f"{name} (cannot be listed: {error.strerror})")
+                continue
             if images:
                 found[entry.name] = images
             else:
@@ -160,13 +173,17 @@ def check(dataset: str, spec: InputSpec) -> int:
     return count
 
 
-def median_side(root: str) -> int | None:
+def median_side(root: str, train: list | None = None) -> int | None:
     """The median shorter side in pixels of up to SIZE_SAMPLE training images spread
-    over the sorted list (only their headers are read), or None if none is readable."""
+    over the sorted list (only their headers are read), or None if none is readable.
+
+    Args:
+        train: root/train's records, where the caller has listed them already.
+    """
     from preprocessing.host.images import pillow
 
     Image = pillow()  # (told not to warn of large images: the decoders refuse them)
-    paths = [path for path, _ in list_split(root, "train")[0]]
+    paths = [path for path, _ in (train or list_split(root, "train")[0])]
     sides = []
     for path in paths[::max(1, len(paths) // SIZE_SAMPLE)][:SIZE_SAMPLE]:
         try:
@@ -184,20 +201,23 @@ def make(dataset: str, spec: InputSpec) -> Datasets:
     from preprocessing.augment import SMALL_IMAGE_SIDE
 
     root = dataset[len("folder:"):]
-    side = median_side(root) if spec.preset == "auto" or not spec.image_size else None
+    splits = _splits(root, spec.with_validation)  # listed once (a stat a file)
+    side = median_side(root, splits[0].records) if spec.preset == "auto" or \
+        not spec.image_size else None
     small = side is not None and side <= SMALL_IMAGE_SIDE
     default_preset = ("small" if small else "standard") if spec.preset == "auto" \
         else spec.preset
     default_size = max(side, 8) if small else DEFAULT_IMAGE_SIZE  # 8: --image_size's least
-    return make_from_root(root, spec, default_size, default_preset)
+    return make_from_root(root, spec, default_size, default_preset, splits)
 
 
 def make_from_root(root: str, spec: InputSpec, default_size: int,
-                   default_preset: str) -> Datasets:
-    """Builds the streams of a folder dataset (also used by `digits`)."""
+                   default_preset: str, splits: list | None = None) -> Datasets:
+    """Builds the streams of a folder dataset (also used by `digits`); `splits`: the
+    splits as `_splits` listed them, where the caller has."""
     from preprocessing import streams
 
-    splits = _splits(root, spec.with_validation)
+    splits = splits or _splits(root, spec.with_validation)
     train, labels = splits[0].records, splits[0].labels
     validation = splits[1].records if spec.with_validation else None
     refused = [name for s in splits for name in s.skipped_files]  # never opened
