@@ -126,7 +126,8 @@ def scan_split(root: str, split: str, labels: list[str] | None = None) -> Split:
     if unknown:
         raise DataError(f"{folder} has label folder(s) {', '.join(unknown[:3])} that "
                         f"{os.path.join(root, 'train')} lacks; expected {LAYOUT}")
-    records = [(path, labels.index(label)) for label in sorted(found) for path in found[label]]
+    index = {label: i for i, label in enumerate(labels)}
+    records = [(path, index[label]) for label in sorted(found) for path in found[label]]
     return Split(records, labels, skipped_folders, skipped_files)
 
 
