@@ -113,7 +113,11 @@ def _libjpeg_quiet():
     check before training, the count after it) would repeat each one. The pipeline's
     own decode cannot be silenced this way; the skipped files are named at the end."""
     sys.stderr.flush()
-    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    except OSError:  # no stderr to silence (closed)
+        yield
+        return
     try:
         os.dup2(null, 2)
         yield
