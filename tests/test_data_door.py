@@ -190,6 +190,13 @@ def test_only_regular_files_of_bounded_size_are_opened(tmp_path):
         assert host_images.decodes_file(str(tmp_path / "ok.png"))
 
 
+def test_a_dataset_path_that_is_not_utf8_is_one_line(tmp_path):
+    root = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"caf\xe9"))
+    write_classes(root)
+    with pytest.raises(DataError, match=r"caf\\xe9/train: the path is not UTF-8 text"):
+        folder.check_root(root, with_validation=True)
+
+
 def test_names_that_are_not_utf8_are_shown_escaped():
     assert paths.shown(os.fsdecode(b"caf\xe9")) == "caf\\xe9"
     assert paths.shown("chat noir") == "chat noir"

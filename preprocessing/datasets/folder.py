@@ -78,11 +78,15 @@ def scan_split(root: str, split: str, labels: list[str] | None = None) -> Split:
         labels: train's class names when listing validation; None for train.
 
     Raises:
-        DataError: the split folder is missing, a label folder links back to it, it
+        DataError: the split folder is missing or its path not UTF-8, a label folder
+            links back to it, it
             holds no usable images, train has fewer than MIN_CLASSES classes, or
             validation has a class that train lacks.
     """
     folder = os.path.join(root, split)
+    if not is_utf8(folder):
+        raise DataError(f"{shown(folder)}: the path is not UTF-8 text, which the input "
+                        "pipelines need; rename it (or link to it from a UTF-8 path)")
     if not os.path.isdir(folder):
         raise DataError(f"{folder} is missing; expected {LAYOUT}")
     skipped_folders, skipped_files, found = [], [], {}
