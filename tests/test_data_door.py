@@ -139,6 +139,17 @@ def test_classes_are_visible_non_empty_folders_and_the_rest_is_named(tmp_path, c
     assert "train/.ipynb_checkpoints (hidden)" in note[0] and "3 file(s) never opened" in note[0]
 
 
+def test_the_checks_listing_is_reused_until_a_folder_changes(tmp_path):
+    write_classes(tmp_path)
+    folder.check_root(str(tmp_path), with_validation=True)
+    first = folder._splits(str(tmp_path), True)
+    assert folder._splits(str(tmp_path), True) is first  # no second stat of every file
+    os.mkfifo(tmp_path / "train" / "c2" / "late.jpg")  # the folder changes: listed again
+    again = folder._splits(str(tmp_path), True)
+    assert again is not first and again[0].skipped_files == [
+        "train/c2/late.jpg (not a regular file)"]
+
+
 def test_a_label_folder_that_links_back_is_refused_in_one_line(tmp_path):
     write_classes(tmp_path)
     os.symlink(".", tmp_path / "train" / "c4")
