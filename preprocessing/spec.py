@@ -126,6 +126,10 @@ class Datasets:
     validation_examples: int  # over all processes
     validation_batches: int  # per process, padding included
     skipped_images: object = None  # callable -> count of corrupt images skipped
+    # callable -> the first SKIPPED_NAMES_KEPT of them by name (a folder dataset's paths,
+    # relative to its root; a file refused at the door with its reason in parentheses),
+    # or None where the records have no names (TFDS). `skipped_line` says them.
+    skipped_names: object = None
     input_pipeline: str = "none"  # which pipeline feeds it: tf.data, grain, gpu or none
     preset: str = "none"  # the augmentation preset chosen (augment.PRESETS)
     input_state: object = None  # fn(batches served) -> JSON state, where resumable
@@ -139,6 +143,35 @@ class Datasets:
     # What the pipeline says of itself, as JSON values for summary.json's "input" (e.g.
     # the bytes it holds in device memory, the seconds it took to decode the dataset).
     facts: dict = dataclasses.field(default_factory=dict)
+
+
+SKIPPED_NAMES_KEPT = 10  # names a Datasets keeps of its skipped images
+SKIPPED_NAMES_SHOWN = 3  # names a line shows
+
+
+def first_names(names: list, shown: int = SKIPPED_NAMES_SHOWN) -> str:
+    """'a, b, c and 4 more': the first `shown` of `names`, for one line."""
+    more = f" and {len(names) - shown:,} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def skipped_line(count: int, names: list | None) -> str | None:
+    """The closing line for the images a run skipped, or None when it skipped none:
+    'skipped 2 images that could not be read or decoded: train/cat/bad.jpg, ...'.
+
+    Args:
+        count: the images skipped (summary.json's corrupt_images_skipped).
+        names: the first of them by name (Datasets.skipped_names), or None/empty.
+    """
+    if not count:
+        return None
+    line = (f"skipped {count:,} image{'s' if count != 1 else ''} that could not be read or "
+            "decoded")
+    if names:
+        shown = min(SKIPPED_NAMES_SHOWN, count)
+        more = f" and {count - shown:,} more" if count > shown else ""
+        line += ": " + ", ".join(names[:shown]) + more
+    return line
 
 
 def num_batches(examples: int, batch_size: int) -> int:

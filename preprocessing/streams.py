@@ -235,7 +235,7 @@ def _tf_data(train, validation, spec, preset, size, largest, decode_once=False) 
             records_of(validation), largest,
             tf_images.eval_transform(preset, size, spec.dtype, from_pixels=pixels),
             spec.batch_size, size, spec.dtype, counter, cached=pixels)
-    data.skipped_images = counter.skipped
+    data.skipped_images, data.skipped_names = counter.skipped, counter.skipped_paths
     return data
 
 
@@ -269,8 +269,28 @@ def _grain(train, validation, spec, preset, size, largest) -> Datasets:
         data.validation_batches = _batches(largest, spec.batch_size)
         data.validation = Feed(evaluation, data.validation_batches)
     data.skipped_images = lambda: sum(s.skipped_images() for s in sources)
+    data.skipped_names = lambda: [path for source, split in zip(sources, [train, validation])
+                                  for path in _skipped_paths(source, split)]
     _feed_facts(data)
     return data
+
+
+def _skipped_paths(source, split) -> list:
+    """The paths of the records a grain FileSource skipped (its one byte per record,
+    set by whichever process failed it), where the records are paths."""
+    if isinstance(split, Pixels) or not split or not isinstance(split[0][0], str):
+        return []
+    import numpy as np
+
+    indices = getattr(source, "skipped_indices", None)
+    if indices is None:  # grain_stream exposes the count only: read its one byte per record
+        try:
+            indices = np.flatnonzero(source._skips._bytes()[:len(split)]).tolist()  # noqa: SLF001
+        except AttributeError:
+            return []
+    else:
+        indices = indices()
+    return [split[i][0] for i in indices]
 
 
 def _pairs(split):
@@ -322,6 +342,7 @@ def _device(train, validation, spec, preset, size, largest) -> Datasets:
     cache_seconds = time.perf_counter() - started  # decoded and on the devices
     free, where = memory.free_bytes(spec.backend, spec.accelerator)
     data.skipped_images = lambda: sum(s.skipped for s in splits)
+    data.skipped_names = lambda: [name for s in splits for name in s.skipped_names]
     data.facts = {"held_in": where, "bytes_held": held, "memory_share": DEVICE_MEMORY_SHARE,
                   "free_bytes_before": free, "cache_seconds": round(cache_seconds, 3),
                   "decode_seconds": round(decode_seconds, 3)}

@@ -105,8 +105,9 @@ def test_synthetic_on_jax_imports_no_tensorflow():
     ({}, "is not a folder"),
     ({"train/": None}, "has no label folders"),
     ({"train/cat/": None}, "holds no .jpg/.jpeg/.png files"),
-    ({"train/cat/a.jpg": b"x"}, "validation is missing"),
-    ({"train/cat/a.jpg": b"x", "validation/dog/b.jpg": b"x"}, "label folder(s) dog"),
+    ({"train/cat/a.jpg": b"x", "train/dog/a.jpg": b"x"}, "validation is missing"),
+    ({"train/cat/a.jpg": b"x", "train/dog/a.jpg": b"x", "validation/bird/b.jpg": b"x"},
+     "label folder(s) bird"),
 ])
 def test_folder_layout_mistakes_name_the_path_and_the_layout(tmp_path, layout, message):
     root = tmp_path / "set"

@@ -32,6 +32,7 @@ class DecodedSplit:
     widths: np.ndarray  # int32 [N]
     labels: np.ndarray  # int32 [N]
     skipped: int = 0  # records that could not be read or decoded (left out)
+    skipped_names: list = dataclasses.field(default_factory=list)  # their paths, if paths
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -80,26 +81,19 @@ def _pack(pieces, heights, widths, labels, channels) -> DecodedSplit:
                         np.asarray(widths, np.int32), np.asarray(labels, np.int32))
 
 
-def _read(item) -> bytes | None:
-    try:
-        if isinstance(item, str):
-            with open(item, "rb") as f:
-                return f.read()
-        return item() if callable(item) else item
-    except OSError:
-        return None
-
-
 def _decode_one(item):
-    """uint8 [H, W, 3], or None for what cannot be read or decoded."""
+    """uint8 [H, W, 3], or None for what cannot be read or decoded. A path is read only
+    if it is a regular file of bounded size; an image over the pixel bound is refused
+    from its header (host/images.py)."""
     from preprocessing.host import images as host_images
 
-    data = _read(item)
-    if data is None:
-        return None
     try:
+        if isinstance(item, str):
+            data = host_images.read_image_file(item)
+        else:
+            data = item() if callable(item) else item
         return host_images.decode(data)
-    except host_images.UndecodableImage:
+    except (OSError, host_images.UndecodableImage):
         return None
 
 
@@ -120,4 +114,6 @@ def decode_records(records, threads: int | None = None) -> DecodedSplit:
     split = _pack(pieces, [i.shape[0] for i, _ in kept], [i.shape[1] for i, _ in kept],
                   [label for _, label in kept], channels)
     split.skipped = len(records) - len(kept)
+    split.skipped_names = [item for item, image in zip(items, images)
+                           if image is None and isinstance(item, str)]
     return split

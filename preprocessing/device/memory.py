@@ -7,8 +7,6 @@ read), of decoded `Pixels` from the array itself.
 
 from __future__ import annotations
 
-import os
-
 from preprocessing.spec import Pixels
 
 HEADER_SAMPLE = 64  # image headers read to estimate a split's decoded size
@@ -19,19 +17,24 @@ def decoded_bytes(split) -> int:
     that cannot be known without decoding (encoded bytes, TFDS records)."""
     if isinstance(split, Pixels):
         return int(split.images.nbytes + 16 * len(split))  # + labels, offsets, sizes
-    from PIL import Image
+    from preprocessing.datasets.paths import MAX_PIXELS, unreadable_why
+    from preprocessing.host.images import pillow
 
+    Image = pillow()  # (told not to warn of large images: the decoders refuse them)
     sample = split[::max(1, len(split) // HEADER_SAMPLE)][:HEADER_SAMPLE]
     sizes = []
     for item, _ in sample:
-        if not isinstance(item, str) or not os.path.isfile(item):
+        if not isinstance(item, str):
             return 0
+        if unreadable_why(item):  # never opened: a FIFO would block (the decode skips it)
+            continue
         try:
             with Image.open(item) as image:  # lazy: only the header is read
                 channels = 1 if image.mode in ("1", "L", "I;16", "I") else 3
-                sizes.append(image.size[0] * image.size[1] * channels)
-        except OSError:  # corrupt: the decode leaves it out
-            continue
+                if image.size[0] * image.size[1] <= MAX_PIXELS:  # else never decoded
+                    sizes.append(image.size[0] * image.size[1] * channels)
+        except Exception:  # noqa: BLE001 - corrupt or a bomb (Pillow raises many types):
+            continue  # the decode leaves it out
     if not sizes:
         return 0
     return int(sum(sizes) / len(sizes) * len(split)) + 16 * len(split)

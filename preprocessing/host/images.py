@@ -11,18 +11,22 @@ Decoders, chosen from the bytes, never the name: JPEG with simplejpeg
 pixels equal tf.io.decode_jpeg's), other formats with Pillow. OpenCV resizes
 (bilinear) when installed: 6x faster than the numpy fallback, same values to 0.005
 of a level. All three are imported lazily: importing this module costs only numpy.
+
+Nothing is decoded whose header declares more than paths.MAX_PIXELS pixels, and
+`decodes_file` / `read_image_file` open only regular files of bounded size
+(paths.unreadable_why): a FIFO or a link to /dev/zero is never read.
 """
 
 from __future__ import annotations
 
 import functools
 import io
-import os
 import re
 
 import numpy as np
 
 from preprocessing import augment
+from preprocessing.datasets.paths import MAX_FILE_BYTES, MAX_PIXELS, unreadable_why
 
 _MAX_JPEG_BYTES = 1 << 29  # TF refuses JPEGs whose decoded size reaches this
 _ADOBE = re.compile(rb"\xff\xee..Adobe", re.DOTALL)
@@ -52,6 +56,7 @@ def _decode_jpeg(data: bytes) -> np.ndarray:
 
     try:
         height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
+        _check_pixels(height, width)
         if height * width * (4 if colorspace in ("CMYK", "YCCK") else 3) >= _MAX_JPEG_BYTES:
             raise UndecodableImage(f"JPEG of {height}x{width} is too large")
         try:
@@ -86,11 +91,30 @@ def _jpeg_pixels(data: bytes, colorspace: str, strict: bool) -> np.ndarray:
     return rgb.astype(np.uint8)
 
 
-def _decode_pil(data: bytes) -> np.ndarray:
+def _check_pixels(height: int, width: int) -> None:
+    if height * width > MAX_PIXELS:
+        raise UndecodableImage(f"{width}x{height} pixels: over the {MAX_PIXELS:,}-pixel "
+                               "bound, not decoded")
+
+
+@functools.cache
+def pillow():
+    """Pillow, told not to warn of large images (DecompressionBombWarning): the bound
+    checked here from the header (MAX_PIXELS, Pillow's own) refuses them first; past
+    twice it, Pillow's open raises DecompressionBombError, taken as undecodable."""
+    import warnings
+
     from PIL import Image
 
+    warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+    return Image
+
+
+def _decode_pil(data: bytes) -> np.ndarray:
+    Image = pillow()
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with Image.open(io.BytesIO(data)) as image:  # lazy: the header only
+            _check_pixels(image.size[1], image.size[0])
             image.load()  # raises on truncated data (LOAD_TRUNCATED_IMAGES is off)
             if image.mode in ("I;16", "I;16B", "I;16L", "I"):
                 # 16-bit grayscale: keep the high byte, as TF's uint16 -> uint8 does.
@@ -98,6 +122,11 @@ def _decode_pil(data: bytes) -> np.ndarray:
                 return np.repeat(gray.astype(np.uint8)[..., None], 3, axis=2)
             # Alpha is dropped (not composited), as TF's channels=3 does.
             return np.asarray(image.convert("RGB"))
+    except UndecodableImage:
+        raise
+    except Image.DecompressionBombError as e:  # Pillow's open refuses past twice the bound
+        raise UndecodableImage(f"{e}: over the {MAX_PIXELS:,}-pixel bound, not decoded") \
+            from None
     except Exception as e:  # noqa: BLE001 - Pillow raises many types on bad data
         raise UndecodableImage(f"undecodable image: {type(e).__name__}: {e}") from None
 
@@ -123,14 +152,28 @@ def decode(data: bytes) -> np.ndarray:
     return image
 
 
-def decodes_file(path: str) -> bool:
-    """Whether the file at `path` can be read and decoded by `decode`."""
-    if not os.path.isfile(path):  # a FIFO or a device: reading it could block forever
-        return False
+def read_image_file(path: str) -> bytes:
+    """The bytes of the image file at `path`, read only if it is a regular file of at
+    most MAX_FILE_BYTES (a FIFO would block forever, /dev/zero never end).
+
+    Raises:
+        UndecodableImage: it is not such a file, or cannot be read.
+    """
+    why = unreadable_why(path)
+    if why:
+        raise UndecodableImage(f"{path}: {why}")
     try:
         with open(path, "rb") as f:
-            decode(f.read())
-    except (OSError, UndecodableImage):
+            return f.read(MAX_FILE_BYTES + 1)
+    except OSError as e:
+        raise UndecodableImage(f"{path}: {e.strerror or e}") from None
+
+
+def decodes_file(path: str) -> bool:
+    """Whether the file at `path` can be read and decoded by `decode`."""
+    try:
+        decode(read_image_file(path))
+    except UndecodableImage:
         return False
     return True
 

@@ -13,13 +13,21 @@ Presets (`--preprocessing`):
   reference that the study credits with +0.7 points of top-1.
 - small: for tiny images (digits): resize, then a random shift of up to 1/8 of the
   size (pad and crop); no flip, which would turn some digits into others.
+
+Every decode first reads the image's size from its header (`header_pixels`) and
+refuses, with an error tf.data's ignore_errors drops and the pipeline counts, an image
+of more than paths.MAX_PIXELS pixels: it is never decoded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 
 import tensorflow as tf
+
+from preprocessing.datasets.paths import MAX_PIXELS, unreadable_why
 
 # The presets' constants live in augment.py, shared with the TensorFlow-free paths.
 from preprocessing.augment import (  # noqa: F401
@@ -34,24 +42,100 @@ from preprocessing.augment import (  # noqa: F401
 )
 
 
+HEADER_BYTES = 32  # what header_pixels reads of an image
+
+
+def _field(header: tf.Tensor, offset: int, size: int, big_endian: bool) -> tf.Tensor:
+    """The unsigned integer of `size` bytes at `offset` of `header`, as int64."""
+    raw = tf.cast(tf.io.decode_raw(tf.strings.substr(header, offset, size), tf.uint8),
+                  tf.int64)
+    weights = tf.constant([256 ** (size - 1 - i if big_endian else i) for i in range(size)],
+                          tf.int64)
+    return tf.reduce_sum(raw * weights)
+
+
+def header_pixels(encoded: tf.Tensor) -> tf.Tensor:
+    """The pixels (int64) an image's header declares, read without decoding: JPEG
+    (its frame header), PNG (IHDR), GIF (the screen), BMP; 0 for other bytes and
+    headers cut short (the decoder refuses them)."""
+    # Trap: a substr past the end of the bytes raises an error whose message holds the
+    # bytes, and eager TensorFlow then fails on it with a UnicodeDecodeError. The
+    # header's first bytes, padded with zeros, are always long enough.
+    header = tf.strings.join([tf.strings.substr(encoded, 0, HEADER_BYTES),
+                              tf.constant(bytes(HEADER_BYTES))])
+
+    def sized(offset, size, big_endian, signed=False):
+        def pixels():
+            width, height = (_field(header, offset + i * size, size, big_endian)
+                             for i in range(2))
+            if signed:  # BMP: int32; a negative height means top-down rows
+                width, height = (tf.abs(tf.where(v >= 2**31, v - 2**32, v))
+                                 for v in (width, height))
+            return width * height
+        return pixels
+
+    magic = tf.strings.substr(header, 0, 8)
+    return tf.case([
+        (tf.io.is_jpeg(encoded), lambda: tf.reduce_prod(tf.cast(
+            tf.image.extract_jpeg_shape(encoded)[:2], tf.int64))),
+        (tf.equal(magic, b"\x89PNG\r\n\x1a\n"), sized(16, 4, True)),
+        (tf.equal(tf.strings.substr(magic, 0, 4), b"GIF8"), sized(6, 2, False)),
+        (tf.equal(tf.strings.substr(magic, 0, 2), b"BM"), sized(18, 4, False, signed=True)),
+    ], default=lambda: tf.constant(0, tf.int64), exclusive=False)
+
+
+def bounded(encoded: tf.Tensor) -> tf.Tensor:
+    """`encoded`, once its header says at most MAX_PIXELS pixels (else an error, which
+    the pipeline's ignore_errors turns into a skipped, counted image)."""
+    check = tf.debugging.assert_less_equal(
+        header_pixels(encoded), tf.constant(MAX_PIXELS, tf.int64),
+        message=f"image over the {MAX_PIXELS:,}-pixel bound, not decoded")
+    with tf.control_dependencies([check]):
+        return tf.identity(encoded)
+
+
 def decode(encoded: tf.Tensor) -> tf.Tensor:
     """Decodes JPEG (RGB, grayscale or CMYK), PNG, GIF or BMP bytes to uint8 RGB.
 
     The format is read from the bytes, not the file name, so a PNG saved as
-    .JPEG (ImageNet has one) decodes correctly.
+    .JPEG (ImageNet has one) decodes correctly. Images over MAX_PIXELS are refused.
     """
-    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+    image = tf.io.decode_image(bounded(encoded), channels=3, expand_animations=False)
     image.set_shape([None, None, 3])
     return image
 
 
+@contextlib.contextmanager
+def _libjpeg_quiet():
+    """File descriptor 2 pointed at /dev/null for a moment. Trap: TensorFlow's libjpeg
+    writes its errors ("Input file read error", "Premature end of JPEG file") straight
+    to the process's stderr, in C, with no file name; the eager re-decodes here (the
+    check before training, the count after it) would repeat each one. The pipeline's
+    own decode cannot be silenced this way; the skipped files are named at the end."""
+    sys.stderr.flush()
+    try:
+        saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    except OSError:  # no stderr to silence (closed)
+        yield
+        return
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
 def decodes_file(path: str) -> bool:
-    """Whether the file at `path` can be read and decoded by `decode` (eagerly)."""
-    if not os.path.isfile(path):  # a FIFO or a device: reading it could block forever
+    """Whether the file at `path` can be read and decoded by `decode` (eagerly). Only a
+    regular file of bounded size is read (a FIFO would block, /dev/zero never end)."""
+    if unreadable_why(path):
         return False
     try:
-        decode(tf.io.read_file(path))
-    except tf.errors.OpError:
+        with _libjpeg_quiet():
+            decode(tf.io.read_file(path))
+    except (tf.errors.OpError, UnicodeDecodeError):  # (an error message of raw bytes)
         return False
     return True
 
@@ -78,6 +162,7 @@ def decode_and_random_crop(encoded: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
         y, x, h, w = tf.unstack(random_crop_window(tf.shape(image), seed))
         return image[y:y + h, x:x + w]
 
+    encoded = bounded(encoded)
     image = tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
     image.set_shape([None, None, 3])
     return image
@@ -105,6 +190,7 @@ def decode_and_center_crop(encoded: tf.Tensor, size: int,
         y, x, h, w = tf.unstack(center_crop_window(tf.shape(image), size, crop_fraction))
         return image[y:y + h, x:x + w]
 
+    encoded = bounded(encoded)
     image = tf.cond(tf.io.is_jpeg(encoded), jpeg, other)
     image.set_shape([None, None, 3])
     return image

@@ -42,6 +42,7 @@ class DecodeCounter:
     tried: object = None
     decoded: object = None
     paths: dict = dataclasses.field(default_factory=dict)  # key -> path
+    checked: dict = dataclasses.field(default_factory=dict)  # key -> fails when re-decoded
 
     def __post_init__(self):
         with tf.device("/cpu:0"):
@@ -68,14 +69,31 @@ class DecodeCounter:
 
     def skipped(self) -> int:
         """Distinct images dropped as unreadable or corrupt (read after a run)."""
+        failed = self._failed()
+        return sum(1 for key in failed if self._confirmed(key))
+
+    def skipped_paths(self) -> list:
+        """The paths of the skipped images whose paths are known, sorted."""
+        return sorted(self.paths[key] for key in self._failed()
+                      if key in self.paths and self._confirmed(key))
+
+    def _failed(self) -> set:
         import gc
 
+        gc.collect()  # let finished iterators shut their pipelines down first
+        return set(self.tried.export()[0].numpy().tolist()) - set(
+            self.decoded.export()[0].numpy().tolist())
+
+    def _confirmed(self, key) -> bool:
+        """Whether image `key`, tried and not decoded, really fails (decoded once more
+        here, once, where its path is known)."""
         from preprocessing.tfdata.images import decodes_file
 
-        gc.collect()  # let finished iterators shut their pipelines down first
-        failed = set(self.tried.export()[0].numpy().tolist()) - set(
-            self.decoded.export()[0].numpy().tolist())
-        return sum(1 for key in failed if key not in self.paths or not decodes_file(self.paths[key]))
+        if key not in self.paths:
+            return True
+        if key not in self.checked:
+            self.checked[key] = not decodes_file(self.paths[key])
+        return self.checked[key]
 
 
 def _options(deterministic: bool) -> tf.data.Options:
