@@ -309,6 +309,13 @@ def test_a_run_on_jax_trains_past_every_trap_with_the_right_classes(tmp_path):
     assert summary["corrupt_images_skipped"] == len(traps["files"]) + len(traps["undecodable"])
     notes = [line for line in done.stderr.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and "train/caf\\xe9 (name not UTF-8)" in notes[0]
+    # The closing lines name the first skipped images, as summary.json does.
+    skipped = summary["corrupt_images_skipped"]
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("skipped ")]
+    assert line.startswith(f"skipped {skipped} images that could not be read or decoded: ")
+    assert summary["skipped_image_names"] and all(
+        name in line for name in summary["skipped_image_names"][:3])
+    assert "(not a regular file)" in line
 
 
 def test_a_run_on_one_class_is_one_line_and_no_run_folder(tmp_path):

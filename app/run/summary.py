@@ -27,6 +27,7 @@ from callbacks.figures.money import (
     projected_cost_usd,
     usd_per_million_images,
 )
+from preprocessing.spec import skipped_line
 
 STATUS_BY_EXCEPTION = {"Preempted": "preempted", "Diverged": "diverged",
                        "KeyboardInterrupt": "interrupted"}
@@ -134,6 +135,9 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         "wall_seconds": _round(ended_at - first_start(attempts, context.started_at), 2),
         "attempts": attempts,
         "corrupt_images_skipped": data.skipped_images() if data.skipped_images else 0,
+        # The first of them by name, relative to the dataset's root (with why, where
+        # the listing refused a file): the closing lines show them.
+        "skipped_image_names": list(data.skipped_names()) if data.skipped_names else [],
         # Seconds fit waited for training batches (pipelines fed from Python only):
         # near 0 when the accelerator, not the input, sets the pace.
         "input_wait_seconds": _round(data.input_wait_seconds(), 2)
@@ -240,8 +244,11 @@ def closing_lines(summary: dict) -> str:
     logdir = summary["logdir"]
     report = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "report.py")
+    skipped = skipped_line(summary.get("corrupt_images_skipped") or 0,
+                           summary.get("skipped_image_names"))
     return "\n".join([
-        f"status: {summary['status']}", speed, _accuracy(summary), money,
+        f"status: {summary['status']}", speed, _accuracy(summary),
+        *([skipped] if skipped else []), money,
         "view:   " + shell_command("-m", "tensorboard.main", "--logdir", logdir),
         "report: " + shell_command(_from_here(report), logdir, "--out",
                                    os.path.join(logdir, "report")),
