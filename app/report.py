@@ -41,6 +41,7 @@ from app import report_page  # noqa: E402
 from callbacks.figures.money import usd_per_million_images  # noqa: E402
 from callbacks.records import untrusted  # noqa: E402
 from callbacks.records.durable import dumps, strict  # noqa: E402
+from flags.config import PRICINGS  # noqa: E402
 
 MODEL_NAMES = {"small_resnet": "small ResNet", "resnet18": "ResNet-18",
                "resnet34": "ResNet-34", "resnet50": "ResNet-50"}
@@ -136,6 +137,11 @@ def _figures(record: dict, where: str, notes: list, invalid: set) -> dict:
     best = record.get("best")
     out["best"] = _checked(best, _SPEED, where, notes, invalid, "best.") \
         if isinstance(best, dict) else None
+    prices = record.get("price_per_hour_usd_by_pricing")  # {pricing: $/h}: the good ones
+    out["price_per_hour_usd_by_pricing"] = {
+        k: v for k, v in prices.items() if k in PRICINGS and isinstance(v, (int, float))
+        and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= 1e9} \
+        if isinstance(prices, dict) else {}
     versions = record.get("versions")
     out["versions"] = {one_line(k): one_line(v) for k, v in versions.items()
                        if isinstance(v, (str, int, float)) and not isinstance(v, bool)} \
@@ -418,6 +424,7 @@ def build(runs: list[dict], targets=None) -> dict:
             "validation_examples": s.get("validation_examples"),
             "num_replicas": s.get("num_replicas"), "machine": s.get("machine"),
             "pricing": s.get("pricing"), "price_per_hour_usd": price, **speed,
+            "price_per_hour_usd_by_pricing": s.get("price_per_hour_usd_by_pricing") or {},
             "images_per_sec_per_device": rate / s["num_replicas"] if rate and s.get(
                 "num_replicas") else None,
             "usd_per_million_images": usd_per_million_images(rate, price)

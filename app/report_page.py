@@ -17,7 +17,7 @@ import math
 import os
 import re
 
-from app.run.summary import percent
+from app.run.summary import PRICING_WORDS, percent
 
 MISSING = "—"
 INVALID = "n/a"  # a figure the run folder holds, but of the wrong kind or out of range
@@ -215,7 +215,13 @@ def _target_cell(t, row) -> str:
     if not t["reached"]:
         return "not reached" if row["complete"] is not False else (
             f"not reached in {_epochs(row)} epochs (incomplete)")
-    return f"epoch {t['epoch']}, {hours(t['hours'])}, {money(t['cost_usd'])}"
+    cell = f"epoch {t['epoch']}, {hours(t['hours'])}, {money(t['cost_usd'])}"
+    others = {k: v for k, v in (row.get("price_per_hour_usd_by_pricing") or {}).items()
+              if k != row.get("pricing")}
+    if others and t["hours"] is not None:  # the same hours under the row's other pricings
+        cell += " (" + ", ".join(f"{money(t['hours'] * price)} {PRICING_WORDS.get(k, k)}"
+                                 for k, price in others.items()) + ")"
+    return cell
 
 
 def tables(content: dict, quote=_same) -> list[tuple[str, str, list[str], list[list[str]]]]:

@@ -29,6 +29,9 @@ from callbacks.figures.money import (
 )
 from preprocessing.spec import skipped_line
 
+# How the closing lines name each pricing option (flags.PRICINGS).
+PRICING_WORDS = {"on_demand": "on demand", "spot": "on spot", "one_year": "with 1-year commitment",
+                 "three_year": "with 3-year commitment"}
 STATUS_BY_EXCEPTION = {"Preempted": "preempted", "Diverged": "diverged",
                        "KeyboardInterrupt": "interrupted"}
 
@@ -101,7 +104,9 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         "val_top1_by_epoch": [h["top1"] for h in history],
         "val_top5_by_epoch": [h.get("top5") for h in history]
         if data.num_classes >= 100 else None,
-        "targets": parts.targets.targets(),
+        # Each target with its billed hours priced under every pricing the row sells
+        # (the study's on-demand vs 12-month table): billed hours x that price.
+        "targets": [_priced(target, billing) for target in parts.targets.targets()],
         # Speed: the steady state of every epoch of every attempt, as one window.
         "images_per_sec": _round(images_per_sec, 2),
         "images_per_sec_per_device": _round(images_per_sec / topology.num_replicas, 2)
@@ -122,8 +127,11 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         # Money.
         "machine": billing.machine, "pricing": billing.pricing, "machines": billing.machines,
         "price_per_hour_usd": price, "price_source": billing.source,
+        "price_per_hour_usd_by_pricing": dict(billing.price_per_hour_by_option),
         "billed_seconds": _round(billed, 2),
         "cost_usd": _round(billed_usd),
+        "cost_usd_by_pricing": {k: _round(v) for k, v in
+                                billing.dollars_by_option(billed / 3600).items()},
         "usd_per_million_images": _round(usd_per_million_images(images_per_sec, price))
         if price is not None and images_per_sec else None,
         # The bill, plus the epochs left at the last epoch's cost: the bill at the end.
@@ -148,6 +156,13 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         "command": " ".join(sys.argv),
     }
     return summary
+
+
+def _priced(target: dict, billing) -> dict:
+    """A target's entry with `cost_usd_by_pricing`: its billed hours under each pricing."""
+    hours = target.get("hours")
+    return {**target, "cost_usd_by_pricing": None if hours is None else {
+        k: _round(v) for k, v in billing.dollars_by_option(hours).items()}}
 
 
 def _energy(meter) -> dict:
@@ -219,9 +234,21 @@ def _accuracy(summary: dict) -> str:
                  f"{best_epoch}")
     for target in summary["targets"]:
         line += (f"; {target['target_top1']:.3f} reached at epoch {target['epoch']} "
-                 f"({_money(target['cost_usd'])})" if target["reached"]
+                 f"({_target_cost(target, summary.get('pricing'))})" if target["reached"]
                  else f"; {target['target_top1']:.3f} not reached")
     return line
+
+
+def _target_cost(target: dict, pricing: str | None) -> str:
+    """'$0.0100' or, where the row sells several pricings and the hours are known,
+    '0.0042 h: $0.0100 on demand, $0.0031 on spot' (the run's own pricing first)."""
+    by_pricing = {k: v for k, v in (target.get("cost_usd_by_pricing") or {}).items()
+                  if v is not None}
+    if len(by_pricing) < 2 or target.get("hours") is None:
+        return _money(target["cost_usd"])
+    order = sorted(by_pricing, key=lambda k: k != pricing)
+    return f"{target['hours']:.4f} h: " + ", ".join(
+        f"{_money(by_pricing[k])} {PRICING_WORDS.get(k, k)}" for k in order)
 
 
 def closing_lines(summary: dict) -> str:
@@ -241,6 +268,11 @@ def closing_lines(summary: dict) -> str:
              f"{summary['pricing']})" if summary["cost_usd"] is not None
              else "cost: unknown (no price for this device: pass --machine or "
                   "--price_per_hour_usd)")
+    others = {k: v for k, v in (summary.get("cost_usd_by_pricing") or {}).items()
+              if k != summary["pricing"] and v is not None}
+    if summary["cost_usd"] is not None and others:
+        money += "; " + ", ".join(f"{_money(v)} {PRICING_WORDS.get(k, k)}"
+                                  for k, v in others.items())
     logdir = summary["logdir"]
     report = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "report.py")
