@@ -94,8 +94,9 @@ def test_garbage_billing_and_a_bad_metrics_line_are_kept_aside_and_lose_nothing_
 
 
 def test_a_torn_ledger_gives_back_every_attempt_it_still_holds(tmp_path):
-    attempts = [{"started_at": 10.0, "last_seen": 20.0, "resumed_from": {"epoch": 0}},
-                {"started_at": 30.0, "last_seen": 45.0, "resumed_from": {"epoch": 1}}]
+    now = time.time()  # times before 2020 would be dropped (issue 38)
+    attempts = [{"started_at": now - 50, "last_seen": now - 40, "resumed_from": {"epoch": 0}},
+                {"started_at": now - 30, "last_seen": now - 15, "resumed_from": {"epoch": 1}}]
     text = json.dumps({"attempts": attempts})
     (tmp_path / "billing.json").write_text(text[:text.rindex("{") + 5])  # torn mid-attempt
     recovered, intact = read_ledger(str(tmp_path))

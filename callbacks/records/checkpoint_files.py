@@ -88,7 +88,8 @@ def _check_state(state: dict, name: str) -> None:
     field(state, "weights_bytes", "integer", low=0, high=MAX_COUNT, required=False)
     field(state, "weights_crc32", "integer", low=0, high=2**32 - 1, required=False)
     field(state, "data", "object", required=False)
-    field(state, "input_state", "object", required=False)
+    # input_state is the input stream's own (a grain iterator's state); the stream
+    # checks it when it restores.
     for entry in field(state, "top1_history", "list", required=False, default=[]):
         field(entry, "epoch", "integer", low=1, high=MAX_COUNT)
         for key in ("top1", "top5", "hours", "cost_usd"):
