@@ -120,7 +120,7 @@ def _billed(attempts: list[dict]) -> float:
 # What an attempt's times may be. A ledger is read back as untrusted (edited by hand,
 # written by a machine whose clock was wrong, damaged): an attempt outside these
 # bounds is dropped with a warning, and the newest checkpoint's billed time, which
-# the shortfall below charges, keeps the bill from going down because of it.
+# `attempts_before` charges as a shortfall, keeps the bill from going down for it.
 EARLIEST = 1577836800.0  # 2020-01-01 UTC: before this app existed
 CLOCK_SLACK_SECONDS = 3600.0  # another host's clock ahead of this one's (NTP keeps skew far below)
 # One attempt is one process. A year is far beyond any training job this app is for
@@ -139,10 +139,17 @@ def check_attempt(value, now: float | None = None) -> dict:
         RecordError: naming what is wrong (one line).
     """
     now = time.time() if now is None else now
-    started = untrusted.field(value, "started_at", "number", low=EARLIEST,
-                              high=now + CLOCK_SLACK_SECONDS)
-    seen = untrusted.field(value, "last_seen", "number", low=started,
-                           high=now + CLOCK_SLACK_SECONDS)
+    latest = now + CLOCK_SLACK_SECONDS
+    started = untrusted.field(value, "started_at", "number")
+    seen = untrusted.field(value, "last_seen", "number")
+    for name, when in (("started_at", started), ("last_seen", seen)):
+        if not EARLIEST <= when <= latest:
+            raise untrusted.RecordError(
+                f"{name!r} holds {when:.10g} ({_date(when)}); accepted: a time from "
+                f"{_date(EARLIEST)} to an hour from now ({_date(latest)})")
+    if seen < started:
+        raise untrusted.RecordError(f"'last_seen' ({_date(seen)}) is before 'started_at' "
+                                    f"({_date(started)})")
     if seen - started > MAX_ATTEMPT_SECONDS:
         raise untrusted.RecordError(f"an attempt of {(seen - started) / 86400:,.0f} days "
                                     f"(at most {MAX_ATTEMPT_SECONDS / 86400:.0f} accepted)")
@@ -158,6 +165,14 @@ def check_attempt(value, now: float | None = None) -> dict:
     if isinstance(status, str) and len(status) <= 200:
         attempt["status"] = status
     return attempt
+
+
+def _date(when: float) -> str:
+    """A time as a UTC date and time, or "out of the calendar" where it has none."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(when))
+    except (OverflowError, OSError, ValueError):
+        return "out of the calendar"
 
 
 def _recovered_attempt(value) -> dict | None:
