@@ -49,7 +49,8 @@ def committed(directory: str) -> list[str]:
 
 MAX_COUNT = 2**53  # steps, images, bytes: beyond this a float cannot count them
 MAX_STATE_BYTES = 16 << 20  # state.json is kilobytes (top-1 history, input position)
-# The most seconds a run can have billed: since 2020 (app/run/ledger.py's EARLIEST).
+# The most seconds a run can have billed: 20 years, more than has passed since 2020
+# (app/run/ledger.py's EARLIEST) for years to come; past it, the figure is not a bill.
 MAX_BILLED_SECONDS = 20 * 366 * 86400.0
 
 
