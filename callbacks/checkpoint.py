@@ -238,8 +238,11 @@ class Checkpoint(keras.callbacks.Callback):
         except (OSError, RuntimeError) as error:  # h5py raises RuntimeError for some
             if self._folder_identity is not None:
                 self._check_folder()
-            raise StorageError(f"cannot write checkpoint {final}: {_reason(error)}; the last "
-                               f"good checkpoint is kept ({self.latest_path()})") from None
+            latest = self.latest_path()
+            kept = (f"the last good checkpoint is kept ({latest})" if latest
+                    else "no checkpoint was saved before it")
+            raise StorageError(f"cannot write checkpoint {final}: {_reason(error)}; "
+                               f"{kept}") from None
         self._last_saved_step = step
         self.saved.append(final)
         self._prune()

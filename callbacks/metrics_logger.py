@@ -43,7 +43,9 @@ def _is_number(value) -> bool:
 
 def rewind(logdir: str, epoch: int, step: int) -> None:
     """Removes what the logger wrote after epoch `epoch` and global step `step`
-    (a resumed run redoes that part)."""
+    (a resumed run redoes that part). metrics.jsonl's lines of epochs up to `epoch`
+    that are missing (the file deleted, a line damaged) are rebuilt first from the
+    event files, which hold the same figures (callbacks/records/metrics_file.py)."""
     truncate_metrics(logdir, epoch)
     events.rewind(os.path.join(logdir, TRAIN),
                   lambda tag: step if "/batch_" in tag else epoch)

@@ -8,21 +8,26 @@ SIGKILL loses at most that interval from its bill; the next attempt charges the
 earlier ones from this file. (An attempt killed before its flags, devices and data
 were checked cannot bill itself: nothing may be written before those checks.)
 
-A damaged billing.json never lowers the bill silently: it is kept aside, every
-attempt that can still be read from it is recovered, and where the newest
-checkpoint has billed more than those attempts add up to, the difference is
-charged as one recovered attempt.
+The ledger is read back as untrusted (callbacks/records/untrusted.py): an attempt
+whose times are not finite or not plausible (before 2020, in the future, ending
+before they start, over a year long: `check_attempt`) is dropped. A damaged
+billing.json, or one holding such an attempt, never changes the bill silently: it
+is kept aside with one warning line, every valid attempt that can still be read
+from it is recovered, and where the newest checkpoint has billed more than those
+attempts add up to, the difference is charged as one recovered attempt. So the
+bill is never infinite nor negative.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
+import re
 import threading
 import time
 
 from app.run.rundir import write_json_atomic
-from callbacks.records import durable
+from callbacks.records import durable, untrusted
 
 LEDGER_FILE = "billing.json"
 HEARTBEAT_SECONDS = 2.0
@@ -42,11 +47,7 @@ class Ledger:
     def __init__(self, logdir: str, started_at: float, resumed_from: dict,
                  checkpoint_billed_seconds: float = 0.0):
         self.path = os.path.join(logdir, LEDGER_FILE)
-        self.attempts, intact = read_ledger(logdir)
-        shortfall = checkpoint_billed_seconds - _billed(self.attempts)
-        if not intact and shortfall > 0:
-            self.attempts.append({"started_at": 0.0, "last_seen": shortfall,
-                                  "status": "recovered from the checkpoint"})
+        self.attempts = attempts_before(logdir, checkpoint_billed_seconds)
         self.attempts.append({"started_at": started_at, "last_seen": time.time(),
                               "resumed_from": resumed_from, "pid": os.getpid()})
         self._stop = threading.Event()
@@ -92,53 +93,169 @@ class Ledger:
         return self.attempts
 
 
+def attempts_before(logdir: str, checkpoint_billed_seconds: float = 0.0) -> list[dict]:
+    """The earlier attempts to bill: the ledger's valid ones (`read_ledger`), plus, where
+    the ledger was damaged or missing and the newest checkpoint billed more than they
+    add up to, the difference as one attempt "recovered from the checkpoint".
+
+    Args:
+        logdir: the run folder.
+        checkpoint_billed_seconds: what the checkpoint resumed from has billed (a
+            figure that is not finite or is negative counts as 0).
+    """
+    attempts, intact = read_ledger(logdir)
+    floor = checkpoint_billed_seconds
+    if not (isinstance(floor, (int, float)) and math.isfinite(floor)) or floor < 0:
+        floor = 0.0
+    shortfall = floor - _billed(attempts)
+    if not intact and shortfall > 0:
+        attempts.append({"started_at": 0.0, "last_seen": shortfall, "status": _RECOVERED})
+    return attempts
+
+
 def _billed(attempts: list[dict]) -> float:
     return sum(max(0.0, a["last_seen"] - a["started_at"]) for a in attempts)
 
 
-def _is_attempt(value) -> bool:
-    return isinstance(value, dict) and all(
-        isinstance(value.get(k), (int, float)) and not isinstance(value.get(k), bool)
-        for k in ("started_at", "last_seen"))
+# What an attempt's times may be. A ledger is read back as untrusted (edited by hand,
+# written by a machine whose clock was wrong, damaged): an attempt outside these
+# bounds is dropped with a warning, and the newest checkpoint's billed time, which
+# `attempts_before` charges as a shortfall, keeps the bill from going down for it.
+EARLIEST = 1577836800.0  # 2020-01-01 UTC: before this app existed
+CLOCK_SLACK_SECONDS = 3600.0  # another host's clock ahead of this one's (NTP keeps skew far below)
+# One attempt is one process. A year is far beyond any training job this app is for
+# (ResNet-50 on ImageNet takes hours to days) and beyond how long a cloud VM runs
+# between host maintenance events; a longer one is a clock that jumped or an edit.
+# Dropping a real one loses nothing the newest checkpoint has billed.
+MAX_ATTEMPT_SECONDS = 366 * 86400.0
+MAX_LEDGER_BYTES = 16 << 20  # the app writes ~200 bytes per attempt
+_RECOVER_MAX_CHARS = 4 << 20  # recovery scans at most this much of a damaged file
 
 
-def _recover(text: str) -> list[dict]:
-    """Every attempt object that still parses in a damaged ledger's text."""
-    decoder, found, index = json.JSONDecoder(), [], text.find("{")
-    while index != -1:
+def check_attempt(value, now: float | None = None) -> dict:
+    """One attempt of a ledger, checked; the fields the app reads, typed.
+
+    Raises:
+        RecordError: naming what is wrong (one line).
+    """
+    now = time.time() if now is None else now
+    latest = now + CLOCK_SLACK_SECONDS
+    started = untrusted.field(value, "started_at", "number")
+    seen = untrusted.field(value, "last_seen", "number")
+    for name, when in (("started_at", started), ("last_seen", seen)):
+        if not EARLIEST <= when <= latest:
+            raise untrusted.RecordError(
+                f"{name!r} holds {when:.10g} ({_date(when)}); accepted: a time from "
+                f"{_date(EARLIEST)} to an hour from now ({_date(latest)})")
+    if seen < started:
+        raise untrusted.RecordError(f"'last_seen' ({_date(seen)}) is before 'started_at' "
+                                    f"({_date(started)})")
+    if seen - started > MAX_ATTEMPT_SECONDS:
+        raise untrusted.RecordError(f"an attempt of {(seen - started) / 86400:,.0f} days "
+                                    f"(at most {MAX_ATTEMPT_SECONDS / 86400:.0f} accepted)")
+    attempt = {"started_at": float(started), "last_seen": float(seen)}
+    # The rest is carried into summary.json as it was, where it has the app's types.
+    resumed = value.get("resumed_from")
+    if isinstance(resumed, dict) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in resumed.values()):
+        attempt["resumed_from"] = resumed
+    pid, status = value.get("pid"), value.get("status")
+    if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0:
+        attempt["pid"] = pid
+    if isinstance(status, str) and len(status) <= 200:
+        attempt["status"] = status
+    return attempt
+
+
+def _date(when: float) -> str:
+    """A time as a UTC date and time, or "out of the calendar" where it has none."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(when))
+    except (OverflowError, OSError, ValueError):
+        return "out of the calendar"
+
+
+def _recovered_attempt(value) -> dict | None:
+    """The shortfall attempt written by an earlier `Ledger` ("recovered from the
+    checkpoint": no start time, `last_seen` = the seconds), checked, or None."""
+    if not (isinstance(value, dict) and value.get("status") == _RECOVERED
+            and value.get("started_at") == 0 and "pid" not in value):
+        return None
+    seconds = untrusted.field(value, "last_seen", "number", low=0,
+                              high=time.time() + CLOCK_SLACK_SECONDS - EARLIEST)
+    return {"started_at": 0.0, "last_seen": float(seconds), "status": _RECOVERED}
+
+
+_RECOVERED = "recovered from the checkpoint"
+
+
+def _checked(values: list) -> tuple[list[dict], list[str]]:
+    """(the attempts that pass `check_attempt`, why each other one failed)."""
+    kept, problems = [], []
+    for value in values:
         try:
-            value, end = decoder.raw_decode(text, index)
-        except ValueError:
-            value, end = None, index + 1
-        if _is_attempt(value):
+            kept.append(_recovered_attempt(value) or check_attempt(value))
+        except untrusted.RecordError as error:
+            problems.append(str(error))
+    return kept, problems
+
+
+# An object nested at most two deep (an attempt and its resumed_from) with no braces
+# in its strings: what the app writes per attempt. Matched, not decoded from every
+# "{", so that a file of 100,000 brackets is scanned in linear time.
+_ATTEMPT_TEXT = re.compile(r"\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}")
+
+
+def _recover(text: str) -> list:
+    """Every attempt-shaped object that still parses in a damaged ledger's text."""
+    found, index = [], 0
+    while (match := _ATTEMPT_TEXT.search(text, index)) is not None:
+        if '"started_at"' not in match.group():
+            index = match.end()  # nothing attempt-like in it, nor inside it
+            continue
+        try:
+            value = untrusted.loads(match.group())
+        except untrusted.RecordError:
+            value = None
+        if isinstance(value, dict) and "started_at" in value:
             found.append(value)
-            index = text.find("{", end)
-        else:
-            index = text.find("{", index + 1)
+            index = match.end()
+        else:  # e.g. the outer {"attempts": [...]} of a one-level file: look inside it
+            index = match.start() + 1
     return found
 
 
 def read_ledger(logdir: str) -> tuple[list[dict], bool]:
-    """(the attempts recorded in `logdir`, whether the file was intact or absent).
+    """(the valid attempts recorded in `logdir`, whether the file was intact or absent).
 
-    A damaged file is set aside (kept, renamed) with a warning, and every attempt
-    that can still be read from it is returned.
+    A file that is damaged or holds an attempt that fails `check_attempt` (a time not
+    finite, before 2020, in the future, ending before it starts, longer than
+    MAX_ATTEMPT_SECONDS) is set aside (kept, renamed), every valid attempt still
+    readable in it is returned, and one warning line says so. The bill is then
+    never infinite nor negative: every attempt returned lasts 0 to a year.
     """
     path = os.path.join(logdir, LEDGER_FILE)
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         return [], not _has_checkpoints(logdir)
-    with open(path, "rb") as f:
-        text = f.read().decode("utf-8", "replace")
+    text, problem = "", None
     try:
-        attempts = json.loads(text)["attempts"]
-        if isinstance(attempts, list) and all(_is_attempt(a) for a in attempts):
-            return attempts, True
-    except (ValueError, TypeError, KeyError):
-        pass
-    attempts = _recover(text)
+        data = untrusted.read_bytes(path, MAX_LEDGER_BYTES)
+        text = data.decode("utf-8", "replace")
+        record = untrusted.loads(data)
+        values = untrusted.field(record, "attempts", "list")
+    except untrusted.RecordError as error:
+        problem, values = str(error), _recover(text[:_RECOVER_MAX_CHARS])
+    except OSError as error:  # unreadable (permissions): its name is kept all the same
+        problem, values = f"cannot be read ({error.strerror or error})", []
+    attempts, dropped = _checked(values)
+    if problem is None and not dropped:
+        return attempts, True
     aside = durable.set_aside(path)
-    durable.warn(f"{path} is damaged; kept as {aside}; {len(attempts)} attempt(s) recovered "
-                 "from it")
+    why = problem or f"{len(dropped)} attempt(s) invalid, the first: {dropped[0]}"
+    if problem and dropped:
+        why += f"; {len(dropped)} invalid attempt(s) dropped, the first: {dropped[0]}"
+    durable.warn(f"{path} is damaged ({why}); kept as {aside}; {len(attempts)} attempt(s) "
+                 "recovered from it")
     return attempts, False
 
 

@@ -5,17 +5,19 @@ holding `model.weights.h5` and `state.json`; state.json records the weights file
 size and CRC-32, so a truncated, zeroed or overwritten file is found before it is
 loaded. Loading takes the newest checkpoint that is intact; one that is not is set
 aside (renamed `*.unloadable-<time>`, kept, reported on stderr) and the one before
-it is used.
+it is used. state.json is read as untrusted: a hostile one (wrong types, numbers
+out of range, not finite, nested too deep) makes its checkpoint unloadable, never a
+traceback.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import zlib
 
-from callbacks.records import durable
+from callbacks.records import durable, untrusted
+from callbacks.records.untrusted import RecordError, field
 
 CHECKPOINT_DIR = "checkpoints"
 WEIGHTS_FILE = "model.weights.h5"
@@ -45,20 +47,72 @@ def committed(directory: str) -> list[str]:
     return sorted(name for name in os.listdir(directory) if NAME.fullmatch(name))
 
 
+MAX_COUNT = 2**53  # steps, images, bytes: beyond this a float cannot count them
+MAX_STATE_BYTES = 16 << 20  # state.json is kilobytes (top-1 history, input position)
+# The most seconds a run can have billed: 20 years, more than has passed since 2020
+# (app/run/ledger.py's EARLIEST) for years to come; past it, the figure is not a bill.
+MAX_BILLED_SECONDS = 20 * 366 * 86400.0
+
+
 def read_state(path: str) -> dict:
-    """state.json of checkpoint `path`, checked to hold what a resume needs.
+    """state.json of checkpoint `path`, read as untrusted (callbacks/records/untrusted.py)
+    and checked to hold what a resume needs, with the app's types and ranges.
 
     Raises:
-        OSError, ValueError: unreadable, not JSON, or missing a field.
+        OSError: unreadable.
+        RecordError (a ValueError): not JSON, not finite, nested too deep, a field
+            of the wrong type or out of range; one line naming it.
     """
-    with open(os.path.join(path, STATE_FILE)) as f:
-        state = json.load(f)
+    state = untrusted.read_json(os.path.join(path, STATE_FILE), MAX_STATE_BYTES)
     if not isinstance(state, dict):
-        raise ValueError(f"{STATE_FILE} holds {type(state).__name__}, not an object")
-    missing = [k for k in REQUIRED_STATE if not isinstance(state.get(k), int)]
+        raise RecordError(f"{STATE_FILE} holds {type(state).__name__}, not an object")
+    missing = [k for k in REQUIRED_STATE if state.get(k) is None]
     if missing:
-        raise ValueError(f"{STATE_FILE} lacks {', '.join(missing)}")
+        raise RecordError(f"{STATE_FILE} lacks {', '.join(missing)}")
+    try:
+        _check_state(state, os.path.basename(os.path.normpath(path)))
+    except RecordError as error:
+        raise RecordError(f"{STATE_FILE}: {error}") from None
     return state
+
+
+def _check_state(state: dict, name: str) -> None:
+    """Types and ranges of what resume and the callbacks read back (train_callbacks'
+    `_extra_state` writes them)."""
+    for key in REQUIRED_STATE:
+        field(state, key, "integer", low=0, high=MAX_COUNT)
+    if NAME.fullmatch(name) and int(name[len("ckpt-"):]) != state["global_step"]:
+        raise RecordError(f"'global_step' holds {state['global_step']}, not the step of "
+                          f"its folder {name}")
+    field(state, "billed_seconds", "number", low=0, high=MAX_BILLED_SECONDS, required=False)
+    field(state, "saved_at", "number", required=False)
+    field(state, "weights_bytes", "integer", low=0, high=MAX_COUNT, required=False)
+    field(state, "weights_crc32", "integer", low=0, high=2**32 - 1, required=False)
+    field(state, "data", "object", required=False)
+    # input_state is the input stream's own (a grain iterator's state); the stream
+    # checks it when it restores.
+    for entry in field(state, "top1_history", "list", required=False, default=[]):
+        field(entry, "epoch", "integer", low=1, high=MAX_COUNT)
+        for key in ("top1", "top5", "hours", "cost_usd"):
+            field(entry, key, "number", required=False)
+    figures = field(state, "run_figures", "object", required=False, default={})
+    throughput = field(figures, "throughput", "object", required=False, default={})
+    for key in ("wall_images", "wall_seconds", "eval_images", "eval_seconds"):
+        field(throughput, key, "number", low=0, required=False)
+    steady = field(throughput, "steady", "object", required=False, default={})
+    for key in steady:
+        field(steady, key, "number", low=0)
+    energy = field(figures, "energy", "object", required=False, default={})
+    totals = field(energy, "totals", "list", required=False, default=[0, 0, 0])
+    if len(totals) != 3 or not all(_number(t) and t >= 0 for t in totals):
+        raise RecordError("'totals' of run_figures.energy is not 3 numbers >= 0")
+    for window in field(energy, "windows", "list", required=False, default=[]):
+        for key in ("epoch", "start_unix", "end_unix", "joules", "images"):
+            field(window, key, "number")
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _check_weights(path: str, state: dict) -> None:

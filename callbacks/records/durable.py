@@ -13,10 +13,12 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
 
+from callbacks.records import faults
 
 def strict(value):
     """`value` with every non-finite number replaced by None (JSON's null)."""
@@ -59,21 +61,61 @@ def sync_tree(path: str) -> None:
         sync_folder(folder)
 
 
+TEMPORARY_PREFIX = ".tmp-"  # write_atomic's temporary files
+
+
 def write_atomic(path: str, text: str) -> None:
     """Writes `text` to a temporary file, syncs it, renames it over `path`."""
     folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    handle, temporary = tempfile.mkstemp(prefix=TEMPORARY_PREFIX, dir=folder)
     try:
         with os.fdopen(handle, "w") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        faults.reached("atomic_write")  # a kill here leaves the temporary (tests)
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(temporary)
         raise
     sync_folder(folder)
+
+
+def remove_temporaries(folder: str) -> list[str]:
+    """Removes what killed writers left half-written in run folder `folder`: the
+    `.tmp-*` files of `write_atomic` in it and in its train/ and validation/ folders,
+    and checkpoints/ckpt-*.tmp-<pid> staging folders (callbacks/checkpoint.py).
+    Returns the paths removed.
+
+    Call it ONLY while this process holds the run folder's lock
+    (app/run/rundir.py): a temporary file is a live writer's until its rename, and
+    without the lock another process may be writing this folder right now.
+    Committed files are never touched: every name removed holds ".tmp-".
+    """
+    removed = []
+    for sub in ("", "train", "validation", "checkpoints"):
+        place = os.path.join(folder, sub) if sub else folder
+        try:
+            names = os.listdir(place)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for name in names:
+            path = os.path.join(place, name)
+            if sub == "checkpoints":
+                if not (name.startswith("ckpt-") and ".tmp-" in name):
+                    continue
+            elif not name.startswith(TEMPORARY_PREFIX):
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
+            removed.append(path)
+    if removed:
+        sync_folder(folder)
+    return removed
 
 
 def write_json_atomic(path: str, obj) -> None:
