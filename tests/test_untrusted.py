@@ -118,3 +118,13 @@ def test_field_checks_type_range_and_presence():
     assert field({"epoch": None}, "epoch", "integer", required=False, default=7) == 7
     with pytest.raises(RecordError, match="expected an object holding 'epoch', found list"):
         field([1], "epoch", "integer")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_field_refuses_a_number_that_is_not_finite_even_without_a_range(value):
+    """A record built in memory (or read by another parser) can hold NaN, which every
+    range comparison lets through."""
+    with pytest.raises(untrusted.RecordError, match="accepted: a finite number"):
+        untrusted.field({"x": value}, "x", "number")
+    with pytest.raises(untrusted.RecordError):
+        untrusted.field({"x": value}, "x", "number", low=0, high=1)

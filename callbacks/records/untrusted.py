@@ -149,6 +149,8 @@ def field(record, name: str, kind: str, *, low=None, high=None, required=True,
     kinds = _KINDS[kind]
     if (not isinstance(value, kinds)) or (kind != "bool" and isinstance(value, bool)):
         raise RecordError(f"{name!r} holds {_show(value)}; accepted: {kind}")
+    if isinstance(value, float) and not math.isfinite(value):  # a record not read by loads
+        raise RecordError(f"{name!r} holds {value}; accepted: a finite {kind}")
     if (low is not None and value < low) or (high is not None and value > high):
         raise RecordError(f"{name!r} holds {_show(value)}; accepted: {kind} in "
                           f"[{low}, {high}]")
