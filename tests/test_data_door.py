@@ -1,5 +1,5 @@
 """The data door: what a folder dataset lets in (preprocessing/datasets/folder.py,
-paths.py) and what every decoder refuses before decoding (host/images.py,
+preprocessing/files.py) and what every decoder refuses before decoding (host/images.py,
 tfdata/images.py, device/decode.py).
 
 Every trap is a real file in a temporary folder: PNGs and JPEGs written by Pillow, a
@@ -23,7 +23,8 @@ from conftest import error_lines, run_cli
 from PIL import Image
 
 from preprocessing import spec
-from preprocessing.datasets import folder, paths
+from preprocessing import files as paths
+from preprocessing.datasets import folder
 from preprocessing.spec import BatchShape, DataError, InputSpec
 
 HUGE = 20_000  # pixels a side: 400 million, over paths.MAX_PIXELS

@@ -22,11 +22,12 @@ RANK = {"app.main": 5, "app.report": 5, "app.report_page": 5, "app.modes": 4, "a
 
 
 PREPROCESSING_RANK = {"preprocessing": 0, "preprocessing.spec": 0, "preprocessing.augment": 0,
+                      "preprocessing.files": 0,
                       "preprocessing.gpu.native": 1, "preprocessing.tfdata": 2,
                       "preprocessing.host": 2, "preprocessing.gpu": 2, "preprocessing.device": 2,
                       "preprocessing.feed": 2, "preprocessing.streams": 3,
                       "preprocessing.datasets": 4}
-CONTRACT_FILES = {"__init__.py", "spec.py", "augment.py", "streams.py", "feed.py"}
+CONTRACT_FILES = {"__init__.py", "spec.py", "augment.py", "streams.py", "feed.py", "files.py"}
 WINGS = {"datasets", "tfdata", "host", "gpu", "device"}
 
 

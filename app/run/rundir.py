@@ -22,7 +22,7 @@ import time
 
 from callbacks.records.durable import write_json_atomic  # noqa: F401 (the app's one JSON writer)
 from callbacks.stops import StorageError
-from preprocessing.datasets.paths import writable_ancestor
+from preprocessing.files import writable_ancestor
 
 CONFIG_FILE = "config.json"
 SUMMARY_FILE = "summary.json"

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 
 from preprocessing.datasets import folder
-from preprocessing.datasets.paths import writable_ancestor
+from preprocessing.files import writable_ancestor
 from preprocessing.spec import DataError, Datasets, InputSpec
 
 FOLDER_NAME = "digits"

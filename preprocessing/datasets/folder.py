@@ -9,7 +9,7 @@ The door (what the listing lets in, `scan_split`):
   ones (`.ipynb_checkpoints`) and empty ones are skipped and named, in one `note:` line
   when the dataset is checked; a label folder that links back to its split folder or
   above it (`train/c3 -> .`) is refused; training needs at least 2 classes;
-- a file is used only if it is a regular file of bounded size (paths.unreadable_why: a
+- a file is used only if it is a regular file of bounded size (files.unreadable_why: a
   FIFO, a link to /dev/zero, a 50 GB file are never opened) with a UTF-8 name;
 - what is skipped is counted with the images that do not decode (summary.json's
   corrupt_images_skipped) and its first names are given (`Datasets.skipped_names`).
@@ -21,7 +21,7 @@ import dataclasses
 import os
 import sys
 
-from preprocessing.datasets.paths import is_utf8, shown, unreadable_why
+from preprocessing.files import is_utf8, shown, unreadable_why
 from preprocessing.spec import SKIPPED_NAMES_KEPT, DataError, Datasets, InputSpec, first_names
 from preprocessing.streams import first_decodable
 

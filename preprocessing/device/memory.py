@@ -17,7 +17,7 @@ def decoded_bytes(split) -> int:
     that cannot be known without decoding (encoded bytes, TFDS records)."""
     if isinstance(split, Pixels):
         return int(split.images.nbytes + 16 * len(split))  # + labels, offsets, sizes
-    from preprocessing.datasets.paths import MAX_PIXELS, unreadable_why
+    from preprocessing.files import MAX_PIXELS, unreadable_why
     from preprocessing.host.images import pillow
 
     Image = pillow()  # (told not to warn of large images: the decoders refuse them)

@@ -12,9 +12,9 @@ pixels equal tf.io.decode_jpeg's), other formats with Pillow. OpenCV resizes
 (bilinear) when installed: 6x faster than the numpy fallback, same values to 0.005
 of a level. All three are imported lazily: importing this module costs only numpy.
 
-Nothing is decoded whose header declares more than paths.MAX_PIXELS pixels, and
+Nothing is decoded whose header declares more than files.MAX_PIXELS pixels, and
 `decodes_file` / `read_image_file` open only regular files of bounded size
-(paths.unreadable_why): a FIFO or a link to /dev/zero is never read.
+(files.unreadable_why): a FIFO or a link to /dev/zero is never read.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import re
 import numpy as np
 
 from preprocessing import augment
-from preprocessing.datasets.paths import MAX_FILE_BYTES, MAX_PIXELS, unreadable_why
+from preprocessing.files import MAX_FILE_BYTES, MAX_PIXELS, unreadable_why
 
 _MAX_JPEG_BYTES = 1 << 29  # TF refuses JPEGs whose decoded size reaches this
 _ADOBE = re.compile(rb"\xff\xee..Adobe", re.DOTALL)

@@ -16,7 +16,7 @@ Presets (`--preprocessing`):
 
 Every decode first reads the image's size from its header (`header_pixels`) and
 refuses, with an error tf.data's ignore_errors drops and the pipeline counts, an image
-of more than paths.MAX_PIXELS pixels: it is never decoded.
+of more than files.MAX_PIXELS pixels: it is never decoded.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import sys
 
 import tensorflow as tf
 
-from preprocessing.datasets.paths import MAX_PIXELS, unreadable_why
+from preprocessing.files import MAX_PIXELS, unreadable_why
 
 # The presets' constants live in augment.py, shared with the TensorFlow-free paths.
 from preprocessing.augment import (  # noqa: F401
