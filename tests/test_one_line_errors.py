@@ -49,7 +49,9 @@ def test_the_report_says_in_one_line_when_out_is_a_file_or_a_summary_is_not_one(
     assert f"--out={tmp_path / 'a_file'} is a file" in one_error(done)
     (run_folder / "summary.json").write_text("[]")
     done = report(str(run_folder), "--out", str(tmp_path / "out"))
-    assert "summary.json holds a list, not a run's figures" in one_error(done)
+    assert "no run to report: the 1 folder(s) given were skipped" in one_error(done)
+    assert f"warning: skipped {run_folder}: summary.json holds a list, not an object" in (
+        done.stderr)
 
 
 def test_absl_flag_errors_are_one_error_line_and_exit_2(tmp_path):

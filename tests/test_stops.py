@@ -71,12 +71,22 @@ def test_sigterm_three_times_or_at_start_up_still_exits_75(digits_dir, tmp_path)
 
 @pytest.fixture
 def hanging_folder(tmp_path):
-    """A folder dataset one of whose training "images" is a FIFO nobody writes to: the
-    input stream blocks on it forever inside TensorFlow."""
+    """A folder dataset whose storage will hang: see `hang`."""
     root = tmp_path / "hangs"
     write_folder_dataset(str(root), corrupt=0)
-    os.mkfifo(root / "train" / "fox" / "zz_never_written.jpg")
     return root
+
+
+def hang(root, logdir, process):
+    """Once the run has checked its data and made its folder (config.json), every
+    training image becomes a FIFO nobody writes to: the input stream then blocks
+    inside TensorFlow on its first read, as on a hung network mount. (The data door
+    opens only regular files, so a FIFO there from the start would be skipped.)"""
+    until(process, (logdir / "config.json").exists, "the run folder (config.json)")
+    for folder, _, names in os.walk(root / "train"):
+        for name in names:
+            os.unlink(os.path.join(folder, name))
+            os.mkfifo(os.path.join(folder, name))
 
 
 def hanging_flags(root, logdir):
@@ -89,6 +99,7 @@ def test_sigterm_ends_a_run_whose_input_hangs_within_the_grace_period(hanging_fo
                                                                       tmp_path):
     logdir = tmp_path / "run"
     process = start(hanging_flags(hanging_folder, logdir))
+    hang(hanging_folder, logdir, process)
     # metrics.jsonl is opened by fit's on_train_begin; the first step's hooks follow
     # within milliseconds, then fit waits for a first batch that never comes.
     until(process, (logdir / "metrics.jsonl").exists, "fit to begin (metrics.jsonl)")
@@ -100,16 +111,18 @@ def test_sigterm_ends_a_run_whose_input_hangs_within_the_grace_period(hanging_fo
     except subprocess.TimeoutExpired:
         process.kill()
         pytest.fail("SIGTERM did not end a run blocked on its input")
-    assert process.returncode == 75 and time.time() - sent < 40
+    assert process.returncode == 75 and time.time() - sent < 40, stderr[-2000:]
     (line,) = error_lines(stderr)
     assert "preempted (SIGTERM) but no step boundary came within 25 s" in line
 
 
 def test_an_input_stream_that_yields_nothing_ends_in_one_line(hanging_folder, tmp_path):
-    done = run(hanging_flags(hanging_folder, tmp_path / "run"),
-               env={"BENCH_STALL_SECONDS": "6"})
-    assert done.returncode == 69, done.stderr[-2000:]
-    assert error_lines(done.stderr) == [
+    logdir = tmp_path / "run"
+    process = start(hanging_flags(hanging_folder, logdir), env={"BENCH_STALL_SECONDS": "6"})
+    hang(hanging_folder, logdir, process)
+    _, stderr = process.communicate(timeout=PATIENCE_SECONDS)
+    assert process.returncode == 69, stderr[-2000:]
+    assert error_lines(stderr) == [
         "error: no training step finished for 6 s: the input stream yields nothing (are its "
         "images all undecodable, or is its storage hung?); stopped, the last checkpoint is "
         "kept"]
