@@ -58,14 +58,19 @@ class Progress(keras.callbacks.ProgbarLogger):
             resumed run's short first fit still says "epoch 4/6".
         steps_per_epoch: steps of a full epoch (default: the fit's own), for the
             time left in the run.
+        stop_request: the process's StopRequest (callbacks.stops.PROCESS_STOP), if
+            any: once a stop is asked for (SIGTERM, Ctrl-C), the bar's line is ended,
+            so what the stop prints next (the closing lines, the error line) starts
+            a line of its own rather than being glued to the bar.
     """
 
     async_safe = True  # O(1) work and a print, like Keras's own bar
 
     def __init__(self, stream=None, total_epochs: int | None = None,
-                 steps_per_epoch: int | None = None):
+                 steps_per_epoch: int | None = None, stop_request=None):
         super().__init__()
         self.stream = stream
+        self.stop_request = stop_request
         self.total_epochs = total_epochs
         self.steps_per_epoch = steps_per_epoch
         self._epoch = 0
@@ -92,6 +97,9 @@ class Progress(keras.callbacks.ProgbarLogger):
     def on_train_batch_end(self, batch, logs=None):
         with self._lock:  # hooks may run out of order: the count never goes back
             self._done = max(self._done, batch + 1)
+            if self.stop_request is not None and self.stop_request.requested.is_set():
+                self._end_line()  # the stop comes at this boundary: nothing more to draw
+                return
             now = time.time()
             if self.verbose != 1 or now - self._drawn_at < REDRAW_SECONDS:
                 return
@@ -134,6 +142,12 @@ class Progress(keras.callbacks.ProgbarLogger):
         self._write("\r" + line.ljust(self._width))
         self._width = len(line)
 
+    def _end_line(self):
+        """Ends the bar's line, if one is drawn (what follows starts a line)."""
+        if self._width:
+            self._write("\n")
+            self._width = 0
+
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.time() - self._began
         with self._lock:
@@ -148,7 +162,6 @@ class Progress(keras.callbacks.ProgbarLogger):
         line += f" - {figures(logs or {})}"
         if self.verbose == 1:
             self._redraw(line)
-            self._write("\n")
-            self._width = 0
+            self._end_line()
         else:
             self._write(line + "\n")

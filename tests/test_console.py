@@ -80,6 +80,39 @@ def test_a_terminal_gets_a_bar_redrawn_in_place(digits_dir, tmp_path):
     assert "\repoch 1/1 - " in text
 
 
+def test_ctrl_c_on_a_terminal_ends_the_bar_before_the_closing_lines(digits_dir, tmp_path):
+    """Ctrl-C while the bar is drawn on a real terminal (a pty, stdout and stderr on
+    it as in a shell): the bar's line ends, "status: preempted" and the error line
+    each start a line of their own (issue 42, item 4)."""
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "app", "main.py"),
+         *tiny_flags(digits_dir, tmp_path / "tty", "--steps_per_epoch=400", "--epochs=3",
+                     "--verbose=auto")],
+        stdout=follower, stderr=follower, cwd=ROOT)
+    os.close(follower)
+    output, sent = b"", False
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed: the process ended
+            break
+        if not chunk:
+            break
+        output += chunk
+        if not sent and re.search(rb"\repoch 1/3 step \d+/400", output):
+            process.send_signal(signal.SIGINT)
+            sent = True
+    os.close(leader)
+    assert process.wait(timeout=PATIENCE_SECONDS) == 75, output.decode()[-2000:]
+    lines = output.decode().replace("\r\n", "\n").split("\n")
+    status = [line for line in lines if "status: preempted" in line]
+    error = [line for line in lines if "error: preempted (SIGINT)" in line]
+    assert status and error, output.decode()[-2000:]
+    assert status[0].startswith("status: preempted") and error[0].startswith("error: "), (
+        status, error)
+
+
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_a_cpu_run_prints_no_line_about_other_devices(runs, backend):
     done, _ = runs[backend]

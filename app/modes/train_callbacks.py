@@ -141,7 +141,8 @@ def make_callbacks(context, plan) -> RunCallbacks:
     ordered = [StallWatchdog(STALL_SECONDS, signals.stalled), FreezeAfterCompile(),
                LearningRateLogger(),
                throughput, parts.energy, cost, mfu, targets, nan_guard, parts.profiler,
-               Progress(total_epochs=config.epochs, steps_per_epoch=steps_per_epoch),
+               Progress(total_epochs=config.epochs, steps_per_epoch=steps_per_epoch,
+                        stop_request=PROCESS_STOP),
                parts.logger, parts.checkpoint]
     parts.callbacks = [c for c in ordered if c is not None]
     return parts
