@@ -114,3 +114,26 @@ def test_a_nan_before_any_checkpoint_says_so_and_a_profile_past_the_end_is_warne
     assert ("warning: --profile_steps=900,901 starts after the run's last step (24); no "
             "trace will be written") in done.stderr
     assert not (logdir / "checkpoints").exists() or not os.listdir(logdir / "checkpoints")
+
+
+def test_a_batch_larger_than_the_folder_names_the_flags_the_user_set(tmp_path):
+    """Issue 42, item 2: the automatic steps per execution (0) is not named as if the
+    user had set it; the line says what fits. Then a batch that trains one step an
+    epoch and leaves images unused says so up front, with a batch that would not."""
+    root = tmp_path / "small"
+    write_folder_dataset(str(root), per_class=3, corrupt=0)  # 9 training images
+    done = run([f"--dataset=folder:{root}", f"--logdir={tmp_path / 'a'}",
+                "--global_batch_size=64", "--image_size=16"])
+    assert one_error(done) == (
+        f"error: --global_batch_size=64 is more than the 9 training images of folder:{root}; "
+        "accepted: at most 9 images a call (e.g. --global_batch_size=8), or "
+        "--steps_per_epoch to repeat the images")
+    assert not (tmp_path / "a").exists()
+    root = tmp_path / "larger"
+    write_folder_dataset(str(root), per_class=12, corrupt=0)  # 36 training images
+    done = run([f"--dataset=folder:{root}", f"--logdir={tmp_path / 'b'}",
+                "--global_batch_size=32", "--image_size=16", "--epochs=1", "--verbose=0"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("note: --global_batch_size=32 trains 1 step(s) an epoch on 32 of the 36 "
+            "training images (4 unused each epoch); --global_batch_size=4 would take 9 "
+            "steps and leave 0") in done.stderr.splitlines()

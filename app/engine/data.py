@@ -32,11 +32,44 @@ def steps_for(config, train_examples: int) -> int:
     steps = train_examples // config.global_batch_size
     steps -= steps % max(config.steps_per_execution, 1)
     if steps < 1:
+        per_call = config.global_batch_size * max(config.steps_per_execution, 1)
+        asked = (f"--global_batch_size={config.global_batch_size}" if per_call ==
+                 config.global_batch_size else f"--global_batch_size="
+                 f"{config.global_batch_size} x --steps_per_execution="
+                 f"{config.steps_per_execution} ({per_call} images a call)")
         raise DataError(
-            f"--global_batch_size={config.global_batch_size} x --steps_per_execution="
-            f"{config.steps_per_execution} is more than the {train_examples} training "
-            f"images of {config.dataset}; use a smaller batch or set --steps_per_epoch")
+            f"{asked} is more than the {train_examples} training images of "
+            f"{config.dataset}; accepted: at most {train_examples} images a call (e.g. "
+            f"--global_batch_size={_fitting_batch(train_examples, 1)}), or --steps_per_epoch "
+            "to repeat the images")
     return steps
+
+
+def unused_images_note(config, train_examples: int, steps: int) -> str | None:
+    """A line for the user when an epoch of `steps` steps leaves a quarter or more of
+    the training images unused, or is a single step (whose time no throughput figure
+    can measure: the first step of a run compiles); None otherwise, and when the user
+    set --steps_per_epoch (then an epoch is what they asked for)."""
+    if config.steps_per_epoch:
+        return None
+    used = steps * config.global_batch_size
+    unused = train_examples - used
+    if steps > 1 and unused * 4 < train_examples:
+        return None
+    smaller = _fitting_batch(train_examples)
+    return (f"note: --global_batch_size={config.global_batch_size} trains {steps} step(s) "
+            f"an epoch on {used} of the {train_examples} training images ({unused} unused "
+            f"each epoch); --global_batch_size={smaller} would take "
+            f"{train_examples // smaller} steps and leave {train_examples % smaller}")
+
+
+def _fitting_batch(train_examples: int, min_steps: int = 8) -> int:
+    """The largest power of two (as batches usually are) that gives `train_examples`
+    at least `min_steps` steps; 1 if none does."""
+    batch = 1
+    while batch * 2 * min_steps <= train_examples:
+        batch *= 2
+    return batch
 
 
 def steps_per_execution(config, input_pipeline: str, steps_per_epoch: int) -> int:

@@ -20,7 +20,7 @@ import sys
 import time
 
 from app.engine import precompile
-from app.engine.data import steps_for, steps_per_execution
+from app.engine.data import steps_for, steps_per_execution, unused_images_note
 from app.engine.flops import model_facts
 from app.engine.recipe import build_compiled_model, count_train_flops, recipe_facts
 from app.modes.train_callbacks import hparams_of, make_callbacks
@@ -78,6 +78,9 @@ def run(context) -> dict:
     context = run_context.start(context)
     data = make_datasets(config.dataset, context.spec)
     steps_per_epoch = steps_for(config, data.train_examples)
+    note = unused_images_note(config, data.train_examples, steps_per_epoch)
+    if note:
+        print(note, file=sys.stderr, flush=True)
     validation_steps = 0
     if data.validation is not None:
         validation_steps = data.validation_batches
