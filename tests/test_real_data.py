@@ -95,7 +95,8 @@ def test_auto_preprocessing_looks_at_a_folder_of_small_images(tmp_path):
                    "--epochs=1", "--steps_per_epoch=4", "--verbose=0",
                    f"--logdir={tmp_path / 'run'}")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "image_size=32 input_pipeline=device preprocessing=small" in done.stdout
+    assert ("image_size=32 input_pipeline=device [held in host memory (tf.data's cache)] "
+            "preprocessing=small") in done.stdout  # where summary.json's input.held_in says
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["preprocessing"] == "small" and summary["image_size"] == 32
     write_digit_jpegs(tmp_path / "large", 300, per_split=(20, 10))

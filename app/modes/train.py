@@ -49,13 +49,16 @@ class Plan:
 
 def banner(context, data) -> str:
     config, topology = context.config, context.topology
+    facts = data.facts or {}
+    # "device" holds the decoded images where the backend can: on a CPU, in host memory
+    held = f" [held in {facts['held_in']}]" if facts.get("held_in") else ""
     return (f"[{config.model} on {config.dataset}] backend={config.backend} "
             f"accelerator={config.accelerator} ({topology.device_kind}) "
             f"replicas={topology.num_replicas} ({topology.num_processes} process(es)) "
             f"global_batch={context.batch.global_size} per_replica_batch={context.batch.per_replica} "
             f"steps_per_execution={config.steps_per_execution} "
             f"{f'xla_autotune={context.xla_autotune} ' if context.xla_autotune else ''}"
-            f"image_size={data.image_size} input_pipeline={data.input_pipeline} "
+            f"image_size={data.image_size} input_pipeline={data.input_pipeline}{held} "
             f"preprocessing={data.preset} precision={config.policy} logdir={context.logdir}")
 
 
