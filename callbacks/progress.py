@@ -2,8 +2,8 @@
 
 Keras's own progress bar prints every key of `logs`: about twenty figures here, a
 900-character line per epoch. This one prints loss, top-1, images/sec and dollars:
-a bar redrawn in place on a terminal (verbose 1) or one line per epoch (verbose 2),
-each naming the epoch of the run (a resumed run's short first `fit` included) and
+a bar redrawn in place on a terminal (verbose 1) or, to a file or a pipe (verbose 2),
+a line per epoch and one every `line_every_seconds` within it, each naming the epoch of the run (a resumed run's short first `fit` included) and
 what is left: of the epoch (the bar) and of the run, estimated from the pace so far.
 Every figure still reaches metrics.jsonl and TensorBoard, whose sink reads `logs`.
 
@@ -62,13 +62,18 @@ class Progress(keras.callbacks.ProgbarLogger):
             any: once a stop is asked for (SIGTERM, Ctrl-C), the bar's line is ended,
             so what the stop prints next (the closing lines, the error line) starts
             a line of its own rather than being glued to the bar.
+        line_every_seconds: at --verbose=2 (output to a file or a pipe: nohup, CI,
+            `| tee`), a progress line this often within an epoch, so a long epoch is
+            not silent until it ends; 0: none.
     """
 
     async_safe = True  # O(1) work and a print, like Keras's own bar
 
     def __init__(self, stream=None, total_epochs: int | None = None,
-                 steps_per_epoch: int | None = None, stop_request=None):
+                 steps_per_epoch: int | None = None, stop_request=None,
+                 line_every_seconds: float = 0):
         super().__init__()
+        self.line_every_seconds = line_every_seconds
         self.stream = stream
         self.stop_request = stop_request
         self.total_epochs = total_epochs
@@ -101,10 +106,13 @@ class Progress(keras.callbacks.ProgbarLogger):
                 self._end_line()  # the stop comes at this boundary: nothing more to draw
                 return
             now = time.time()
-            if self.verbose != 1 or now - self._drawn_at < REDRAW_SECONDS:
-                return
-            self._drawn_at = now
-            self._draw(self._done, now, logs)
+            if self.verbose == 1 and now - self._drawn_at >= REDRAW_SECONDS:
+                self._drawn_at = now
+                self._redraw(self._status(self._done, now, logs))
+            elif (self.verbose == 2 and self.line_every_seconds
+                  and now - max(self._drawn_at, self._began) >= self.line_every_seconds):
+                self._drawn_at = now  # a file or a pipe: a line now and then, not a bar
+                self._write(self._status(self._done, now, logs) + "\n")
 
     def _name(self, epoch: int) -> str:
         return f"epoch {epoch + 1}/{self.total_epochs or self.epochs}"
@@ -121,7 +129,8 @@ class Progress(keras.callbacks.ProgbarLogger):
             per_epoch = pace * self._full_epoch_steps()
         return None if per_epoch is None else max(left, 0) * per_epoch
 
-    def _draw(self, done: int, now: float, logs):
+    def _status(self, done: int, now: float, logs) -> str:
+        """The bar's text: steps done of the epoch, time, ETAs, the watched figures."""
         elapsed = now - self._began
         if self.target:
             filled = BAR_WIDTH * min(done, self.target) // self.target
@@ -136,7 +145,7 @@ class Progress(keras.callbacks.ProgbarLogger):
             rest = self._after_this_epoch(self._epoch, pace)
             if rest:
                 text += f" (run {duration(epoch_left + rest)})"
-        self._redraw(f"{text} - {figures(logs or {})}")
+        return f"{text} - {figures(logs or {})}"
 
     def _redraw(self, line: str):
         self._write("\r" + line.ljust(self._width))

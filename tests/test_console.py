@@ -164,6 +164,21 @@ def test_the_closing_commands_work_as_printed(runs):
         assert base.startswith("http://")  # the printed command serves the run
 
 
+def test_output_to_a_pipe_gets_a_progress_line_within_a_long_epoch(digits_dir, tmp_path):
+    """Issue 42, item 1: with stdout a pipe (nohup, CI, `| tee`) the epoch is not silent
+    until it ends: a progress line every BENCH_PROGRESS_LINE_SECONDS (30 s by default;
+    1 s here), each a whole line (no carriage return)."""
+    done = run_cli(*tiny_flags(digits_dir, tmp_path / "pipe", "--epochs=1",
+                               "--steps_per_epoch=1500", "--verbose=auto"),
+                   env={"BENCH_PROGRESS_LINE_SECONDS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "\r" not in done.stdout
+    within = [line for line in done.stdout.splitlines()
+              if re.match(r"epoch 1/1 step \d+/1500 \[=*\.*\] \d+ s, ETA ", line)]
+    assert within, done.stdout[-2000:]
+    assert re.search(r"^epoch 1/1 - \d+ s - loss ", done.stdout, re.MULTILINE)
+
+
 def test_the_accuracy_line_names_the_epoch_of_the_best():
     summary = {"images_per_sec": 10.0, "images_per_sec_per_device": 10.0, "num_replicas": 1,
                "mfu": None, "val_top1_by_epoch": [0.5, 0.9944, 0.97], "targets": [],

@@ -35,6 +35,8 @@ from callbacks.throughput import Throughput
 # No finished batch for this long ends the run (exit 69): far above any compile
 # time. The environment variable exists for tests.
 STALL_SECONDS = float(os.environ.get("BENCH_STALL_SECONDS", 1800))
+# Output to a file or a pipe (--verbose=2) gets a progress line this often in an epoch.
+PROGRESS_LINE_SECONDS = float(os.environ.get("BENCH_PROGRESS_LINE_SECONDS", 30))
 
 
 @dataclasses.dataclass
@@ -142,7 +144,7 @@ def make_callbacks(context, plan) -> RunCallbacks:
                LearningRateLogger(),
                throughput, parts.energy, cost, mfu, targets, nan_guard, parts.profiler,
                Progress(total_epochs=config.epochs, steps_per_epoch=steps_per_epoch,
-                        stop_request=PROCESS_STOP),
+                        stop_request=PROCESS_STOP, line_every_seconds=PROGRESS_LINE_SECONDS),
                parts.logger, parts.checkpoint]
     parts.callbacks = [c for c in ordered if c is not None]
     return parts
