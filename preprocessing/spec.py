@@ -140,6 +140,10 @@ class Datasets:
     # jax.ShapeDtypeStruct (shape, dtype, sharding). The training and evaluation steps
     # then compile while the rest of the run starts (app/engine/precompile.py).
     batch_specs: tuple | None = None
+    # Data with no size of its own (synthetic: one batch served forever): the steps of
+    # its nominal epoch, when --steps_per_epoch does not set one. None: an epoch is one
+    # pass over the train_examples.
+    epoch_steps: int | None = None
     # What the pipeline says of itself, as JSON values for summary.json's "input" (e.g.
     # the bytes it holds in device memory, the seconds it took to decode the dataset).
     facts: dict = dataclasses.field(default_factory=dict)

@@ -257,11 +257,27 @@ def test_synthetic_data_is_validated_only_when_asked(tmp_path):
                    "--global_batch_size=8", "--epochs=1", "--steps_per_epoch=4",
                    "--verbose=2", f"--logdir={tmp_path / 'synthetic'}")
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "epochs=1 steps_per_epoch=4 image_size=32" in done.stdout  # as asked
     summary = json.loads((tmp_path / "synthetic" / "summary.json").read_text())
     assert summary["val_top1"] is None and "top-1: no validation" in done.stdout
     assert Config(dataset="synthetic").validation_steps == -1  # the default: none
     assert Config(dataset="synthetic", validation_steps=5).validation_steps == 5  # asked
     assert Config(dataset="digits").validation_steps == 0  # real data: every image
+
+
+def test_an_epoch_of_synthetic_data_is_a_measurement_not_an_imagenet_pass(tmp_path):
+    """Issue 42, item 1: without --steps_per_epoch an epoch of synthetic data is 200
+    steps (an ImageNet pass was 20,018 at batch 64: 28.7 h on a CPU), said in the
+    banner with the run's epochs; --steps_per_epoch still sets it."""
+    done = run_cli("--backend=jax", "--dataset=synthetic", "--image_size=8",
+                   "--global_batch_size=8", "--epochs=1", "--verbose=2",
+                   f"--logdir={tmp_path / 'nominal'}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("epochs=1 steps_per_epoch=200 [synthetic data's nominal epoch] "
+            in done.stdout), done.stdout[:2000]
+    summary = json.loads((tmp_path / "nominal" / "summary.json").read_text())
+    assert summary["steps_per_epoch"] == 200 and summary["epochs_completed"] == 1
+    assert summary["images_per_sec"] > 0  # measured: the warm-up is a part of the epoch
 
 
 def test_the_bar_never_counts_back_when_hooks_run_out_of_order(monkeypatch):

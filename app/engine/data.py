@@ -24,11 +24,15 @@ AUTO_STEPS_PER_EXECUTION = 16
 AUTO_MIN_EXECUTIONS_PER_EPOCH = 8
 
 
-def steps_for(config, train_examples: int) -> int:
-    """Training steps per epoch: --steps_per_epoch, or one pass over the training
-    images rounded down to whole executions (auto's are whole already)."""
+def steps_for(config, train_examples: int, epoch_steps: int | None = None) -> int:
+    """Training steps per epoch: --steps_per_epoch; else the data's nominal epoch
+    (`epoch_steps`, Datasets.epoch_steps: synthetic data's) rounded down to whole
+    executions; else one pass over the training images, rounded the same way."""
     if config.steps_per_epoch:
         return config.steps_per_epoch
+    if epoch_steps:
+        spe = max(config.steps_per_execution, 1)
+        return max(epoch_steps - epoch_steps % spe, spe)
     steps = train_examples // config.global_batch_size
     steps -= steps % max(config.steps_per_execution, 1)
     if steps < 1:

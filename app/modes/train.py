@@ -47,16 +47,19 @@ class Plan:
     model_facts: dict = dataclasses.field(default_factory=dict)  # name, size, FLOPs, recipe
 
 
-def banner(context, data) -> str:
+def banner(context, data, steps_per_epoch: int) -> str:
     config, topology = context.config, context.topology
     facts = data.facts or {}
     # "device" holds the decoded images where the backend can: on a CPU, in host memory
     held = f" [held in {facts['held_in']}]" if facts.get("held_in") else ""
+    nominal = " [synthetic data's nominal epoch]" if (
+        data.epoch_steps and not config.steps_per_epoch) else ""
     return (f"[{config.model} on {config.dataset}] backend={config.backend} "
             f"accelerator={config.accelerator} ({topology.device_kind}) "
             f"replicas={topology.num_replicas} ({topology.num_processes} process(es)) "
             f"global_batch={context.batch.global_size} per_replica_batch={context.batch.per_replica} "
             f"steps_per_execution={config.steps_per_execution} "
+            f"epochs={config.epochs} steps_per_epoch={steps_per_epoch}{nominal} "
             f"{f'xla_autotune={context.xla_autotune} ' if context.xla_autotune else ''}"
             f"image_size={data.image_size} input_pipeline={data.input_pipeline}{held} "
             f"preprocessing={data.preset} precision={config.policy} logdir={context.logdir}")
@@ -80,8 +83,9 @@ def run(context) -> dict:
     # --- 1. Seed and precision; the data comes in; then the run folder.
     context = run_context.start(context)
     data = make_datasets(config.dataset, context.spec)
-    steps_per_epoch = steps_for(config, data.train_examples)
-    note = unused_images_note(config, data.train_examples, steps_per_epoch)
+    steps_per_epoch = steps_for(config, data.train_examples, data.epoch_steps)
+    note = None if data.epoch_steps else unused_images_note(config, data.train_examples,
+                                                             steps_per_epoch)
     if note:
         print(note, file=sys.stderr, flush=True)
     validation_steps = 0
@@ -100,7 +104,7 @@ def run(context) -> dict:
         config, data.input_pipeline, steps_per_epoch))
     config = context.config
 
-    print(banner(context, data), flush=True)
+    print(banner(context, data, steps_per_epoch), flush=True)
 
     # --- 2. Model, built and compiled inside the distribution scope; its steps start
     # compiling (on JAX, in a thread, while the rest starts); resumed.
