@@ -4,12 +4,15 @@ Real processes, real signals, real files (issue 15, items 1, 4, 6, 7, 9, 13)."""
 
 import json
 import os
+import resource
 import shutil
 import signal
+import subprocess
+import sys
 
 from conftest import PATIENCE_SECONDS, error_lines, tiny_flags
 from image_files import write_folder_dataset
-from processes import billed, killed_at, run, snapshot, start, until
+from processes import MAIN, billed, env_for, killed_at, run, snapshot, start, until
 
 from callbacks.records.metrics_file import read_metrics
 
@@ -134,3 +137,24 @@ def test_without_logdir_rerunning_the_same_command_resumes_the_same_folder(digit
     assert len(folders) == 1 and "resuming from runs/" in done.stdout
     summary = json.loads((tmp_path / "runs" / folders[0] / "summary.json").read_text())
     assert len(summary["attempts"]) == 2 and summary["epochs_completed"] == 2
+
+
+def test_a_batch_past_the_address_space_limit_is_one_line(tmp_path):
+    """Within the host's memory but past RLIMIT_AS: once an allocator's SIGABRT, no line."""
+    limit = 8 << 30
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    logdir = tmp_path / "run"
+    done = subprocess.run(  # 4,096 x 512 x 512 x 3 floats: 12 GiB
+        [sys.executable, MAIN, "--dataset=synthetic", "--image_size=512",
+         "--global_batch_size=4096", "--steps_per_epoch=2", f"--logdir={logdir}"],
+        env=env_for(), capture_output=True, text=True, timeout=PATIENCE_SECONDS,
+        preexec_fn=limited)
+    errors = error_lines(done.stderr)
+    assert done.returncode == 2 and len(errors) == 1, done.stderr[-2000:]
+    assert errors[0] == ("error: one batch of 4,096 images of 512x512 needs at least 12 GiB, "
+                         "more than this process's address-space limit (RLIMIT_AS) of 8.00 "
+                         "GiB; use a smaller --global_batch_size")
+    assert "Traceback" not in done.stderr and not logdir.exists()
