@@ -1,9 +1,10 @@
 """Resuming a run: check it may resume, load the newest good checkpoint, rewind the logs.
 
 A later attempt resumes only on the data the run started on: each checkpoint
-records the example counts, classes and steps per epoch, and a mismatch is
-refused in one line (a silently shorter epoch would roll training back, a new
-class would not even load). A finished run is not trained again: its summary is
+records the example counts, classes and steps per epoch, and what identifies the
+data's content (its fingerprint), and a mismatch is refused in one line (a silently
+shorter epoch would roll training back, a new class would not even load, swapped
+classes would train on wrong labels). A finished run is not trained again: its summary is
 kept as it is.
 
 After a kill, the logs may hold more than the checkpoint (an epoch logged but not
@@ -29,6 +30,7 @@ from callbacks.records.checkpoint_files import (
     latest_checkpoint,
     load_latest,
 )
+from preprocessing.datasets import fingerprint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,26 +53,46 @@ class State:
 NEW_RUN = State(0, 0, 0, 0, [], None)
 
 
+FINGERPRINT = "fingerprint"  # the data facts' key of the data's identity
+
+
 def data_facts(data, steps_per_epoch: int) -> dict:
-    """What a run trains on, as saved with each checkpoint and checked on resume."""
-    return {"train_examples": data.train_examples,
-            "validation_examples": data.validation_examples,
-            "num_classes": data.num_classes, "steps_per_epoch": steps_per_epoch}
+    """What a run trains on, as saved with each checkpoint and checked on resume: the
+    counts, and what identifies the content (Datasets.fingerprint), where known."""
+    facts = {"train_examples": data.train_examples,
+             "validation_examples": data.validation_examples,
+             "num_classes": data.num_classes, "steps_per_epoch": steps_per_epoch}
+    if data.fingerprint is not None:
+        facts[FINGERPRINT] = data.fingerprint
+    return facts
 
 
 def check_same_data(logdir: str, facts: dict) -> None:
-    """Refuses to resume on other data than the newest checkpoint was trained on.
+    """Refuses to resume on other data than the newest checkpoint was trained on: other
+    counts, or the same counts of other content (two classes swapped, one image
+    replaced: preprocessing/datasets/fingerprint.py).
+
+    A checkpoint written before fingerprints were saved has none: that run resumes on
+    its counts alone, as it did then.
 
     Raises:
         RunDirError: naming what changed.
     """
     found = latest_checkpoint(logdir)
-    saved = (found[1].get("data") or {}) if found else {}
-    changed = [f"{k} {saved[k]}->{facts[k]}" for k in facts if k in saved and saved[k] != facts[k]]
+    saved = found[1].get("data") if found else None
+    saved = saved if isinstance(saved, dict) else {}  # read back: untrusted
+    changed = [f"{k} {saved[k]}->{facts[k]}" for k in facts
+               if k != FINGERPRINT and k in saved and saved[k] != facts[k]]
     if changed:
         raise RunDirError(f"--logdir={logdir} holds a run started on other data "
                           f"({', '.join(changed)}); restore that data to resume, or pass "
                           "--fresh to start over")
+    if FINGERPRINT in saved and FINGERPRINT in facts:
+        differs = fingerprint.differences(saved[FINGERPRINT], facts[FINGERPRINT])
+        if differs:
+            raise RunDirError(f"--logdir={logdir} was trained on other data: {differs}; "
+                              "rerun on the same data to resume, or pass --fresh to start "
+                              "over")
 
 
 def completed_summary(logdir: str, epochs: int) -> dict | None:
