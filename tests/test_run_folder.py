@@ -158,3 +158,44 @@ def test_a_batch_past_the_address_space_limit_is_one_line(tmp_path):
                          "more than this process's address-space limit (RLIMIT_AS) of 8.00 "
                          "GiB; use a smaller --global_batch_size")
     assert "Traceback" not in done.stderr and not logdir.exists()
+
+
+# The figures a rebuilt summary.json has as the first one did: the run's sums the final
+# checkpoint carries, its top-1 history and the ledger's bill.
+REBUILT_FIGURES = ("status", "epochs_completed", "val_top1", "best_val_top1",
+                   "val_top1_by_epoch", "images_per_sec", "step_time_ms", "eval_images_per_sec",
+                   "billed_seconds", "cost_usd", "projected_cost_usd", "wall_seconds",
+                   "attempts", "seed", "train_flops_per_image", "mfu", "steps_per_epoch")
+
+
+def test_a_finished_run_whose_summary_is_gone_or_damaged_is_rebuilt_not_billed_again(
+        digits_dir, tmp_path):
+    logdir = tmp_path / "done"
+    first = run(tiny_flags(digits_dir, logdir))
+    assert first.returncode == 0, first.stderr[-2000:]
+    summary = json.loads((logdir / "summary.json").read_text())
+    ledger = (logdir / "billing.json").read_text()
+    top1_line = next(line for line in first.stdout.splitlines() if line.startswith("top-1:"))
+    for damage in (None, '{"status": "completed", "epochs_compl', '{"status": "completed", '
+                   '"epochs_completed": 2}'):  # gone; torn; its figures missing
+        if damage is None:
+            (logdir / "summary.json").unlink()
+        else:
+            (logdir / "summary.json").write_text(damage)
+        again = run(tiny_flags(digits_dir, logdir))
+        assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr[-2000:]
+        was = "missing" if damage is None else "damaged (kept as summary.json.damaged-"
+        assert f"run is complete: {logdir}'s summary.json was {was}" in again.stdout
+        assert "rebuilt from its records" in again.stdout and "status: completed" in again.stdout
+        assert top1_line in again.stdout.splitlines()
+        rebuilt = json.loads((logdir / "summary.json").read_text())
+        assert {k: rebuilt[k] for k in REBUILT_FIGURES} == \
+            {k: summary[k] for k in REBUILT_FIGURES}
+        assert (logdir / "billing.json").read_text() == ledger  # no attempt, no second bill
+        assert [r["epoch"] for r in read_metrics(str(logdir))] == [1, 2]
+        if damage is not None:  # kept aside as it was, not overwritten
+            kept = sorted(n for n in os.listdir(logdir) if n.startswith("summary.json.damaged-"))
+            assert (logdir / kept[-1]).read_text() == damage
+    before = snapshot(logdir)  # and now it is whole: kept as it is
+    assert "(kept as it is)" in run(tiny_flags(digits_dir, logdir)).stdout
+    assert snapshot(logdir) == before

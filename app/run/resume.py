@@ -5,7 +5,7 @@ records the example counts, classes and steps per epoch, and what identifies the
 data's content (its fingerprint), and a mismatch is refused in one line (a silently
 shorter epoch would roll training back, a new class would not even load, swapped
 classes would train on wrong labels). A finished run is not trained again: its summary is
-kept as it is.
+kept as it is, or, gone or damaged, rebuilt from its records (`finished_by_records`).
 
 After a kill, the logs may hold more than the checkpoint (an epoch logged but not
 yet checkpointed). That part is redone by the new attempt, so it is removed first:
@@ -20,16 +20,19 @@ to callbacks/checkpoint.py and callbacks/records/checkpoint_files.py.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
+from app.run import summary as run_summary
+from app.run.ledger import LEDGER_FILE
 from app.run.rundir import SUMMARY_FILE, RunDirError
 from callbacks import metrics_logger
+from callbacks.records import untrusted
 from callbacks.records.checkpoint_files import (
     CheckpointMismatch,
     latest_checkpoint,
     load_latest,
 )
+from callbacks.records.metrics_file import read_metrics
 from preprocessing.datasets import fingerprint
 
 
@@ -96,16 +99,46 @@ def check_same_data(logdir: str, facts: dict) -> None:
 
 
 def completed_summary(logdir: str, epochs: int) -> dict | None:
-    """The summary of a run in `logdir` that completed all `epochs`, else None."""
+    """The summary of a run in `logdir` that completed all `epochs`, else None.
+
+    summary.json is read back as untrusted: one whose closing lines cannot be made
+    (a hand-edited or damaged file) counts as none, and `finished_by_records` decides.
+    """
     try:
-        with open(os.path.join(logdir, SUMMARY_FILE)) as f:
-            summary = json.load(f)
-    except (OSError, ValueError):
+        summary = untrusted.read_json(os.path.join(logdir, SUMMARY_FILE))
+    except (OSError, untrusted.RecordError):
         return None
-    if (isinstance(summary, dict) and summary.get("status") == "completed"
+    if not (isinstance(summary, dict) and summary.get("status") == "completed"
             and summary.get("epochs_completed") == epochs):
-        return summary
-    return None
+        return None
+    try:
+        run_summary.closing_lines(summary)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return summary
+
+
+def finished_by_records(logdir: str, epochs: int) -> bool:
+    """Whether the run in `logdir` completed all `epochs` by its records, whatever its
+    summary.json says: the newest checkpoint ends the last epoch, metrics.jsonl holds
+    every epoch, and the ledger's last attempt closed as completed. Such a run is not
+    trained nor billed again: its summary is rebuilt from them (app/modes/train.py).
+
+    A run killed after its last checkpoint but before the ledger closed is resumed
+    instead (it finishes at once; that attempt ran, so it is billed). Reads only: a
+    damaged record here means "not by its records", and the resume path handles it.
+    """
+    found = latest_checkpoint(logdir)
+    if not found or found[1].get("epoch") != epochs or found[1].get("step_in_epoch"):
+        return False
+    try:
+        logged = {record.get("epoch") for record in read_metrics(logdir)}
+        ledger = untrusted.read_json(os.path.join(logdir, LEDGER_FILE))
+        attempts = untrusted.field(ledger, "attempts", "list")
+    except (OSError, untrusted.RecordError):
+        return False
+    return (set(range(1, epochs + 1)) <= logged and bool(attempts)
+            and isinstance(attempts[-1], dict) and attempts[-1].get("status") == "completed")
 
 
 def rewind_logs(logdir: str, epoch: int, global_step: int) -> None:
