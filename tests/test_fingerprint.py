@@ -5,10 +5,13 @@ replaced between a kill and the rerun is refused in one line, the same data resu
 import os
 import random
 
+import pytest
 from conftest import error_lines
 from image_files import class_image, encode, write_folder_dataset
 from processes import killed_at, run, snapshot
 
+from app.run import resume
+from app.run.rundir import RunDirError
 from preprocessing.datasets import fingerprint, folder
 
 LISTING = [("train/cat/a.jpg", 1200, 1_700_000_000_000_000_001),
@@ -57,6 +60,19 @@ def test_a_recorded_fingerprint_is_read_as_untrusted():
     # validation turned off since: its folders are not a difference of the data
     train_only = fingerprint.of_listing([e for e in LISTING if e[0].startswith("train/")])
     assert fingerprint.differences(now, train_only) is None
+
+
+def test_a_checkpoint_from_before_fingerprints_resumes_on_its_counts(monkeypatch):
+    counts = {"train_examples": 3, "validation_examples": 1, "num_classes": 2,
+              "steps_per_epoch": 1}
+    now = {**counts, "fingerprint": fingerprint.of_listing(LISTING)}
+    saved = {"data": dict(counts)}  # an older run folder's checkpoint: no fingerprint
+    monkeypatch.setattr(resume, "latest_checkpoint", lambda logdir: ("ckpt", saved))
+    resume.check_same_data("run", now)  # resumes, as it did before
+    saved["data"]["fingerprint"] = fingerprint.of_listing(changed(0, size=1))
+    with pytest.raises(RunDirError, match="^--logdir=run was trained on other data: 1 class "
+                                          "folder differs: train/cat; rerun on the same data"):
+        resume.check_same_data("run", now)
 
 
 def test_the_folder_listing_gives_the_fingerprint_of_its_files(tmp_path):
