@@ -131,3 +131,29 @@ def test_a_rerun_on_swapped_classes_or_a_replaced_image_is_refused_the_same_data
     done = run(folder_flags(root, logdir))  # the same data again: it resumes
     assert done.returncode == 0, done.stderr[-2000:]
     assert "resuming from " in done.stdout and "status: completed" in done.stdout
+
+
+def test_a_tfds_dataset_is_its_builder_splits_and_record_files(tmp_path):
+    import numpy as np
+    from test_tfds_data import TINY, tiny_builder
+
+    from preprocessing.datasets import tfds_data
+    from preprocessing.spec import InputSpec
+
+    tiny_builder(tmp_path).download_and_prepare()
+    spec = InputSpec(data_dir=str(tmp_path), image_size=0)
+    first = tfds_data._fingerprint(TINY, spec, "tfrecord")
+    assert first["parts"]["builder"] == "tiny_shapes:1.0.0"
+    assert first["parts"]["split train"] == "60" and first["parts"]["split test"] == "15"
+    records = [name for name in first["parts"] if ".tfrecord-" in name]
+    assert records and tfds_data._fingerprint(TINY, spec, "tfrecord") == first
+    with open(tmp_path / "tiny_shapes" / "1.0.0" / records[0], "ab") as f:
+        f.write(b"\0")  # a record file of another size
+    assert fingerprint.differences(first, tfds_data._fingerprint(TINY, spec, "tfrecord")) \
+        == f"1 part differs: {records[0]}"
+
+    images = np.zeros((3, 4, 4), np.uint8)
+    idx = fingerprint.of_arrays({"train-images-idx3-ubyte": images})
+    images[1, 2, 3] = 1  # one pixel of one image
+    assert fingerprint.differences(idx, fingerprint.of_arrays(
+        {"train-images-idx3-ubyte": images})) == "1 file differs: train-images-idx3-ubyte"

@@ -206,7 +206,9 @@ def _rebuilt(context, plan) -> dict:
     """
     logdir = context.logdir
     attempts = attempts_before(logdir, plan.state.billed_seconds)
-    ended_at = attempts[-1]["last_seen"]  # where the completed attempt's bill ended
+    # Where the completed attempt's bill ended (a shortfall "recovered from the
+    # checkpoint", started at 0, is no attempt in time).
+    ended_at = max(a["last_seen"] for a in attempts if a["started_at"] > 0)
     first = attempts[0].get("resumed_from") or {}
     seed = first.get("seed") if isinstance(first.get("seed"), int) else context.seed
     # This process bills nothing: its "start" is the bill's end.

@@ -23,7 +23,7 @@ import dataclasses
 import os
 
 from app.run import summary as run_summary
-from app.run.ledger import LEDGER_FILE
+from app.run.ledger import LEDGER_FILE, check_attempt
 from app.run.rundir import SUMMARY_FILE, RunDirError
 from callbacks import metrics_logger
 from callbacks.records import untrusted
@@ -135,10 +135,10 @@ def finished_by_records(logdir: str, epochs: int) -> bool:
         logged = {record.get("epoch") for record in read_metrics(logdir)}
         ledger = untrusted.read_json(os.path.join(logdir, LEDGER_FILE))
         attempts = untrusted.field(ledger, "attempts", "list")
+        last = check_attempt(attempts[-1]) if attempts else {}
     except (OSError, untrusted.RecordError):
         return False
-    return (set(range(1, epochs + 1)) <= logged and bool(attempts)
-            and isinstance(attempts[-1], dict) and attempts[-1].get("status") == "completed")
+    return set(range(1, epochs + 1)) <= logged and last.get("status") == "completed"
 
 
 def rewind_logs(logdir: str, epoch: int, global_step: int) -> None:
