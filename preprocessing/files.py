@@ -29,15 +29,22 @@ def unreadable_why(path: str) -> str | None:
 
     One os.stat (links followed): only regular files of at most MAX_FILE_BYTES pass.
     """
+    return stat_or_why(path)[1]
+
+
+def stat_or_why(path: str) -> tuple[os.stat_result | None, str | None]:
+    """(its os.stat, None) if the file at `path` may be opened for reading, else (None,
+    why not), as `unreadable_why` says: the stat is kept for the listing's fingerprint
+    (preprocessing/datasets/fingerprint.py), not made twice."""
     try:
         info = os.stat(path)
     except (OSError, ValueError) as error:  # a dangling link, no permission, a NUL
-        return f"cannot be read ({getattr(error, 'strerror', None) or error})"
+        return None, f"cannot be read ({getattr(error, 'strerror', None) or error})"
     if not stat.S_ISREG(info.st_mode):
-        return "not a regular file"
+        return None, "not a regular file"
     if info.st_size > MAX_FILE_BYTES:
-        return f"larger than {MAX_FILE_BYTES >> 30} GiB"
-    return None
+        return None, f"larger than {MAX_FILE_BYTES >> 30} GiB"
+    return info, None
 
 
 def is_utf8(name: str) -> bool:

@@ -147,6 +147,9 @@ class Datasets:
     # What the pipeline says of itself, as JSON values for summary.json's "input" (e.g.
     # the bytes it holds in device memory, the seconds it took to decode the dataset).
     facts: dict = dataclasses.field(default_factory=dict)
+    # What identifies the data's content (preprocessing/datasets/fingerprint.py), saved
+    # with each checkpoint and checked on resume; None where a builder gives none.
+    fingerprint: dict | None = None
 
 
 SKIPPED_NAMES_KEPT = 10  # names a Datasets keeps of its skipped images

@@ -4,12 +4,15 @@ Real processes, real signals, real files (issue 15, items 1, 4, 6, 7, 9, 13)."""
 
 import json
 import os
+import resource
 import shutil
 import signal
+import subprocess
+import sys
 
 from conftest import PATIENCE_SECONDS, error_lines, tiny_flags
 from image_files import write_folder_dataset
-from processes import billed, killed_at, run, snapshot, start, until
+from processes import MAIN, billed, env_for, killed_at, run, snapshot, start, until
 
 from callbacks.records.metrics_file import read_metrics
 
@@ -134,3 +137,65 @@ def test_without_logdir_rerunning_the_same_command_resumes_the_same_folder(digit
     assert len(folders) == 1 and "resuming from runs/" in done.stdout
     summary = json.loads((tmp_path / "runs" / folders[0] / "summary.json").read_text())
     assert len(summary["attempts"]) == 2 and summary["epochs_completed"] == 2
+
+
+def test_a_batch_past_the_address_space_limit_is_one_line(tmp_path):
+    """Within the host's memory but past RLIMIT_AS: once an allocator's SIGABRT, no line."""
+    limit = 8 << 30
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    logdir = tmp_path / "run"
+    done = subprocess.run(  # 4,096 x 512 x 512 x 3 floats: 12 GiB
+        [sys.executable, MAIN, "--dataset=synthetic", "--image_size=512",
+         "--global_batch_size=4096", "--steps_per_epoch=2", f"--logdir={logdir}"],
+        env=env_for(), capture_output=True, text=True, timeout=PATIENCE_SECONDS,
+        preexec_fn=limited)
+    errors = error_lines(done.stderr)
+    assert done.returncode == 2 and len(errors) == 1, done.stderr[-2000:]
+    assert errors[0] == ("error: one batch of 4,096 images of 512x512 needs at least 12 GiB, "
+                         "more than this process's address-space limit (RLIMIT_AS) of 8.00 "
+                         "GiB; use a smaller --global_batch_size")
+    assert "Traceback" not in done.stderr and not logdir.exists()
+
+
+# The figures a rebuilt summary.json has as the first one did: the run's sums the final
+# checkpoint carries, its top-1 history and the ledger's bill.
+REBUILT_FIGURES = ("status", "epochs_completed", "val_top1", "best_val_top1",
+                   "val_top1_by_epoch", "images_per_sec", "step_time_ms", "eval_images_per_sec",
+                   "billed_seconds", "cost_usd", "projected_cost_usd", "wall_seconds",
+                   "attempts", "seed", "train_flops_per_image", "mfu", "steps_per_epoch")
+
+
+def test_a_finished_run_whose_summary_is_gone_or_damaged_is_rebuilt_not_billed_again(
+        digits_dir, tmp_path):
+    logdir = tmp_path / "done"
+    first = run(tiny_flags(digits_dir, logdir))
+    assert first.returncode == 0, first.stderr[-2000:]
+    summary = json.loads((logdir / "summary.json").read_text())
+    ledger = (logdir / "billing.json").read_text()
+    top1_line = next(line for line in first.stdout.splitlines() if line.startswith("top-1:"))
+    for damage in (None, '{"status": "completed", "epochs_compl', '{"status": "completed", '
+                   '"epochs_completed": 2}'):  # gone; torn; its figures missing
+        if damage is None:
+            (logdir / "summary.json").unlink()
+        else:
+            (logdir / "summary.json").write_text(damage)
+        again = run(tiny_flags(digits_dir, logdir))
+        assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr[-2000:]
+        was = "missing" if damage is None else "damaged (kept as summary.json.damaged-"
+        assert f"run is complete: {logdir}'s summary.json was {was}" in again.stdout
+        assert "rebuilt from its records" in again.stdout and "status: completed" in again.stdout
+        assert top1_line in again.stdout.splitlines()
+        rebuilt = json.loads((logdir / "summary.json").read_text())
+        assert {k: rebuilt[k] for k in REBUILT_FIGURES} == \
+            {k: summary[k] for k in REBUILT_FIGURES}
+        assert (logdir / "billing.json").read_text() == ledger  # no attempt, no second bill
+        assert [r["epoch"] for r in read_metrics(str(logdir))] == [1, 2]
+        if damage is not None:  # kept aside as it was, not overwritten
+            kept = sorted(n for n in os.listdir(logdir) if n.startswith("summary.json.damaged-"))
+            assert (logdir / kept[-1]).read_text() == damage
+    before = snapshot(logdir)  # and now it is whole: kept as it is
+    assert "(kept as it is)" in run(tiny_flags(digits_dir, logdir)).stdout
+    assert snapshot(logdir) == before

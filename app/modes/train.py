@@ -26,9 +26,9 @@ from app.engine.recipe import build_compiled_model, count_train_flops, recipe_fa
 from app.modes.train_callbacks import hparams_of, make_callbacks
 from app.run import context as run_context
 from app.run import resume, rundir, summary
-from app.run.ledger import Ledger
+from app.run.ledger import Ledger, attempts_before
 from callbacks.heap import frozen_heap
-from callbacks.records import hparams
+from callbacks.records import durable, hparams
 from callbacks.stops import PROCESS_STOP, Diverged
 from preprocessing.datasets import make_datasets
 
@@ -80,6 +80,9 @@ def run(context) -> dict:
               "pass --fresh to run it again", flush=True)
         print(summary.closing_lines(done), flush=True)
         return done
+    # Its summary.json gone or damaged, but its records say it finished: rebuilt below.
+    finished = context.run_dir.resuming and resume.finished_by_records(context.logdir,
+                                                                       config.epochs)
     # --- 1. Seed and precision; the data comes in; then the run folder.
     context = run_context.start(context)
     data = make_datasets(config.dataset, context.spec)
@@ -111,13 +114,17 @@ def run(context) -> dict:
     topology = context.topology
     model = build_compiled_model(config, topology, data.num_classes, data.image_size,
                                  steps_per_epoch)
-    compiling = precompile.start(model, data.batch_specs, topology)
+    compiling = None if finished else precompile.start(model, data.batch_specs, topology)
     train_flops = count_train_flops(config, topology, model, data.num_classes,
                                     data.image_size)
     state = resume.NEW_RUN
     if context.run_dir.resuming:
         state = resume.restore(model, context.logdir, topology.scope(),
-                               rewind=topology.is_chief)
+                               rewind=topology.is_chief and not finished)
+    if finished:
+        return _rebuilt(context, Plan(data, steps_per_epoch, validation_steps, train_flops,
+                                      state, 0.0, facts,
+                                      {**model_facts(model, train_flops), **recipe_facts(config)}))
     if state.path:
         print(f"resuming from {state.path} (epoch {state.epoch}, step {state.global_step})")
     if state.input_state is not None and data.restore_input is not None:
@@ -197,6 +204,40 @@ def _finish(context, plan, parts, status, attempts, model, ended_at) -> dict | N
             raise
         sys.stderr.write(f"warning: no summary for this {status} run: {error}\n")
         return None
+
+
+def _rebuilt(context, plan) -> dict:
+    """The summary of a run that finished by its records (resume.finished_by_records)
+    whose summary.json is gone or damaged: made again from them, neither trained nor
+    billed again. The figures are the final checkpoint's (the run's sums of throughput
+    and energy, its top-1 history: the callbacks carry them as on a resume), the bill
+    is the ledger's attempts as they closed, and no attempt is added. A summary.json
+    that is there is kept aside, never overwritten; the closing lines are printed.
+    """
+    logdir = context.logdir
+    attempts = attempts_before(logdir, plan.state.billed_seconds)
+    # Where the completed attempt's bill ended (a shortfall "recovered from the
+    # checkpoint", started at 0, is no attempt in time).
+    ended_at = max(a["last_seen"] for a in attempts if a["started_at"] > 0)
+    first = attempts[0].get("resumed_from") or {}
+    seed = first.get("seed") if isinstance(first.get("seed"), int) else context.seed
+    # This process bills nothing: its "start" is the bill's end.
+    context = dataclasses.replace(context, started_at=ended_at, seed=seed)
+    plan = dataclasses.replace(plan, billed_seconds_before=sum(
+        max(0.0, a["last_seen"] - a["started_at"]) for a in attempts))  # ledger._billed
+    result = summary.build(context, plan, make_callbacks(context, plan), "completed",
+                           attempts, ended_at)
+    path = os.path.join(logdir, rundir.SUMMARY_FILE)
+    was = "missing"
+    if context.is_chief:
+        if os.path.lexists(path):
+            was = f"damaged (kept as {os.path.basename(durable.set_aside(path))})"
+        rundir.write_json_atomic(path, result)
+        print(f"run is complete: {logdir}'s summary.json was {was}; rebuilt from its "
+              "records (checkpoint, metrics.jsonl, billing.json), not trained or billed "
+              "again", flush=True)
+        print(summary.closing_lines(result), flush=True)
+    return result
 
 
 def _warn_profile_past_end(config, steps_per_epoch: int) -> None:

@@ -16,6 +16,7 @@ import dataclasses
 import os
 
 from app.engine import autotune, distribute
+from app.engine.memory import process_memory_limit
 from app.engine.data import input_spec
 from app.engine.models import check_model
 from app.engine.prices import Billing, resolve_billing
@@ -81,19 +82,27 @@ def prepare(config, started_at: float) -> RunContext:
 
 
 def _check_batch_fits(spec: InputSpec) -> None:
-    """One batch of this process's input must fit in the host's memory.
+    """One batch of this process's input must fit in the memory it may hold: the
+    host's, its address-space limit or its control group's, whichever is least
+    (memory.process_memory_limit). The one place that decides it, before the run
+    folder is made.
 
     Raises:
-        DataError: naming the batch and the memory.
+        DataError: naming the batch and the limit.
     """
     size = spec.image_size or SMALLEST_IMAGE
     batch_bytes = spec.batch_size * size * size * 3 * 4  # float32 RGB, at least
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    if batch_bytes > memory:
+    limit, what = process_memory_limit()
+    if batch_bytes > limit:
         raise DataError(f"one batch of {spec.batch_size:,} images of {size}x{size} needs at "
-                        f"least {batch_bytes / 2**30:,.0f} GiB, more than this host's "
-                        f"{memory / 2**30:,.0f} GiB of memory; use a smaller "
-                        "--global_batch_size")
+                        f"least {_gib(batch_bytes)} GiB, more than {what} of "
+                        f"{_gib(limit)} GiB; use a smaller --global_batch_size")
+
+
+def _gib(count: int) -> str:
+    """Bytes in GiB for a line: whole GiB, or two decimals below 10 GiB."""
+    gib = count / 2**30
+    return f"{gib:,.0f}" if gib >= 10 else f"{gib:.2f}"
 
 
 def start(context: RunContext) -> RunContext:

@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 
-from preprocessing.datasets import folder
+from preprocessing.datasets import fingerprint, folder
 from preprocessing.files import writable_ancestor
 from preprocessing.spec import DataError, Datasets, InputSpec
 
@@ -76,4 +76,10 @@ def make(dataset: str, spec: InputSpec) -> Datasets:
             write_pngs(target)
         except OSError as error:
             raise DataError(f"cannot write the digits under {target}: {error.strerror}")
-    return folder.make_from_root(target, spec, DEFAULT_IMAGE_SIZE, "small")
+    data = folder.make_from_root(target, spec, DEFAULT_IMAGE_SIZE, "small")
+    # The digits are made, not gathered: what makes them identifies them (the PNG
+    # files' times would change with each data_dir they are written to).
+    data.fingerprint = fingerprint.of_parameters(
+        dataset="digits", source="sklearn.datasets.load_digits", images=TOTAL_IMAGES,
+        validation_images=VALIDATION_IMAGES, split_seed=SPLIT_SEED)
+    return data

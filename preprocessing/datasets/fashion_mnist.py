@@ -125,7 +125,16 @@ def _count(path: str) -> int | None:
 def make(dataset: str, spec: InputSpec) -> Datasets:
     from preprocessing import streams
 
+    from preprocessing.datasets import fingerprint
+
+    train = load(spec, "train")
     validation = load(spec, "validation") if spec.with_validation else None
     preset = "small" if spec.preset == "auto" else spec.preset
-    return streams.make(load(spec, "train"), validation, spec, preset=preset,
+    # The IDX files as read, identified by their content (they are small).
+    arrays = {name: array for split, pixels in (("train", train), ("validation", validation))
+              if pixels is not None
+              for name, array in zip(FILES[split], (pixels.images, pixels.labels))}
+    data = streams.make(train, validation, spec, preset=preset,
                         image_size=spec.image_size or IMAGE_SIZE, num_classes=NUM_CLASSES)
+    data.fingerprint = fingerprint.of_arrays(arrays)
+    return data

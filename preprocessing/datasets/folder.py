@@ -21,7 +21,8 @@ import dataclasses
 import os
 import sys
 
-from preprocessing.files import is_utf8, shown, unreadable_why
+from preprocessing.datasets import fingerprint
+from preprocessing.files import is_utf8, shown, stat_or_why
 from preprocessing.spec import SKIPPED_NAMES_KEPT, DataError, Datasets, InputSpec, first_names
 from preprocessing.streams import first_decodable
 
@@ -40,6 +41,9 @@ class Split:
     labels: list  # the class names (train's, for validation)
     skipped_folders: list  # "train/<name> (why)": folders that are not classes
     skipped_files: list  # "train/<label>/<name> (why)": files never opened
+    # {"train/<label>": digest of its files' names, sizes and times}: the fingerprint's
+    # parts (fingerprint.py), from the stats the listing makes anyway
+    digests: dict = dataclasses.field(default_factory=dict)
 
 
 def _entries(folder: str) -> list:
@@ -47,22 +51,25 @@ def _entries(folder: str) -> list:
         return sorted(entries, key=lambda entry: entry.name)
 
 
-def _images_in(folder: str, shown_as: str, skipped: list) -> list[str]:
-    """The usable image files of one class folder; the others are added to `skipped`.
+def _images_in(folder: str, shown_as: str, skipped: list) -> tuple[list[str], str]:
+    """The usable image files of one class folder, and their fingerprint part
+    (fingerprint.folder_part); the others are added to `skipped`.
 
     Raises:
         OSError: the folder cannot be listed.
     """
-    kept = []
+    kept, facts = [], []
     for entry in _entries(folder):
         if not entry.name.lower().endswith(IMAGE_EXTENSIONS):
             continue
-        why = "name not UTF-8" if not is_utf8(entry.name) else unreadable_why(entry.path)
+        info, why = (None, "name not UTF-8") if not is_utf8(entry.name) else \
+            stat_or_why(entry.path)
         if why:
             skipped.append(f"{shown_as}/{shown(entry.name)} ({why})")
         else:
             kept.append(entry.path)
-    return kept
+            facts.append((entry.name, info.st_size, info.st_mtime_ns))
+    return kept, fingerprint.folder_part(facts)
 
 
 def _links_back(path: str, folder: str) -> bool:
@@ -89,7 +96,7 @@ def scan_split(root: str, split: str, labels: list[str] | None = None) -> Split:
                         "pipelines need; rename it (or link to it from a UTF-8 path)")
     if not os.path.isdir(folder):
         raise DataError(f"{folder} is missing; expected {LAYOUT}")
-    skipped_folders, skipped_files, found = [], [], {}
+    skipped_folders, skipped_files, found, digests = [], [], {}, {}
     try:
         entries = _entries(folder)
     except OSError as error:
@@ -108,12 +115,13 @@ def scan_split(root: str, split: str, labels: list[str] | None = None) -> Split:
                             f"a label folder must hold images; expected {LAYOUT}")
         else:
             try:
-                images = _images_in(entry.path, name, skipped_files)
+                images, digest = _images_in(entry.path, name, skipped_files)
             except OSError as error:  # no permission to list it
                 skipped_folders.append(f"{name} (cannot be listed: {error.strerror})")
                 continue
             if images:
                 found[entry.name] = images
+                digests[name] = digest
             else:
                 skipped_folders.append(f"{name} (no usable .jpg/.jpeg/.png files)")
     if not found:
@@ -132,7 +140,7 @@ def scan_split(root: str, split: str, labels: list[str] | None = None) -> Split:
                         f"{os.path.join(root, 'train')} lacks; expected {LAYOUT}")
     index = {label: i for i, label in enumerate(labels)}
     records = [(path, index[label]) for label in sorted(found) for path in found[label]]
-    return Split(records, labels, skipped_folders, skipped_files)
+    return Split(records, labels, skipped_folders, skipped_files, digests)
 
 
 def _aside(skipped_folders: list) -> str:
@@ -259,6 +267,8 @@ def make_from_root(root: str, spec: InputSpec, default_size: int,
     data = streams.make(train, validation, spec,
                         preset=default_preset if spec.preset == "auto" else spec.preset,
                         image_size=spec.image_size or default_size, num_classes=len(labels))
+    data.fingerprint = fingerprint.of_parts(
+        "files", {name: digest for split in splits for name, digest in split.digests.items()})
     counted, named = data.skipped_images, data.skipped_names
     data.skipped_images = lambda: (counted() if counted else 0) + len(refused) + len(unusable)
     data.skipped_names = lambda: (refused + [

@@ -41,12 +41,16 @@ def make(dataset: str, spec: InputSpec) -> Datasets:
         train, validation = _jax_streams(spec, size, val_batches)
     else:
         train, validation = _tf_streams(spec, size, val_batches)
+    from preprocessing.datasets import fingerprint
+
     return Datasets(
         train=train,
         validation=validation if spec.with_validation else None,
         num_classes=NUM_CLASSES, image_size=size, train_examples=TRAIN_EXAMPLES,
         validation_examples=VALIDATION_EXAMPLES, validation_batches=val_batches,
-        epoch_steps=EPOCH_STEPS)
+        epoch_steps=EPOCH_STEPS,
+        fingerprint=fingerprint.of_parameters(dataset="synthetic", image_size=size,
+                                              num_classes=NUM_CLASSES))
 
 
 def _jax_streams(spec, size, val_batches):

@@ -309,9 +309,22 @@ def _first_line(error: Exception) -> str:
 
 
 def make(dataset: str, spec: InputSpec) -> Datasets:
-    if _reads_tfrecord(spec):
-        return _make_tf_data(dataset, spec)
-    return _make_random_access(dataset, spec)
+    tf_data = _reads_tfrecord(spec)
+    data = _make_tf_data(dataset, spec) if tf_data else _make_random_access(dataset, spec)
+    data.fingerprint = _fingerprint(dataset, spec, TFRECORD if tf_data else ARRAY_RECORD)
+    return data
+
+
+def _fingerprint(dataset: str, spec: InputSpec, file_format: str) -> dict:
+    """The prepared dataset's identity (fingerprint.of_tfds), from its folder's files:
+    the record files of the format read, so that adding ArrayRecord files beside the
+    TFRecord ones changes nothing a tf.data run read."""
+    from preprocessing.datasets import fingerprint
+
+    name, version = _name_version(dataset)
+    folder, info = _prepared(spec.data_dir, name, version)
+    return fingerprint.of_tfds(name, str(info.get("version")), _splits(info), folder,
+                               file_format)
 
 
 def _make_tf_data(dataset: str, spec: InputSpec) -> Datasets:
