@@ -13,7 +13,9 @@ import os
 import pytest
 from conftest import ROOT, run_cli, tiny_flags
 
-MACHINE = "gcp-tpu-v5e"  # sells on demand and spot; a CPU run is billed at it as asked
+# Sells on demand and with 1- and 3-year commitments, read 2024-12 (stale); a CPU run
+# is billed at it as asked.
+MACHINE = "gcp-tpu-v6e-commit-2024"
 
 
 def _catalog_prices(machine: str) -> dict:
@@ -28,7 +30,7 @@ def _catalog_prices(machine: str) -> dict:
 @pytest.fixture(scope="module")
 def priced_run(digits_dir, tmp_path_factory):
     logdir = tmp_path_factory.mktemp("pricing") / "run"
-    done = run_cli(*tiny_flags(digits_dir, logdir, f"--machine={MACHINE}", "--pricing=spot",
+    done = run_cli(*tiny_flags(digits_dir, logdir, f"--machine={MACHINE}", "--pricing=one_year",
                                "--target_top1=0.01", "--verbose=2"))
     assert done.returncode == 0, done.stderr[-2000:]
     return done, json.loads((logdir / "summary.json").read_text()), logdir
@@ -37,13 +39,13 @@ def priced_run(digits_dir, tmp_path_factory):
 def test_each_target_is_priced_under_every_option_as_hours_times_price(priced_run):
     _, summary, _ = priced_run
     prices = _catalog_prices(MACHINE)
-    assert set(prices) == {"on_demand", "spot"}
+    assert set(prices) == {"on_demand", "one_year", "three_year"}
     assert summary["price_per_hour_usd_by_pricing"] == pytest.approx(prices)
     (target,) = summary["targets"]
     assert target["reached"] and target["hours"] > 0
     by_hand = {option: target["hours"] * price for option, price in prices.items()}
     assert target["cost_usd_by_pricing"] == pytest.approx(by_hand, rel=1e-5, abs=1e-6)
-    assert target["cost_usd"] == pytest.approx(by_hand["spot"], rel=1e-4, abs=1e-6)
+    assert target["cost_usd"] == pytest.approx(by_hand["one_year"], rel=1e-4, abs=1e-6)
     whole = {option: summary["billed_seconds"] / 3600 * price for option, price in prices.items()}
     # billed_seconds is kept to 0.01 s, the dollars to 1e-6: compared to that precision
     assert summary["cost_usd_by_pricing"] == pytest.approx(whole, rel=1e-4, abs=5e-6)
@@ -55,9 +57,26 @@ def test_the_closing_lines_give_every_option(priced_run):
     (accuracy,) = [line for line in done.stdout.splitlines() if line.startswith("top-1:")]
     costs = target["cost_usd_by_pricing"]
     assert (f"0.010 reached at epoch {target['epoch']} ({target['hours']:.4f} h: "
-            f"${costs['spot']:,.4f} on spot, ${costs['on_demand']:,.4f} on demand)") in accuracy
+            f"${costs['one_year']:,.4f} with 1-year commitment, ${costs['on_demand']:,.4f} on "
+            f"demand, ${costs['three_year']:,.4f} with 3-year commitment)") in accuracy
     (money,) = [line for line in done.stdout.splitlines() if line.startswith("cost:")]
     assert f"${summary['cost_usd_by_pricing']['on_demand']:,.4f} on demand" in money
+
+
+def test_the_banner_says_the_machine_is_not_this_one_and_its_prices_are_old(priced_run):
+    """Issue 41: a --machine the run is not on, and a price read over 12 months ago, are
+    said under the banner (Billing.notes), once each; MFU keeps this host's peak."""
+    done, summary, _ = priced_run
+    lines = done.stdout.splitlines()
+    banner = next(i for i, line in enumerate(lines) if line.startswith("[") and "backend=" in line)
+    notes = [line for line in lines if line.startswith("note: ")]
+    assert lines[banner + 1:banner + 1 + len(notes)] == notes and len(notes) == 2, lines[:6]
+    assert notes[0].startswith(f"note: --machine={MACHINE} has 1 x TPU v6e chip but this run "
+                               "is on cpu: billed at")
+    assert notes[1] == (f"note: {MACHINE}'s prices were read 2024-12, over 12 months ago: "
+                        "check https://cloud.google.com/tpu/pricing")
+    assert "warning: --machine" not in done.stderr  # said once, under the banner
+    assert summary["peak_tflops_per_device"] != 918
 
 
 def test_the_report_gives_every_option_for_each_target(priced_run, tmp_path):

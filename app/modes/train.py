@@ -108,6 +108,8 @@ def run(context) -> dict:
     config = context.config
 
     print(banner(context, data, steps_per_epoch), flush=True)
+    if context.billing.notes:
+        print(run_context.billing_notes(context), flush=True)
 
     # --- 2. Model, built and compiled inside the distribution scope; its steps start
     # compiling (on JAX, in a thread, while the rest starts); resumed.

@@ -76,9 +76,16 @@ def prepare(config, started_at: float) -> RunContext:
     _check_batch_fits(spec)
     billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
                               config.peak_tflops_per_device, topology.device_kind,
-                              topology.billed_devices)
+                              topology.billed_devices, warn=False)
     return RunContext(config, topology, run_dir, spec, billing, started_at,
                       xla_autotune=xla_autotune)
+
+
+def billing_notes(context) -> str:
+    """The lines each mode prints under its banner about what the run is billed as: the
+    catalog row taken and the others that sell the device, a --machine the run is not
+    on, a price read over 12 months ago ("" when there is nothing to say)."""
+    return "\n".join(f"note: {note}" for note in context.billing.notes)
 
 
 def _check_batch_fits(spec: InputSpec) -> None:
