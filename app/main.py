@@ -36,6 +36,7 @@ from absl import app as absl_app  # noqa: E402
 
 from flags import FLAGS, ConfigError, config_from_flags, define_flags, help_text  # noqa: E402
 from flags.config import did_you_mean  # noqa: E402
+from flags.parse import with_bare_actions  # noqa: E402
 
 EXIT_USER_ERROR = 2
 EXIT_STORAGE = 74
@@ -86,6 +87,8 @@ def main(argv):
     if len(argv) > 1:
         return _fail(f"unexpected argument(s) {' '.join(argv[1:])!r}; all settings are "
                      "--flags (see --helpfull)", EXIT_USER_ERROR)
+    if FLAGS.list_machines is not None:  # an action: no config, no run
+        return _list_machines(FLAGS.list_machines)
     try:
         config = config_from_flags(FLAGS)
     except ConfigError as error:
@@ -113,6 +116,22 @@ def main(argv):
             raise
         _storage_exit(f"cannot write {error.filename or config.logdir}: {error.strerror}; "
                       "stopped, the last good checkpoint is kept")
+    return 0
+
+
+def _list_machines(pattern: str) -> int:
+    """--list_machines[=PATTERN]: the price catalog on stdout (pure Python: no framework)."""
+    from app.engine import prices
+
+    try:
+        text = prices.list_machines(pattern or None)
+    except ConfigError as error:  # a damaged catalog
+        return _fail(str(error), EXIT_USER_ERROR)
+    if text.startswith(prices.NO_MATCH):
+        return _fail(f"{text}; accepted: part of a machine, accelerator, device or provider "
+                     "name, or a regular expression (--list_machines lists every row)",
+                     EXIT_USER_ERROR)
+    sys.stdout.write(text + "\n")
     return 0
 
 
@@ -144,6 +163,7 @@ def parse_flags(argv):
     if any(arg in HELP for arg in argv[1:]):
         sys.stdout.write(help_text())
         sys.exit(0)
+    argv = with_bare_actions(argv)
     try:
         return FLAGS(argv)
     except absl_flags.Error as error:

@@ -11,6 +11,25 @@ import os
 from flags.config import Config, ConfigError
 
 
+# Flags that may be given bare: absl's string flags need a value, so a bare one is
+# rewritten to an empty value (for --list_machines: every row).
+BARE_ACTIONS = ("list_machines",)
+
+
+def with_bare_actions(argv: list[str]) -> list[str]:
+    """argv with each bare `--list_machines` (or `-list_machines`) as `--list_machines=`;
+    argv[0] and everything after a `--` are left alone."""
+    out, rest = list(argv[:1]), list(argv[1:])
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--":
+            out += [arg, *rest]
+            break
+        name = arg.lstrip("-")
+        out.append(f"--{name}=" if arg.startswith("-") and name in BARE_ACTIONS else arg)
+    return out
+
+
 def _parse_numbers(values, flag, kind):
     """Parses a comma list flag into numbers of `kind` (float or int)."""
     out = []

@@ -3,6 +3,9 @@ flag has a range, flagfiles are text without cycles, a user's model is built bef
 the run folder exists, a Ctrl-C before the run is one line, and each mistake is one
 `error:` line, exit 2, nothing written. Real processes where the door is the process."""
 
+import os
+import time
+
 import pytest
 from conftest import error_lines
 from processes import run
@@ -55,3 +58,34 @@ def test_a_huge_number_on_the_command_line_is_one_line(tmp_path):
     assert one_error(done) == ("error: --price_per_hour_usd=1e+300 is out of range; "
                                "accepted: 0..1000000")
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------ --list_machines
+NO_FRAMEWORKS = {"PYTHONPATH": os.pathsep.join(
+    os.path.join(os.path.dirname(__file__), name) for name in ("no_tensorflow", "no_jax"))}
+
+
+def test_list_machines_prints_the_catalog_and_exits_0_without_a_framework(tmp_path):
+    began = time.time()
+    done = run(["--list_machines"], env=NO_FRAMEWORKS, cwd=tmp_path)
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:3] == ["machine", "devices", "on_demand"]
+    assert any(line.startswith("gcp-tpu-v4 ") for line in lines)
+    assert any(line.startswith("gcp-a3-ultragpu-8g ") for line in lines)
+    done = run(["--list_machines=h200"], env=NO_FRAMEWORKS, cwd=tmp_path)
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    rows = done.stdout.splitlines()[1:-1]
+    assert rows and all("H200" in row for row in rows)
+    assert not any(line.startswith("gcp-tpu-v4 ") for line in done.stdout.splitlines())
+    assert time.time() - began < 30  # two processes; no framework is imported
+    assert os.listdir(tmp_path) == []  # nothing written (no runs/ folder)
+
+
+def test_list_machines_with_a_pattern_that_matches_nothing_is_one_line():
+    done = run(["--list_machines=no-such-machine"], env=NO_FRAMEWORKS)
+    assert one_error(done) == (
+        "error: no machine in the price catalog matches 'no-such-machine'; accepted: part of "
+        "a machine, accelerator, device or provider name, or a regular expression "
+        "(--list_machines lists every row)")
+    assert done.stdout == ""
