@@ -36,7 +36,7 @@ from absl import app as absl_app  # noqa: E402
 
 from flags import FLAGS, ConfigError, config_from_flags, define_flags, help_text  # noqa: E402
 from flags.config import did_you_mean  # noqa: E402
-from flags.parse import with_bare_actions  # noqa: E402
+from flags.parse import check_flagfiles, with_bare_actions  # noqa: E402
 
 EXIT_USER_ERROR = 2
 EXIT_STORAGE = 74
@@ -164,6 +164,10 @@ def parse_flags(argv):
         sys.stdout.write(help_text())
         sys.exit(0)
     argv = with_bare_actions(argv)
+    try:
+        check_flagfiles(argv)  # before absl reads them
+    except ConfigError as error:
+        sys.exit(_fail(str(error), EXIT_USER_ERROR))
     try:
         return FLAGS(argv)
     except absl_flags.Error as error:

@@ -89,3 +89,72 @@ def test_list_machines_with_a_pattern_that_matches_nothing_is_one_line():
         "a machine, accelerator, device or provider name, or a regular expression "
         "(--list_machines lists every row)")
     assert done.stdout == ""
+
+
+# ------------------------------------------------------------------ flagfiles
+ACCEPTED = "accepted: a UTF-8 text file of flags, one per line"
+
+
+def flagfile_cases(tmp):
+    """(--flagfile value, the error line expected); written under `tmp` (the cwd)."""
+    (tmp / "garbage.flags").write_bytes(b"--epochs=1\n\xff\xfe\x00\x9c binary")
+    (tmp / "nul.flags").write_bytes(b"--epochs=1\n\x00\x00")
+    (tmp / "self.flags").write_text("--epochs=1\n--flagfile=self.flags\n")
+    (tmp / "a.flags").write_text("--flagfile=b.flags\n")
+    (tmp / "b.flags").write_text("# b\n--flagfile=./a.flags\n")
+    (tmp / "outer.flags").write_text("--flagfile=garbage.flags\n")
+    (tmp / "big.flags").write_text("# padding\n" * 200_000)
+    os.mkfifo(tmp / "fifo.flags")
+    (tmp / "dir.flags").mkdir()
+    for depth in range(12):  # d0 -> d1 -> ... -> d11
+        (tmp / f"d{depth}.flags").write_text(f"--flagfile=d{depth + 1}.flags\n")
+    (tmp / "d12.flags").write_text("--epochs=1\n")
+    return [
+        ("garbage.flags", f"error: --flagfile=garbage.flags is not UTF-8 text (byte 0xff at "
+                          f"offset 11); {ACCEPTED}"),
+        ("nul.flags", "error: --flagfile=nul.flags is not a text file of flags (a NUL byte "
+                      f"at offset 11); {ACCEPTED}"),
+        ("self.flags", "error: --flagfile=self.flags includes itself (self.flags -> "
+                       "self.flags); accepted: flagfiles that include others without a cycle"),
+        ("a.flags", "error: --flagfile=a.flags includes itself (a.flags -> b.flags -> "
+                    "./a.flags); accepted: flagfiles that include others without a cycle"),
+        ("outer.flags", "error: --flagfile=garbage.flags (included by outer.flags) is not "
+                        f"UTF-8 text (byte 0xff at offset 11); {ACCEPTED}"),
+        ("big.flags", f"error: --flagfile=big.flags is 2,000,000 bytes; {ACCEPTED}, up to "
+                      "1,048,576 bytes"),
+        ("fifo.flags", f"error: --flagfile=fifo.flags is not a regular file; {ACCEPTED}"),
+        ("dir.flags", f"error: --flagfile=dir.flags is a folder; {ACCEPTED}"),
+        ("d0.flags", "error: --flagfile=d0.flags nests flagfiles over 8 deep (d0.flags -> "
+                     + " -> ".join(f"d{i}.flags" for i in range(1, 9))
+                     + "); accepted: at most 8"),
+        ("missing.flags", "error: --flagfile=missing.flags cannot be read (No such file or "
+                          f"directory); {ACCEPTED}"),
+    ]
+
+
+def test_flagfiles_that_are_not_text_or_include_themselves_are_one_line(tmp_path):
+    """Unit: each case's message, without a process."""
+    from flags.parse import check_flagfiles
+
+    here = os.getcwd()
+    os.chdir(tmp_path)  # absl reads relative flagfile paths from the working directory
+    try:
+        for value, expected in flagfile_cases(tmp_path):
+            with pytest.raises(ConfigError) as error:
+                check_flagfiles(["main", f"--flagfile={value}"])
+            assert f"error: {error.value}" == expected
+        check_flagfiles(["main", "--flagfile", "d5.flags"])  # 7 deep: accepted
+    finally:
+        os.chdir(here)
+
+
+@pytest.mark.parametrize("value", ["garbage.flags", "self.flags", "a.flags", "fifo.flags",
+                                   "dir.flags"])
+def test_a_bad_flagfile_ends_the_process_in_one_line_before_anything(tmp_path, value):
+    data = tmp_path / "data"
+    data.mkdir()
+    expected = dict(flagfile_cases(data))[value]
+    done = run([f"--flagfile={value}", f"--logdir={tmp_path / 'run'}"], cwd=data, timeout=60)
+    assert one_error(done) == expected
+    assert "Warning" not in done.stderr  # absl's "circular flagfile dependency"
+    assert not (tmp_path / "run").exists() and not (data / "runs").exists()
