@@ -10,16 +10,26 @@ nothing touched), 69 no training progress (the input stream yields nothing), 74 
 run folder cannot be written (full, read-only, deleted; the last good checkpoint is
 kept), 75 preempted by SIGTERM or Ctrl-C (checkpoint saved; the error line gives the
 command that resumes), 76 diverged (loss NaN/Inf; the last good checkpoint is kept), 130
-Ctrl-C twice (stopped at once).
+Ctrl-C twice (stopped at once), or once before the run started (nothing written).
 """
 
-import errno
-import os
-import re
-import sys
+import signal
 import time
 
 STARTED_AT = time.time()  # billing starts with the process
+# First thing: a Ctrl-C before app/run/signals.py is installed (its imports take
+# milliseconds) is noted here and replayed to it: one line, exit 130, never a
+# KeyboardInterrupt. One in Python's own start-up (its `site` imports, ~30 ms), before
+# this line runs, cannot be covered: Python raises it inside `site`, or at this
+# file's "line 0" before its first statement.
+_EARLY_SIGNALS = []
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, lambda number, _: _EARLY_SIGNALS.append(number))
+
+import errno  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
 
 # `python app/main.py` puts app/ first on sys.path; the packages live one level up.
 _APP_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -31,6 +41,8 @@ from app.run import signals  # noqa: E402
 
 if __name__ == "__main__":
     signals.install()
+    for _number in _EARLY_SIGNALS:
+        signal.raise_signal(_number)  # to the watcher: one line, exit 130
 
 from absl import app as absl_app  # noqa: E402
 

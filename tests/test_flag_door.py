@@ -4,11 +4,13 @@ the run folder exists, a Ctrl-C before the run is one line, and each mistake is 
 `error:` line, exit 2, nothing written. Real processes where the door is the process."""
 
 import os
+import re
+import signal
 import time
 
 import pytest
-from conftest import error_lines
-from processes import run
+from conftest import ROOT, error_lines
+from processes import background, handles, run, start, until
 
 from flags.config import Config, ConfigError
 from flags.ranges import FLOAT_RANGES, INT_RANGES
@@ -158,3 +160,54 @@ def test_a_bad_flagfile_ends_the_process_in_one_line_before_anything(tmp_path, v
     assert one_error(done) == expected
     assert "Warning" not in done.stderr  # absl's "circular flagfile dependency"
     assert not (tmp_path / "run").exists() and not (data / "runs").exists()
+
+
+# ------------------------------------------------------------------ Ctrl-C before the run
+INTERRUPTED = "error: interrupted (SIGINT) before the run started; nothing was written"
+
+
+def interrupted(process, logdir):
+    """Sends SIGINT now; asserts one line, exit 130, no traceback, no run folder."""
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, (process.returncode, stderr[-2000:])
+    assert error_lines(stderr) == [INTERRUPTED] and "Traceback" not in stderr, stderr[-2000:]
+    assert not logdir.exists()
+
+
+@pytest.mark.parametrize("after", [0.0, 0.3, 1.0])
+def test_ctrl_c_once_the_handler_is_in_is_one_line_and_exit_130(tmp_path, after):
+    """Moments after app/run/signals.py's handlers are in (seen in /proc, as
+    tests/test_stops.py does): importing absl and Keras, checking the data."""
+    logdir = tmp_path / "run"
+    with background(["--dataset=synthetic", "--image_size=8", "--epochs=1",
+                     "--steps_per_epoch=2", f"--logdir={logdir}"], cwd=tmp_path) as process:
+        until(process, lambda: handles(process.pid, signal.SIGTERM), "the handlers",
+              every=0.005)
+        time.sleep(after)
+        interrupted(process, logdir)
+
+
+def test_ctrl_c_in_the_first_milliseconds_never_shows_the_apps_traceback(tmp_path):
+    """From launch: before main.py's first line (Python's own start-up, its `site`
+    imports) a KeyboardInterrupt cannot be caught by the app, and its traceback names
+    no line of the app; from main.py's first line on, it is the one line and 130."""
+    logdir = tmp_path / "run"
+    outcomes = []
+    for after in (0.02, 0.04, 0.06, 0.1, 0.2):
+        process = start(["--dataset=synthetic", f"--logdir={logdir}"], cwd=tmp_path)
+        time.sleep(after)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        if process.returncode == 130:
+            assert error_lines(stderr) == [INTERRUPTED] and "Traceback" not in stderr
+            outcomes.append("app")
+        else:  # Python's start-up (killed before its own handler, or inside `site`)
+            assert process.returncode in (-signal.SIGINT, 1), (process.returncode, stderr)
+            # (a signal taken during start-up is raised at main.py's "line 0", before
+            # its first statement)
+            assert not re.search(rf'File "{re.escape(ROOT)}.*line [1-9]', stderr), stderr
+            assert not error_lines(stderr), stderr[-2000:]
+            outcomes.append("python")
+        assert not logdir.exists()
+    assert outcomes[-1] == "app", outcomes  # 0.2 s: past Python's start-up

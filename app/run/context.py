@@ -19,7 +19,7 @@ from app.engine import autotune, distribute
 from app.engine.data import input_spec
 from app.engine.models import check_model
 from app.engine.prices import Billing, resolve_billing
-from app.run import rundir
+from app.run import rundir, signals
 from preprocessing.datasets import check_dataset
 from preprocessing.spec import BatchShape, DataError, InputSpec
 
@@ -145,5 +145,6 @@ def set_random_seed(keras, seed: int) -> None:
 def create_folder(context: RunContext) -> None:
     """Creates the run folder and saves the config (process 0): from here on the run
     leaves traces. Call it once every check of the mode has passed."""
+    signals.run_starts()  # a Ctrl-C from here on saves and stops (app/run/signals.py)
     if context.is_chief:
         rundir.create(context.run_dir, context.config)

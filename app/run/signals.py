@@ -6,6 +6,12 @@ is never met by Python's default action. Both signals set the process's
 boundary and raises `Preempted` (exit 75), and the stages before training check
 it too. More SIGTERMs change nothing; a second SIGINT (Ctrl-C twice) stops at once.
 
+Before the run starts (`run_starts()`, called as the run folder is about to be
+made) nothing needs saving: a Ctrl-C then ends the process at once, exit 130, in
+one line saying nothing was written. A SIGTERM then is a preemption like any other
+(exit 75, "before training started", with the command that resumes): the job's
+restart reruns it. app/main.py routes a Ctrl-C that comes before `install()` here too.
+
 Python runs signal handlers on the main thread only, between bytecodes: a main
 thread blocked inside TensorFlow or JAX (e.g. waiting for an input stream that
 yields nothing) would never see them. So the handlers only wake a watcher thread
@@ -37,6 +43,20 @@ def _line(message: str) -> None:
         pass
 
 
+# Set once the run folder is about to be written; the lock makes "not started yet,
+# so exit at once" and "started" exclusive (an exit never lands in the first write).
+_RUN_STARTED = threading.Event()
+_STARTING = threading.Lock()
+INTERRUPTED_EARLY = "interrupted (SIGINT) before the run started; nothing was written"
+
+
+def run_starts() -> None:
+    """Marks the run as started (before its folder is made): from here on a Ctrl-C
+    stops at the next step boundary, saving a checkpoint, like a SIGTERM."""
+    with _STARTING:
+        _RUN_STARTED.set()
+
+
 def install(request=PROCESS_STOP) -> None:
     """Routes SIGTERM and SIGINT to `request` and starts the watcher (main thread only)."""
     read_end, write_end = os.pipe()
@@ -56,6 +76,8 @@ def _watch(read_end: int, request) -> None:
                 continue
             name = signal.Signals(number).name
             interrupts += number == signal.SIGINT
+            if number == signal.SIGINT:
+                _exit_if_not_started()
             if interrupts >= 2:
                 _line("interrupted twice (SIGINT): stopped at once; the last checkpoint "
                       "is kept")
@@ -64,6 +86,13 @@ def _watch(read_end: int, request) -> None:
                 request.request(name)
                 threading.Thread(target=_enforce_grace, args=(request,), daemon=True,
                                  name="grace").start()
+
+
+def _exit_if_not_started() -> None:
+    with _STARTING:
+        if not _RUN_STARTED.is_set():
+            _line(INTERRUPTED_EARLY)
+            os._exit(EXIT_INTERRUPTED)  # with the lock held: the run never starts
 
 
 def _enforce_grace(request) -> None:
