@@ -7,8 +7,8 @@ benchmark (--benchmark=input). Each mode returns the summary dict it wrote.
 
 Exit codes: 0 done (or already complete), 2 a user mistake (one line on stderr,
 nothing touched), 69 no training progress (the input stream yields nothing), 74 the
-run folder cannot be written (full, read-only, deleted; the last good checkpoint is
-kept), 75 preempted by SIGTERM or Ctrl-C (checkpoint saved; the error line gives the
+run folder cannot be written (full, read-only, deleted; the last good checkpoint, if
+any, is kept), 75 preempted by SIGTERM or Ctrl-C (checkpoint saved; the error line gives the
 command that resumes), 76 diverged (loss NaN/Inf; the last good checkpoint is kept), 130
 Ctrl-C twice (stopped at once), or once before the run started (nothing written).
 """
@@ -126,8 +126,10 @@ def main(argv):
     except OSError as error:
         if error.errno not in STORAGE_ERRNOS:
             raise
+        from callbacks.records.checkpoint_files import kept_line
+
         _storage_exit(f"cannot write {error.filename or config.logdir}: {error.strerror}; "
-                      "stopped, the last good checkpoint is kept")
+                      f"stopped, {kept_line(config.logdir, 'the last good checkpoint')}")
     return 0
 
 

@@ -211,3 +211,24 @@ def test_ctrl_c_in_the_first_milliseconds_never_shows_the_apps_traceback(tmp_pat
             outcomes.append("python")
         assert not logdir.exists()
     assert outcomes[-1] == "app", outcomes  # 0.2 s: past Python's start-up
+
+
+# ------------------------------------------------------------------ true messages
+def test_a_stop_says_a_checkpoint_is_kept_only_where_one_was_saved(tmp_path, monkeypatch):
+    from app.run import signals
+    from callbacks.records import checkpoint_files
+    from callbacks.records.checkpoint_files import kept_line
+
+    none = "no checkpoint was saved before it"
+    assert kept_line(None) == none
+    assert kept_line(str(tmp_path / "not made")) == none
+    (tmp_path / "checkpoints" / "ckpt-0000000004").mkdir(parents=True)  # no state.json
+    assert kept_line(str(tmp_path), "the last good checkpoint") == none
+    monkeypatch.setattr(signals, "_RUN_FOLDER", [])
+    assert signals._kept() == none  # before the run started
+    signals._RUN_FOLDER.append(str(tmp_path))
+    assert signals._kept("the last one") == none
+    monkeypatch.setattr(checkpoint_files, "latest_checkpoint", lambda logdir: ("p", {}))
+    assert kept_line(str(tmp_path), "the last good checkpoint") == \
+        "the last good checkpoint is kept"
+    assert signals._kept() == "the last checkpoint is kept"

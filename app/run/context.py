@@ -145,6 +145,6 @@ def set_random_seed(keras, seed: int) -> None:
 def create_folder(context: RunContext) -> None:
     """Creates the run folder and saves the config (process 0): from here on the run
     leaves traces. Call it once every check of the mode has passed."""
-    signals.run_starts()  # a Ctrl-C from here on saves and stops (app/run/signals.py)
+    signals.run_starts(context.logdir)  # a Ctrl-C now saves, then stops (signals.py)
     if context.is_chief:
         rundir.create(context.run_dir, context.config)

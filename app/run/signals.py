@@ -47,14 +47,22 @@ def _line(message: str) -> None:
 # so exit at once" and "started" exclusive (an exit never lands in the first write).
 _RUN_STARTED = threading.Event()
 _STARTING = threading.Lock()
+_RUN_FOLDER: list[str] = []  # the run folder, once started: what a stop's line says it kept
 INTERRUPTED_EARLY = "interrupted (SIGINT) before the run started; nothing was written"
 
 
-def run_starts() -> None:
-    """Marks the run as started (before its folder is made): from here on a Ctrl-C
-    stops at the next step boundary, saving a checkpoint, like a SIGTERM."""
+def run_starts(logdir: str) -> None:
+    """Marks the run in `logdir` as started (before its folder is made): from here on
+    a Ctrl-C stops at the next step boundary, saving a checkpoint, like a SIGTERM."""
     with _STARTING:
+        _RUN_FOLDER[:] = [logdir]
         _RUN_STARTED.set()
+
+
+def _kept(last: str = "the last checkpoint") -> str:
+    from callbacks.records.checkpoint_files import kept_line
+
+    return kept_line(_RUN_FOLDER[0] if _RUN_FOLDER else None, last)
 
 
 def install(request=PROCESS_STOP) -> None:
@@ -79,8 +87,7 @@ def _watch(read_end: int, request) -> None:
             if number == signal.SIGINT:
                 _exit_if_not_started()
             if interrupts >= 2:
-                _line("interrupted twice (SIGINT): stopped at once; the last checkpoint "
-                      "is kept")
+                _line(f"interrupted twice (SIGINT): stopped at once; {_kept()}")
                 os._exit(EXIT_INTERRUPTED)
             if not request.requested.is_set():
                 request.request(name)
@@ -100,7 +107,7 @@ def _enforce_grace(request) -> None:
         return  # the run is stopping on its own
     _line(f"preempted ({request.signal_name}) but no step boundary came within "
           f"{GRACE_SECONDS:.0f} s (waiting for data or a device?); stopped without a new "
-          "checkpoint, the last one is kept; rerun the same command to resume")
+          f"checkpoint, {_kept('the last one')}; rerun the same command to resume")
     os._exit(EXIT_PREEMPTED)
 
 
@@ -109,5 +116,5 @@ def stalled(seconds: float) -> None:
     stall watchdog's thread while the main thread is stuck)."""
     _line(f"no training step finished for {seconds:.0f} s: the input stream yields "
           "nothing (are its images all undecodable, or is its storage hung?); stopped, "
-          "the last checkpoint is kept")
+          f"{_kept()}")
     os._exit(EXIT_STALLED)
