@@ -232,3 +232,72 @@ def test_a_stop_says_a_checkpoint_is_kept_only_where_one_was_saved(tmp_path, mon
     assert kept_line(str(tmp_path), "the last good checkpoint") == \
         "the last good checkpoint is kept"
     assert signals._kept() == "the last checkpoint is kept"
+
+
+# ------------------------------------------------------------------ a user's model
+USER_MODELS = '''import keras
+
+
+def _check(image_size):
+    if image_size != 16:
+        raise ValueError(f"this model takes 16x16 images, not {image_size}")
+
+
+def build(num_classes, image_size):
+    _check(image_size)
+    inputs = keras.Input((image_size, image_size, 3))
+    x = keras.layers.GlobalAveragePooling2D()(inputs)
+    return keras.Model(inputs, keras.layers.Dense(num_classes)(x))
+
+
+def not_a_model(num_classes, image_size):
+    return [num_classes, image_size]
+
+
+def divides(num_classes, image_size):
+    return keras.Model(num_classes / 0)
+'''
+
+
+@pytest.fixture(scope="module")
+def user_models(tmp_path_factory):
+    path = tmp_path_factory.mktemp("models") / "mine.py"
+    path.write_text(USER_MODELS)
+    return path
+
+
+@pytest.mark.parametrize("function, flags, expected", [
+    ("build", ["--dataset=synthetic", "--image_size=32"],
+     "raised ValueError at mine.py:6: this model takes 16x16 images, not 32"),
+    ("divides", ["--image_size=16"], "raised ZeroDivisionError at mine.py:21: division by zero"),
+    ("not_a_model", ["--image_size=16"], "returned list; accepted: a keras.Model"),
+])
+def test_a_users_model_that_fails_to_build_is_one_line_before_the_run_folder(
+        user_models, digits_dir, tmp_path, function, flags, expected):
+    logdir = tmp_path / "run"
+    done = run([f"--model={user_models}:{function}", f"--data_dir={digits_dir}",
+                f"--logdir={logdir}", "--epochs=1", "--steps_per_epoch=2", *flags])
+    assert one_error(done) == f"error: --model={user_models}:{function} {expected}"
+    assert not logdir.exists()
+
+
+def test_a_users_model_is_built_for_a_folders_classes_and_size_at_the_door(
+        user_models, tmp_path):
+    """The folder's classes (3, counted from its folders) and its images' own size: a
+    model refusing that size fails at the door; with --image_size=16 it trains."""
+    from image_files import write_folder_dataset
+
+    from preprocessing.datasets import known_shape
+    from preprocessing.spec import InputSpec
+
+    root = tmp_path / "pets"
+    write_folder_dataset(str(root), corrupt=0)
+    assert known_shape(f"folder:{root}", InputSpec(str(tmp_path), image_size=16)) == (3, 16)
+    assert known_shape("digits", InputSpec(str(tmp_path), image_size=0)) == (10, 16)
+    assert known_shape("tfds:mnist", InputSpec(str(tmp_path), image_size=0)) is None
+    done = run([f"--model={user_models}:build", f"--dataset=folder:{root}",
+                f"--logdir={tmp_path / 'run'}", "--epochs=1", "--steps_per_epoch=1"])
+    line = one_error(done)
+    assert line.startswith(f"error: --model={user_models}:build raised ValueError at "
+                           "mine.py:6: this model takes 16x16 images, not "), line
+    assert not (tmp_path / "run").exists()
