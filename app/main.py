@@ -8,9 +8,10 @@ benchmark (--benchmark=input). Each mode returns the summary dict it wrote.
 Exit codes: 0 done (or already complete), 2 a user mistake (one line on stderr,
 nothing touched), 69 no training progress (the input stream yields nothing), 74 the
 run folder cannot be written (full, read-only, deleted; the last good checkpoint, if
-any, is kept), 75 preempted by SIGTERM or Ctrl-C (checkpoint saved; the error line gives the
-command that resumes), 76 diverged (loss NaN/Inf; the last good checkpoint is kept), 130
-Ctrl-C twice (stopped at once), or once before the run started (nothing written).
+any, is kept), 75 preempted by SIGTERM or Ctrl-C (checkpoint saved; the error line
+gives the command that resumes), 76 diverged (loss NaN/Inf; the last good checkpoint
+is kept), 130 Ctrl-C twice (stopped at once), or once before the run started (nothing
+written). --list_machines[=PATTERN] prints the price catalog and exits 0.
 """
 
 import signal
