@@ -7,19 +7,30 @@ benchmark (--benchmark=input). Each mode returns the summary dict it wrote.
 
 Exit codes: 0 done (or already complete), 2 a user mistake (one line on stderr,
 nothing touched), 69 no training progress (the input stream yields nothing), 74 the
-run folder cannot be written (full, read-only, deleted; the last good checkpoint is
-kept), 75 preempted by SIGTERM or Ctrl-C (checkpoint saved; the error line gives the
-command that resumes), 76 diverged (loss NaN/Inf; the last good checkpoint is kept), 130
-Ctrl-C twice (stopped at once).
+run folder cannot be written (full, read-only, deleted; the last good checkpoint, if
+any, is kept), 75 preempted by SIGTERM or Ctrl-C (checkpoint saved; the error line
+gives the command that resumes), 76 diverged (loss NaN/Inf; the last good checkpoint
+is kept), 130 Ctrl-C twice (stopped at once), or once before the run started (nothing
+written). --list_machines[=PATTERN] prints the price catalog and exits 0.
 """
 
-import errno
-import os
-import re
-import sys
+import signal
 import time
 
 STARTED_AT = time.time()  # billing starts with the process
+# First thing: a Ctrl-C before app/run/signals.py is installed (its imports take
+# milliseconds) is noted here and replayed to it: one line, exit 130, never a
+# KeyboardInterrupt. One in Python's own start-up (its `site` imports, ~30 ms), before
+# this line runs, cannot be covered: Python raises it inside `site`, or at this
+# file's "line 0" before its first statement.
+_EARLY_SIGNALS = []
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, lambda number, _: _EARLY_SIGNALS.append(number))
+
+import errno  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
 
 # `python app/main.py` puts app/ first on sys.path; the packages live one level up.
 _APP_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -31,11 +42,14 @@ from app.run import signals  # noqa: E402
 
 if __name__ == "__main__":
     signals.install()
+    for _number in _EARLY_SIGNALS:
+        signal.raise_signal(_number)  # to the watcher: one line, exit 130
 
 from absl import app as absl_app  # noqa: E402
 
 from flags import FLAGS, ConfigError, config_from_flags, define_flags, help_text  # noqa: E402
 from flags.config import did_you_mean  # noqa: E402
+from flags.parse import check_flagfiles, with_bare_actions  # noqa: E402
 
 EXIT_USER_ERROR = 2
 EXIT_STORAGE = 74
@@ -86,6 +100,8 @@ def main(argv):
     if len(argv) > 1:
         return _fail(f"unexpected argument(s) {' '.join(argv[1:])!r}; all settings are "
                      "--flags (see --helpfull)", EXIT_USER_ERROR)
+    if FLAGS.list_machines is not None:  # an action: no config, no run
+        return _list_machines(FLAGS.list_machines)
     try:
         config = config_from_flags(FLAGS)
     except ConfigError as error:
@@ -111,8 +127,26 @@ def main(argv):
     except OSError as error:
         if error.errno not in STORAGE_ERRNOS:
             raise
+        from callbacks.records.checkpoint_files import kept_line
+
         _storage_exit(f"cannot write {error.filename or config.logdir}: {error.strerror}; "
-                      "stopped, the last good checkpoint is kept")
+                      f"stopped, {kept_line(config.logdir, 'the last good checkpoint')}")
+    return 0
+
+
+def _list_machines(pattern: str) -> int:
+    """--list_machines[=PATTERN]: the price catalog on stdout (pure Python: no framework)."""
+    from app.engine import prices
+
+    try:
+        text = prices.list_machines(pattern or None)
+    except ConfigError as error:  # a damaged catalog
+        return _fail(str(error), EXIT_USER_ERROR)
+    if text.startswith(prices.NO_MATCH):
+        return _fail(f"{text}; accepted: part of a machine, accelerator, device or provider "
+                     "name, or a regular expression (--list_machines lists every row)",
+                     EXIT_USER_ERROR)
+    sys.stdout.write(text + "\n")
     return 0
 
 
@@ -144,6 +178,11 @@ def parse_flags(argv):
     if any(arg in HELP for arg in argv[1:]):
         sys.stdout.write(help_text())
         sys.exit(0)
+    argv = with_bare_actions(argv)
+    try:
+        check_flagfiles(argv)  # before absl reads them
+    except ConfigError as error:
+        sys.exit(_fail(str(error), EXIT_USER_ERROR))
     try:
         return FLAGS(argv)
     except absl_flags.Error as error:

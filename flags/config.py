@@ -16,6 +16,7 @@ import math
 import os
 import re
 
+from flags.ranges import check_ranges
 from preprocessing.augment import PRESETS
 
 MODELS = ("small_resnet", "resnet18", "resnet34", "resnet50",
@@ -207,6 +208,7 @@ class Config:
         self._validate_optimizer()
         self._validate_processes()
         self._validate_study_flags()
+        check_ranges(self, ConfigError)  # after the finer checks: their messages stay
 
     def _validate_model(self):
         """The form of --model; app.engine.models.check_model looks at files and names."""

@@ -33,10 +33,12 @@ GROUPS = {
               "gradient_clip_norm"),
     "distribution": ("accelerator", "backend", "num_devices", "tpu", "num_processes",
                      "process_id", "coordinator_address", "coordinator_timeout_seconds"),
-    "cost": ("machine", "pricing", "price_per_hour_usd"),
+    "cost": ("machine", "pricing", "price_per_hour_usd", "list_machines"),
     "profiling": ("profile_steps", "peak_tflops_per_device", "throughput_warmup_steps"),
     "output": ("logdir", "fresh", "checkpoint_every_steps", "log_every_steps", "verbose"),
 }
+# Flags that do something and exit instead of setting the run (no Config field).
+ACTIONS = ("list_machines",)
 USAGE = """\
 usage: python app/main.py [--flag=value ...]
 
@@ -61,7 +63,7 @@ def help_text() -> str:
             flag = FLAGS[name]
             default = ",".join(map(str, flag.default)) if isinstance(flag.default, list) \
                 else ("" if flag.default is None else flag.default)
-            lines.append(f"  --{name}={default}")
+            lines.append(f"  --{name}[=PATTERN]" if name in ACTIONS else f"  --{name}={default}")
             lines += textwrap.wrap(flag.help, 88, initial_indent="      ",
                                    subsequent_indent="      ")
         sections.append("\n".join(lines) + "\n")
@@ -220,6 +222,13 @@ def define_flags():
     absl_flags.DEFINE_string("machine", D["machine"],
                              "Price catalog row to bill (see app/engine/prices.csv); auto = "
                              "the row for the detected device.")
+    # An action, not a setting of the run: no Config field (app/main.py acts on it
+    # before the config is built). A bare --list_machines means every row.
+    absl_flags.DEFINE_string("list_machines", None,
+                             "Print the price catalog (machine, devices, dollars per hour "
+                             "under each pricing, peak, date read) and exit; "
+                             "--list_machines=PATTERN keeps the rows whose machine, "
+                             "accelerator, device or provider contains PATTERN.")
     absl_flags.DEFINE_enum("pricing", D["pricing"],
                            list(choices.PRICINGS),
                            "Which price of the machine row to charge.")

@@ -7,8 +7,112 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 
 from flags.config import Config, ConfigError
+
+MAX_FLAGFILE_BYTES = 1 << 20  # a flagfile is a page of flags; configs/ holds ~1 KB ones
+MAX_FLAGFILE_DEPTH = 8  # flagfiles including flagfiles: configs/ nests at most 2 deep
+FLAGFILE_DIRECTIVES = ("--flagfile=", "-flagfile=")
+FLAGFILE_ACCEPTED = "accepted: a UTF-8 text file of flags, one per line"
+
+
+def _flagfile_lines(path: str, label: str) -> list[str]:
+    """The lines of flagfile `path`, or ConfigError: not a readable regular file of
+    at most MAX_FLAGFILE_BYTES of UTF-8 text. stat() before open(): opening a FIFO
+    would wait for a writer forever."""
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        raise ConfigError(f"{label} cannot be read ({error.strerror}); "
+                          f"{FLAGFILE_ACCEPTED}") from None
+    if not stat.S_ISREG(info.st_mode):
+        what = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise ConfigError(f"{label} is {what}; {FLAGFILE_ACCEPTED}")
+    if info.st_size > MAX_FLAGFILE_BYTES:
+        raise ConfigError(f"{label} is {info.st_size:,} bytes; {FLAGFILE_ACCEPTED}, "
+                          f"up to {MAX_FLAGFILE_BYTES:,} bytes")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_FLAGFILE_BYTES + 1)
+    except OSError as error:
+        raise ConfigError(f"{label} cannot be read ({error.strerror}); "
+                          f"{FLAGFILE_ACCEPTED}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{label} is not UTF-8 text (byte 0x{data[error.start]:02x} at "
+                          f"offset {error.start}); {FLAGFILE_ACCEPTED}") from None
+    if "\0" in text or len(data) > MAX_FLAGFILE_BYTES:
+        where = (f"a NUL byte at offset {data.index(0)}" if 0 in data
+                 else f"over {MAX_FLAGFILE_BYTES:,} bytes")
+        raise ConfigError(f"{label} is not a text file of flags ({where}); "
+                          f"{FLAGFILE_ACCEPTED}")
+    return text.splitlines(keepends=True)
+
+
+def _check_flagfile(path: str, chain: tuple[str, ...]) -> None:
+    """Checks flagfile `path` and, depth first, those it includes (as absl reads
+    them: a line starting --flagfile=, its path relative to the working directory)."""
+    label = f"--flagfile={path}" + (f" (included by {chain[-1]})" if chain else "")
+    real = os.path.realpath(path)
+    names = [*chain, path]
+    if real in (os.path.realpath(p) for p in chain):
+        raise ConfigError(f"--flagfile={chain[0]} includes itself "
+                          f"({' -> '.join(names)}); accepted: flagfiles that include "
+                          "others without a cycle")
+    if len(chain) >= MAX_FLAGFILE_DEPTH:
+        raise ConfigError(f"--flagfile={chain[0]} nests flagfiles over "
+                          f"{MAX_FLAGFILE_DEPTH} deep ({' -> '.join(names)}); accepted: "
+                          f"at most {MAX_FLAGFILE_DEPTH}")
+    for line in _flagfile_lines(path, label):
+        if line.startswith(FLAGFILE_DIRECTIVES):  # absl's test, on the unstripped line
+            included = os.path.expanduser(line.split("=", 1)[1].strip())
+            if included:  # absl ignores an empty one
+                _check_flagfile(included, tuple(names))
+
+
+def check_flagfiles(argv: list[str]) -> None:
+    """Every --flagfile in argv (and every one they include) is a readable regular
+    file of bounded size, UTF-8 text, nested without a cycle and at most
+    MAX_FLAGFILE_DEPTH deep. Run before absl reads them: absl would print a
+    UnicodeDecodeError's traceback, warn of a cycle and go on, or wait on a FIFO.
+
+    Raises:
+        ConfigError: one line naming the file and what was wrong.
+    """
+    args = list(argv[1:])
+    while args:
+        arg = args.pop(0)
+        if arg == "--":
+            break
+        if arg in ("--flagfile", "-flagfile") and args:
+            path = os.path.expanduser(args.pop(0))
+        elif arg.startswith(FLAGFILE_DIRECTIVES):
+            path = os.path.expanduser(arg.split("=", 1)[1].strip())
+        else:
+            continue
+        if path:
+            _check_flagfile(path, ())
+
+
+# Flags that may be given bare: absl's string flags need a value, so a bare one is
+# rewritten to an empty value (for --list_machines: every row).
+BARE_ACTIONS = ("list_machines",)
+
+
+def with_bare_actions(argv: list[str]) -> list[str]:
+    """argv with each bare `--list_machines` (or `-list_machines`) as `--list_machines=`;
+    argv[0] and everything after a `--` are left alone."""
+    out, rest = list(argv[:1]), list(argv[1:])
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--":
+            out += [arg, *rest]
+            break
+        name = arg.lstrip("-")
+        out.append(f"--{name}=" if arg.startswith("-") and name in BARE_ACTIONS else arg)
+    return out
 
 
 def _parse_numbers(values, flag, kind):

@@ -11,12 +11,12 @@ import pytest
 from conftest import ROOT, error_lines, run_cli
 
 from flags import Config
-from flags.definitions import GROUPS
+from flags.definitions import ACTIONS, GROUPS
 
 
 def test_every_flag_is_in_exactly_one_group():
     grouped = [name for names in GROUPS.values() for name in names]
-    assert sorted(grouped) == sorted(f.name for f in dataclasses.fields(Config))
+    assert sorted(grouped) == sorted([f.name for f in dataclasses.fields(Config)] + [*ACTIONS])
 
 
 def test_help_lists_the_project_flags_by_group_with_defaults():
@@ -26,7 +26,7 @@ def test_help_lists_the_project_flags_by_group_with_defaults():
     assert text.startswith("usage: python app/main.py")
     headers = [line[:-1] for line in text.splitlines() if re.fullmatch(r"[a-z]+:", line)]
     assert headers == ["examples", *GROUPS]
-    listed = re.findall(r"^  --(\w+)=", text, re.MULTILINE)
+    listed = re.findall(r"^  --(\w+)(?:=|\[=)", text, re.MULTILINE)
     assert listed == [name for names in GROUPS.values() for name in names]
     assert "--global_batch_size=64" in text and "Images per step" in text
     assert "--logtostderr" not in text and "absl" not in text.split("--helpfull")[0]

@@ -124,8 +124,8 @@ def test_an_input_stream_that_yields_nothing_ends_in_one_line(hanging_folder, tm
     assert process.returncode == 69, stderr[-2000:]
     assert error_lines(stderr) == [
         "error: no training step finished for 6 s: the input stream yields nothing (are its "
-        "images all undecodable, or is its storage hung?); stopped, the last checkpoint is "
-        "kept"]
+        "images all undecodable, or is its storage hung?); stopped, no checkpoint was saved "
+        "before it"]
 
 
 def test_a_training_split_with_no_decodable_image_is_one_line_before_training(tmp_path):

@@ -445,6 +445,9 @@ def check_config(config) -> None:
                    require_price=True)
 
 
+NO_MATCH = "no machine in the price catalog matches"  # list_machines's answer to a miss
+
+
 def list_machines(pattern: str | None = None, today: datetime.date | None = None,
                   catalog: dict[str, Machine] | None = None) -> str:
     """The catalog as a text table for --list_machines[=PATTERN]: machine, devices,
@@ -463,7 +466,7 @@ def list_machines(pattern: str | None = None, today: datetime.date | None = None
     rows = [r for r in catalog.values()
             if wanted.search(" ".join((r.machine, r.accelerator, r.device, r.provider)))]
     if not rows:
-        return f"no machine in the price catalog matches {pattern!r}"
+        return f"{NO_MATCH} {pattern!r}"
 
     def money(row, pricing):
         price = row.price_per_hour_usd(pricing)

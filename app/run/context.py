@@ -18,10 +18,10 @@ import os
 from app.engine import autotune, distribute
 from app.engine.memory import process_memory_limit
 from app.engine.data import input_spec
-from app.engine.models import check_model
+from app.engine.models import check_model, check_model_builds
 from app.engine.prices import Billing, resolve_billing
-from app.run import rundir
-from preprocessing.datasets import check_dataset
+from app.run import rundir, signals
+from preprocessing.datasets import check_dataset, known_shape
 from preprocessing.spec import BatchShape, DataError, InputSpec
 
 SMALLEST_IMAGE = 8  # --image_size's lower bound: the batch check never over-estimates
@@ -74,6 +74,8 @@ def prepare(config, started_at: float) -> RunContext:
     # The batch's shares once the devices are known: checked there, read everywhere.
     spec = dataclasses.replace(spec, batch=topology.batch_shape(config.global_batch_size))
     _check_batch_fits(spec)
+    if config.benchmark != "input":  # (the input benchmark builds no model)
+        check_model_builds(config, known_shape(config.dataset, spec))
     billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
                               config.peak_tflops_per_device, topology.device_kind,
                               topology.billed_devices, warn=False)
@@ -161,5 +163,6 @@ def set_random_seed(keras, seed: int) -> None:
 def create_folder(context: RunContext) -> None:
     """Creates the run folder and saves the config (process 0): from here on the run
     leaves traces. Call it once every check of the mode has passed."""
+    signals.run_starts(context.logdir)  # a Ctrl-C now saves, then stops (signals.py)
     if context.is_chief:
         rundir.create(context.run_dir, context.config)

@@ -6,6 +6,12 @@ is never met by Python's default action. Both signals set the process's
 boundary and raises `Preempted` (exit 75), and the stages before training check
 it too. More SIGTERMs change nothing; a second SIGINT (Ctrl-C twice) stops at once.
 
+Before the run starts (`run_starts()`, called as the run folder is about to be
+made) nothing needs saving: a Ctrl-C then ends the process at once, exit 130, in
+one line saying nothing was written. A SIGTERM then is a preemption like any other
+(exit 75, "before training started", with the command that resumes): the job's
+restart reruns it. app/main.py routes a Ctrl-C that comes before `install()` here too.
+
 Python runs signal handlers on the main thread only, between bytecodes: a main
 thread blocked inside TensorFlow or JAX (e.g. waiting for an input stream that
 yields nothing) would never see them. So the handlers only wake a watcher thread
@@ -37,6 +43,28 @@ def _line(message: str) -> None:
         pass
 
 
+# Set once the run folder is about to be written; the lock makes "not started yet,
+# so exit at once" and "started" exclusive (an exit never lands in the first write).
+_RUN_STARTED = threading.Event()
+_STARTING = threading.Lock()
+_RUN_FOLDER: list[str] = []  # the run folder, once started: what a stop's line says it kept
+INTERRUPTED_EARLY = "interrupted (SIGINT) before the run started; nothing was written"
+
+
+def run_starts(logdir: str) -> None:
+    """Marks the run in `logdir` as started (before its folder is made): from here on
+    a Ctrl-C stops at the next step boundary, saving a checkpoint, like a SIGTERM."""
+    with _STARTING:
+        _RUN_FOLDER[:] = [logdir]
+        _RUN_STARTED.set()
+
+
+def _kept(last: str = "the last checkpoint") -> str:
+    from callbacks.records.checkpoint_files import kept_line
+
+    return kept_line(_RUN_FOLDER[0] if _RUN_FOLDER else None, last)
+
+
 def install(request=PROCESS_STOP) -> None:
     """Routes SIGTERM and SIGINT to `request` and starts the watcher (main thread only)."""
     read_end, write_end = os.pipe()
@@ -56,9 +84,10 @@ def _watch(read_end: int, request) -> None:
                 continue
             name = signal.Signals(number).name
             interrupts += number == signal.SIGINT
+            if number == signal.SIGINT:
+                _exit_if_not_started()
             if interrupts >= 2:
-                _line("interrupted twice (SIGINT): stopped at once; the last checkpoint "
-                      "is kept")
+                _line(f"interrupted twice (SIGINT): stopped at once; {_kept()}")
                 os._exit(EXIT_INTERRUPTED)
             if not request.requested.is_set():
                 request.request(name)
@@ -66,12 +95,19 @@ def _watch(read_end: int, request) -> None:
                                  name="grace").start()
 
 
+def _exit_if_not_started() -> None:
+    with _STARTING:
+        if not _RUN_STARTED.is_set():
+            _line(INTERRUPTED_EARLY)
+            os._exit(EXIT_INTERRUPTED)  # with the lock held: the run never starts
+
+
 def _enforce_grace(request) -> None:
     if request.taken.wait(GRACE_SECONDS):
         return  # the run is stopping on its own
     _line(f"preempted ({request.signal_name}) but no step boundary came within "
           f"{GRACE_SECONDS:.0f} s (waiting for data or a device?); stopped without a new "
-          "checkpoint, the last one is kept; rerun the same command to resume")
+          f"checkpoint, {_kept('the last one')}; rerun the same command to resume")
     os._exit(EXIT_PREEMPTED)
 
 
@@ -80,5 +116,5 @@ def stalled(seconds: float) -> None:
     stall watchdog's thread while the main thread is stuck)."""
     _line(f"no training step finished for {seconds:.0f} s: the input stream yields "
           "nothing (are its images all undecodable, or is its storage hung?); stopped, "
-          "the last checkpoint is kept")
+          f"{_kept()}")
     os._exit(EXIT_STALLED)

@@ -140,6 +140,16 @@ def latest_checkpoint(logdir: str) -> tuple[str, dict] | None:
     return None
 
 
+def kept_line(logdir: str | None, last: str = "the last checkpoint") -> str:
+    """What a stop's line may say it kept: "<last> is kept" where `logdir` holds a
+    checkpoint, else "no checkpoint was saved before it" (never a promise of one)."""
+    try:
+        found = bool(logdir) and latest_checkpoint(logdir) is not None
+    except OSError:  # the folder is what failed: nothing to promise
+        found = False
+    return f"{last} is kept" if found else "no checkpoint was saved before it"
+
+
 def load_latest(model, logdir: str, scope) -> tuple[str, dict] | None:
     """Loads the newest intact checkpoint into `model`; returns (path, state) or None.
 

@@ -41,6 +41,14 @@ def check_dataset(dataset: str, spec: InputSpec) -> int | None:
     return _module_for(dataset).check(dataset, spec)
 
 
+def known_shape(dataset: str, spec: InputSpec) -> tuple[int, int] | None:
+    """(classes, image side) the data will have, as far as its check knows before it
+    is built (what a user's model is built for at the door); None where it does not
+    (a TFDS dataset: its builder gives them)."""
+    known = getattr(_module_for(dataset), "known_shape", None)
+    return known(dataset, spec) if known else None
+
+
 def make_datasets(dataset: str, spec: InputSpec) -> Datasets:
     """Builds the training and validation streams of `dataset` (a --dataset value)."""
     return _module_for(dataset).make(dataset, spec)

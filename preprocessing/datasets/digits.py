@@ -69,6 +69,11 @@ def write_pngs(target: str) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def known_shape(dataset: str, spec: InputSpec) -> tuple[int, int]:
+    """Ten digits, at --image_size or 16 (the files may not be written yet)."""
+    return 10, spec.image_size or DEFAULT_IMAGE_SIZE
+
+
 def make(dataset: str, spec: InputSpec) -> Datasets:
     target = root(spec.data_dir)
     if not os.path.isdir(os.path.join(target, "train")):

@@ -122,6 +122,10 @@ def _count(path: str) -> int | None:
     return int.from_bytes(head[4:8], "big") if len(head) == 8 and head[3] >= 1 else None
 
 
+def known_shape(dataset: str, spec: InputSpec) -> tuple[int, int]:
+    return NUM_CLASSES, spec.image_size or IMAGE_SIZE
+
+
 def make(dataset: str, spec: InputSpec) -> Datasets:
     from preprocessing import streams
 

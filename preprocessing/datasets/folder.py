@@ -231,20 +231,33 @@ def median_side(root: str, train: list | None = None) -> int | None:
     return sorted(sides)[len(sides) // 2] if sides else None
 
 
-def make(dataset: str, spec: InputSpec) -> Datasets:
-    """As a TFDS dataset of small images does: a folder whose images are small
-    (augment.SMALL_IMAGE_SIDE) defaults to the `small` preset at their own size,
-    others to `standard` at 224."""
+def _defaults(root: str, spec: InputSpec, splits: list[Split]) -> tuple[int, str]:
+    """(image side, preset) where the flags leave them to the data: as a TFDS dataset
+    of small images does, a folder whose images are small (augment.SMALL_IMAGE_SIDE)
+    takes the `small` preset at their own size, others `standard` at 224."""
     from preprocessing.augment import SMALL_IMAGE_SIDE
 
-    root = dataset[len("folder:"):]
-    splits = _splits(root, spec.with_validation)  # listed once (a stat a file)
     side = median_side(root, splits[0].records) if spec.preset == "auto" or \
         not spec.image_size else None
     small = side is not None and side <= SMALL_IMAGE_SIDE
     default_preset = ("small" if small else "standard") if spec.preset == "auto" \
         else spec.preset
     default_size = max(side, 8) if small else DEFAULT_IMAGE_SIZE  # 8: --image_size's least
+    return default_size, default_preset
+
+
+def known_shape(dataset: str, spec: InputSpec) -> tuple[int, int]:
+    """(classes, image side) as make() will find them (the listing is the check's)."""
+    root = dataset[len("folder:"):]
+    splits = _splits(root, spec.with_validation)
+    return len(splits[0].labels), spec.image_size or _defaults(root, spec, splits)[0]
+
+
+def make(dataset: str, spec: InputSpec) -> Datasets:
+    """The folder's streams, at the size and preset of `_defaults` where unset."""
+    root = dataset[len("folder:"):]
+    splits = _splits(root, spec.with_validation)  # listed once (a stat a file)
+    default_size, default_preset = _defaults(root, spec, splits)
     return make_from_root(root, spec, default_size, default_preset, splits)
 
 

@@ -34,6 +34,10 @@ def check(dataset: str, spec: InputSpec) -> None:
     """Nothing on disk to check."""
 
 
+def known_shape(dataset: str, spec: InputSpec) -> tuple[int, int]:
+    return NUM_CLASSES, spec.image_size or IMAGE_SIZE
+
+
 def make(dataset: str, spec: InputSpec) -> Datasets:
     size = spec.image_size or IMAGE_SIZE
     val_batches = num_batches(VALIDATION_EXAMPLES // spec.num_processes, spec.batch_size)

@@ -44,6 +44,22 @@ def check_model(config) -> None:
     _check(config.model, config.image_size)
 
 
+def check_model_builds(config, shape: tuple[int, int] | None) -> None:
+    """A user's FILE.py:FUNCTION model built once, before the run folder exists, for
+    `shape` (classes, image side) as the data check knows it; skipped where it does
+    not (None: a TFDS dataset, whose classes its builder gives later) and for models
+    the app wrote. Call after the devices are chosen (building makes variables).
+
+    Raises:
+        ModelError: the function raised (one line naming its file and line), or
+            returned no classifier of the data's classes.
+    """
+    if kind(config.model) == "python" and shape is not None:
+        from app.engine.models import user
+
+        user.check_builds(config.model, *shape)
+
+
 def _check(name: str, image_size: int) -> None:
     if kind(name) == "applications":
         from app.engine.models import applications

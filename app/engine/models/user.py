@@ -24,6 +24,7 @@ import inspect
 import json
 import os
 import sys
+import traceback
 import zipfile
 
 import keras
@@ -100,13 +101,29 @@ def _output_width(model: keras.Model, image_size: int):
     return outputs[0].shape[-1] if len(outputs) == 1 else None
 
 
+def _raised_where(error: BaseException, path: str) -> str:
+    """" at FILE:LINE" of the user's file's deepest frame in the traceback (else of
+    the deepest frame: the error came from a module the file called)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    own = [f for f in frames if os.path.abspath(f.filename) == os.path.abspath(path)]
+    frame = (own or frames or [None])[-1]
+    return f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame else ""
+
+
 def make_python(value: str, num_classes: int, image_size: int) -> keras.Model:
     """FUNCTION(num_classes, image_size), checked to be a classifier of num_classes logits.
 
     Raises:
-        ModelError: it returned no keras.Model, or another output, or a softmax.
+        ModelError: it raised, returned no keras.Model, or another output, or a softmax.
     """
-    model = _function(value)(num_classes, image_size)
+    function = _function(value)
+    try:
+        model = function(num_classes, image_size)
+    except Exception as error:  # noqa: BLE001 - any failure of the user's code is one line
+        reason = (str(error).strip().splitlines() or [""])[0]
+        raise ModelError(f"--model={value} raised {type(error).__name__}"
+                         f"{_raised_where(error, split_python(value)[0])}"
+                         f"{': ' + reason if reason else ''}") from None
     if not isinstance(model, keras.Model):
         raise ModelError(f"--model={value} returned {type(model).__name__}; accepted: a "
                          "keras.Model")
@@ -118,6 +135,27 @@ def make_python(value: str, num_classes: int, image_size: int) -> keras.Model:
         raise ModelError(f"--model={value} returned a model ending in a softmax; return "
                          "logits (the app's loss applies the softmax)")
     return model
+
+
+def check_builds(value: str, num_classes: int, image_size: int) -> None:
+    """Builds FILE.py:FUNCTION's model once at the door (before the run folder exists)
+    and drops it: what would fail in the run fails here, in one line. Keras's layer
+    name counters are put back, so the run's own build names its layers as if this
+    one had not happened (the checkpoint's weights are found by those names).
+
+    Raises:
+        ModelError: as make_python.
+    """
+    from keras.src.backend.common import global_state
+
+    uids = dict(global_state.get_global_attribute("object_name_uids") or {})
+    try:
+        make_python(value, num_classes, image_size)
+    finally:
+        counters = global_state.get_global_attribute("object_name_uids")
+        if counters is not None:
+            counters.clear()
+            counters.update(uids)
 
 
 # ------------------------------------------------------------------ FILE.keras
