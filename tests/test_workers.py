@@ -6,6 +6,7 @@ the run's descendants in /proc (preprocessing/host/_children.py)."""
 
 import os
 import signal
+import threading
 import time
 
 import numpy as np
@@ -148,7 +149,7 @@ def test_a_run_whose_workers_are_stopped_still_ends_within_the_grace(folder, tmp
             _, stderr = process.communicate(timeout=PATIENCE_SECONDS)
             took = time.time() - sent
             assert process.returncode == EXIT_PREEMPTED, stderr[-3000:]
-            assert took < GRACE_SECONDS + 5, f"{took:.1f} s"  # 35 s before
+            assert took < GRACE_SECONDS + 5, f"{took:.1f} s"  # 35-53 s before
             assert gone_within(workers, 2) == []
         finally:
             _kill_left(workers)
@@ -156,7 +157,7 @@ def test_a_run_whose_workers_are_stopped_still_ends_within_the_grace(folder, tmp
 
 def test_closing_a_stream_ends_its_stopped_workers_within_seconds(tmp_path):
     """In-process: a train stream whose workers were SIGSTOPped closes within
-    STOP_SECONDS (grain's own close waited 25 s for each worker), none left."""
+    STOP_SECONDS, none left (grain's own close waited for them until killed)."""
     records = []
     for i in range(16):
         path = tmp_path / f"{i}.jpg"
@@ -171,9 +172,11 @@ def test_closing_a_stream_ends_its_stopped_workers_within_seconds(tmp_path):
     try:
         for pid in workers:
             os.kill(pid, signal.SIGSTOP)
-        started = time.time()
-        stream.close()
-        assert time.time() - started < _children.STOP_SECONDS
+        # In a thread: grain's own close waited for them forever (until killed).
+        closing = threading.Thread(target=stream.close, daemon=True)
+        closing.start()
+        closing.join(_children.STOP_SECONDS)
+        assert not closing.is_alive(), f"close() took over {_children.STOP_SECONDS} s"
         assert gone_within(workers, 1) == []
     finally:
         _kill_left(workers)
