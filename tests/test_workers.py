@@ -15,7 +15,7 @@ from conftest import PATIENCE_SECONDS
 from image_files import encode, write_folder_dataset
 from processes import background, until
 
-from app.run.signals import EXIT_PREEMPTED, GRACE_SECONDS
+from app.run.signals import EXIT_PREEMPTED, EXIT_STALLED, GRACE_SECONDS
 from preprocessing.host import _children, grain_stream
 from preprocessing.host import images as host_images
 
@@ -151,6 +151,25 @@ def test_a_run_whose_workers_are_stopped_still_ends_within_the_grace(folder, tmp
             assert process.returncode == EXIT_PREEMPTED, stderr[-3000:]
             assert took < GRACE_SECONDS + 5, f"{took:.1f} s"  # 35-53 s before
             assert gone_within(workers, 2) == []
+        finally:
+            _kill_left(workers)
+
+
+@pytest.mark.slow
+def test_a_run_ended_by_the_stall_watchdog_leaves_no_worker(folder, tmp_path):
+    """Stopped workers stall the run; the watchdog ends it in os._exit (no exit
+    handler runs): the workers still go with it."""
+    logdir = tmp_path / "stalled"
+    with background(grain_flags(folder, logdir, "--epochs=1000"),
+                    # far above a compile on a loaded machine (it counts as a stall)
+                    env={"BENCH_STALL_SECONDS": "30"}) as process:
+        workers = _running_workers(process, logdir)
+        try:
+            for pid in workers:
+                os.kill(pid, signal.SIGSTOP)
+            _, stderr = process.communicate(timeout=PATIENCE_SECONDS)
+            assert process.returncode == EXIT_STALLED, stderr[-3000:]
+            assert gone_within(workers, 5) == []
         finally:
             _kill_left(workers)
 
