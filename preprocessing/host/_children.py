@@ -50,7 +50,7 @@ import weakref
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 POLITE_SECONDS = 2.0  # grain's own shutdown: the workers end their loop and exit
 KILL_AFTER_SECONDS = 5.0  # after SIGTERM
-STOP_SECONDS = POLITE_SECONDS + KILL_AFTER_SECONDS + 3.0  # the most close() takes
+STOP_SECONDS = 10.0  # the most close() takes (its steps above, then grain's end)
 _PID = struct.Struct("<q")
 
 
@@ -128,14 +128,16 @@ class Workers:
             _OPEN.discard(self)
         if iterator is None or not hasattr(iterator, "close"):
             return
+        deadline = time.monotonic() + STOP_SECONDS
         workers = self.processes()
         closing = threading.Thread(target=_quietly, args=(iterator.close,), daemon=True,
                                    name="grain_close")
         closing.start()
         if workers:
             _end(workers, closing)
-        closing.join(STOP_SECONDS - POLITE_SECONDS - KILL_AFTER_SECONDS if workers
-                     else STOP_SECONDS)
+        # Grain's close ends once its workers have; one that still hangs is left to
+        # its daemon thread (and its workers, if any, to PR_SET_PDEATHSIG at exit).
+        closing.join(max(0.0, deadline - time.monotonic()))
 
 
 def _quietly(close) -> None:
@@ -160,7 +162,7 @@ def _end(workers: list, closing: threading.Thread) -> None:
         with contextlib.suppress(OSError):
             process.kill()  # also ends a stopped (SIGSTOP) worker
     for process in alive:
-        process.join(1.0)
+        process.join(0.5)
 
 
 _OPEN: set = set()  # Workers with an iterator attached
