@@ -18,7 +18,8 @@ makes them die with the run and stops them in order, in bounded time:
   unexpectedly"), so grain_stream never restores a running stream in place: it
   builds a new one.
 - Each worker writes its pid into its slot of a small file its pipeline owns
-  (`Workers`), so the pipeline knows its own workers among the process's children.
+  (`Workers`), so the pipeline knows its own workers among the process's children
+  (a worker still starting has not: `processes()` says how it is found).
 - `Workers.close()` runs grain's own shutdown and sees it end within STOP_SECONDS
   (within app/run/signals.py's 25 s grace): POLITE_SECONDS for grain's, then SIGTERM
   to the workers still alive, then SIGKILL after KILL_AFTER_SECONDS. Grain's own
@@ -117,9 +118,20 @@ class Workers:
                 for i in range(len(data) // _PID.size)]
 
     def processes(self) -> list:
-        """This pipeline's workers still alive (multiprocessing Process objects)."""
+        """This pipeline's workers still alive (multiprocessing Process objects): those
+        that wrote their pid here and, while some have not, grain's workers that no
+        open pipeline has heard from (still starting: their first lines are imports).
+        (multiprocessing drops a Process's arguments once started, so nothing else
+        tells whose a starting worker is.)"""
         mine = set(self.pids()) - {0}
-        return [p for p in multiprocessing.active_children() if p.pid in mine]
+        children = multiprocessing.active_children()
+        found = [p for p in children if p.pid in mine]
+        if len(found) < self.count:
+            claimed = {pid for other in list(_OPEN) if other is not self
+                       for pid in other.pids()}
+            found += [p for p in children if p.pid not in mine | claimed
+                      and p.name.startswith("grain-process-prefetch")]
+        return found
 
     def close(self) -> None:
         """Closes the attached iterator and ends its workers, within STOP_SECONDS."""
