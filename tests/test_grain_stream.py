@@ -164,6 +164,18 @@ def test_corrupt_images_count_once_across_epochs_and_workers(records):
     assert source.skipped_images() == stream.skipped_images() == len(BAD_LABELS)
 
 
+def test_skipped_indices_name_each_skipped_record_once(records):
+    """Which records were skipped, by index, whichever process failed them (the
+    closing lines name their files: preprocessing/streams.py)."""
+    source, stream = _train(records, workers=2, batch_size=4)
+    assert source.skipped_indices() == []
+    _take(stream, 3 * GOOD // 4)  # three epochs: each bad record failed three times
+    stream.close()
+    bad = [i for i, (_, label) in enumerate(records) if label in BAD_LABELS]
+    assert len(bad) == 3 and source.skipped_indices() == bad
+    assert grain_stream.FileSource([]).skipped_indices() == []  # its file has one byte
+
+
 def test_bfloat16_batches(records):
     source = grain_stream.FileSource(records)
     stream = grain_stream.train_stream(

@@ -13,7 +13,9 @@ fails every epoch, or in two workers, counts once (`skipped_images()`).
 
 Grain's workers are *spawned* processes (never forked): safe beside JAX's
 threads, but each one imports this module afresh, and the main script must be
-guarded by `if __name__ == "__main__"`.
+guarded by `if __name__ == "__main__"`. They die with the run, however it ends
+(a SIGKILL included), and closing a stream stops them within seconds
+(`_children.py`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import weakref
 import grain
 import numpy as np
 
+from preprocessing.host import _children
 from preprocessing.host import images as host_images
 
 MAX_DEFAULT_WORKERS = 16
@@ -65,6 +68,10 @@ class _SkipLog:
 
     def count(self) -> int:
         return int(np.count_nonzero(self._bytes()))
+
+    def indices(self, size: int) -> list[int]:
+        """The marked records among the first `size` (the file has >= 1 byte)."""
+        return np.flatnonzero(self._bytes()[:size]).tolist()
 
 
 def _remove(path: str) -> None:
@@ -130,6 +137,10 @@ class FileSource:
         """Distinct records of this source skipped so far, by any process."""
         return self._skips.count()
 
+    def skipped_indices(self) -> list[int]:
+        """The indices of the records skipped so far, by any process, ascending."""
+        return self._skips.indices(len(self))
+
 
 class _Decode:
     """(index, bytes, label)[, rng] -> (image, label), or None for a bad image."""
@@ -148,8 +159,9 @@ class _Decode:
             return None  # grain drops Nones before batching
 
 
-def _mp_prefetch(ds, workers: int, buffer_size: int):
-    """ds.mp_prefetch(...), once absl flags can be read (they may be unparsed)."""
+def _mp_prefetch(ds, workers: _children.Workers, buffer_size: int):
+    """ds.mp_prefetch(...) in `workers`, once absl flags can be read (they may be
+    unparsed)."""
     from absl import flags
 
     if not flags.FLAGS.is_parsed():
@@ -157,7 +169,8 @@ def _mp_prefetch(ds, workers: int, buffer_size: int):
         # raises UnparsedFlagAccessError outside an absl app (tests, notebooks).
         flags.FLAGS.mark_as_parsed()
     return ds.mp_prefetch(grain.MultiprocessingOptions(
-        num_workers=workers, per_worker_buffer_size=buffer_size))
+        num_workers=workers.count, per_worker_buffer_size=buffer_size),
+        worker_init_fn=workers.init_fn())
 
 
 # Grain's read-ahead checks every buffered element each time it hands one out, so its
@@ -191,6 +204,7 @@ class TrainIterator:
                         "shard_count": shard_count, "workers": workers, "seed": seed}
         self._iterator = None
         self._early = None  # start(): (thread, [its first batch, its error])
+        self._workers = _children.Workers(workers)
 
     def start(self) -> None:
         """Builds the pipeline and takes its first batch in a background thread, now."""
@@ -235,8 +249,10 @@ class TrainIterator:
         # number of workers: a state only restores with the same `workers`.
         ds = ds.batch(c["batch_size"], drop_remainder=True)
         if c["workers"]:
-            ds = _mp_prefetch(ds, c["workers"], buffer_size=2)
-        return iter(ds)
+            ds = _mp_prefetch(ds, self._workers, buffer_size=2)
+        iterator = iter(ds)
+        self._workers.attach(iterator)  # close() ends it, even mid-way through start()
+        return iterator
 
     def __iter__(self):
         return self
@@ -270,7 +286,6 @@ class TrainIterator:
             if state.get(key) != self._config[key]:
                 raise ValueError(f"input state has {key}={state.get(key)!r}, but this "
                                  f"pipeline has {key}={self._config[key]!r}")
-        self._early_batch_discarded()
         self.close()
         self._config["seed"] = state["seed"]
         if state["grain"] is None:  # the stream's start: built on the first next()
@@ -285,16 +300,14 @@ class TrainIterator:
     def skipped_images(self) -> int:
         return self._source.skipped_images()
 
-    def _early_batch_discarded(self) -> None:
-        if self._early is not None:
-            self._early[0].join()
-            self._early = None
-
     def close(self) -> None:
-        """Stops the worker processes (also done at garbage collection)."""
-        self._early_batch_discarded()
-        if self._iterator is not None and hasattr(self._iterator, "close"):
-            self._iterator.close()
+        """Stops the worker processes within seconds, also stopped or hung ones (also
+        done at exit and at garbage collection)."""
+        self._workers.close()
+        if self._early is not None:  # its next() ends once the stream is closed
+            self._early[0].join(_children.STOP_SECONDS)
+            self._early = None
+            self._workers.close()  # a stream it built meanwhile
         self._iterator = None
 
 
@@ -329,7 +342,8 @@ class EvalStream:
 
     def __init__(self, source, batch_size, transform, blank, shard, workers, examples):
         self._source, self._batch_size, self._blank = source, batch_size, blank
-        self._shard, self._workers = shard, workers
+        self._shard = shard
+        self._workers = _children.Workers(workers)
         self._map = _Decode(source, transform)
         here = len(range(shard[0], len(source), shard[1]))
         if examples is not None and examples < here:
@@ -341,15 +355,15 @@ class EvalStream:
         index, count = self._shard
         ds = grain.MapDataset.source(self._source)[index::count].map(self._map)
         ds = ds.to_iter_dataset(_read_options(self._batch_size))
-        if self._workers:
+        if self._workers.count:
             ds = _mp_prefetch(ds, self._workers, buffer_size=self._batch_size)
         iterator = iter(ds)
+        self._workers.attach(iterator)  # also closed at exit, mid-evaluation
         try:
             for _ in range(self.num_batches):
                 yield self._next_batch(iterator)
         finally:
-            if hasattr(iterator, "close"):
-                iterator.close()
+            self._workers.close()
 
     def _next_batch(self, iterator):
         images = np.empty((self._batch_size, *self._blank.shape), self._blank.dtype)
