@@ -276,21 +276,12 @@ def _grain(train, validation, spec, preset, size, largest) -> Datasets:
 
 
 def _skipped_paths(source, split) -> list:
-    """The paths of the records a grain FileSource skipped (its one byte per record,
-    set by whichever process failed it), where the records are paths."""
+    """The paths of the records a grain FileSource skipped (FileSource.skipped_indices:
+    its one byte per record, set by whichever process failed it), where the records
+    are paths."""
     if isinstance(split, Pixels) or not split or not isinstance(split[0][0], str):
         return []
-    import numpy as np
-
-    indices = getattr(source, "skipped_indices", None)
-    if indices is None:  # grain_stream exposes the count only: read its one byte per record
-        try:
-            indices = np.flatnonzero(source._skips._bytes()[:len(split)]).tolist()  # noqa: SLF001
-        except AttributeError:
-            return []
-    else:
-        indices = indices()
-    return [split[i][0] for i in indices]
+    return [split[i][0] for i in source.skipped_indices()]
 
 
 def _pairs(split):
