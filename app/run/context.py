@@ -7,8 +7,10 @@ Every mode (train, sweep, input benchmark) starts the same way, here:
      price. No model exists yet; any failure is one line for the user, and what
      the preflight made (the folder, its run.lock) is removed again (`abandon`).
   2. `start(context)`: draw and share the seed, set the Keras dtype policy;
-  3. `create_folder(context)`: create the run folder (process 0), once the mode's
-     own checks (e.g. the data's size against the batch) have passed.
+  3. `create_folder(context)`: make the locked folder the run's (config.json;
+     process 0), once the mode's own checks (e.g. the data's size against the
+     batch) have passed; a mode refused before that leaves nothing behind either
+     (app/main.py abandons the folder).
 The result is one frozen `RunContext`, passed whole instead of loose values.
 """
 

@@ -16,9 +16,10 @@ on a held folder gets one line naming the holder (its pid, from /proc/locks) and
 changes nothing. A folder holding nothing but run.lock (a kill between making the
 folder and writing config.json) is this app's own: a new run.
 
-A run refused after its preflight (its devices, data, price or model checks,
-app/run/context.py) leaves nothing behind: `abandon` removes exactly what the
-preflight made (run.lock, the folder) and nothing else. What killed writers left
+A run refused after its preflight (its devices, data, price or model checks in
+app/run/context.py, or its mode's own before `create`) leaves nothing behind:
+`abandon` removes exactly what the preflight made (run.lock, the folder) and
+nothing else. What killed writers left
 half-written (`.tmp-*`, durable.remove_temporaries) is removed under the lock,
 once the run is accepted (`create`), before its ledger opens.
 """
