@@ -8,7 +8,7 @@ import time
 
 import pytest
 from conftest import PATIENCE_SECONDS, error_lines, tiny_flags
-from processes import run, start
+from processes import killed_at, run, start
 
 from callbacks.records.metrics_file import read_metrics
 
@@ -44,16 +44,22 @@ def test_two_runs_racing_on_a_new_folder_one_trains(digits_dir, tmp_path, backen
 
 
 def test_a_folder_holding_only_run_lock_is_a_new_run(digits_dir, tmp_path):
-    logdir = tmp_path / "killed-early"
-    logdir.mkdir()
-    (logdir / "run.lock").touch()  # what a kill before config.json was written leaves
-    (logdir / ".tmp-config").write_text('{"half": ')  # ... or during its write
-    done = run(tiny_flags(digits_dir, logdir))
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert not error_lines(done.stderr)
-    assert [r["epoch"] for r in read_metrics(str(logdir))] == [1, 2]
-    assert not (logdir / ".tmp-config").exists()
-    assert json.loads((logdir / "summary.json").read_text())["status"] == "completed"
+    # A kill while config.json is written (the run's first atomic write) leaves the
+    # lock file and config.json's temporary; a kill just before it, the lock file only.
+    killed = tmp_path / "killed-early"
+    killed_at(tiny_flags(digits_dir, killed), "atomic_write", 1)
+    left = sorted(os.listdir(killed))
+    assert left[-1] == "run.lock" and all(n.startswith(".tmp-") for n in left[:-1]), left
+    only_lock = tmp_path / "only-lock"
+    only_lock.mkdir()
+    (only_lock / "run.lock").touch()
+    for logdir in (killed, only_lock):
+        done = run(tiny_flags(digits_dir, logdir))
+        assert done.returncode == 0 and not error_lines(done.stderr), done.stderr[-2000:]
+        assert "resuming from" not in done.stdout
+        assert [r["epoch"] for r in read_metrics(str(logdir))] == [1, 2]
+        assert json.loads((logdir / "summary.json").read_text())["status"] == "completed"
+        assert not [n for n in os.listdir(logdir) if ".tmp-" in n]
 
 
 def test_a_run_refused_after_its_preflight_leaves_nothing_behind(digits_dir, tmp_path):
