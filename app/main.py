@@ -85,7 +85,16 @@ def run(config, started_at: float | None = None) -> dict:
         from app.modes import input_benchmark as mode
     else:
         from app.modes import train as mode
-    return mode.run(context)
+    try:
+        return mode.run(context)
+    except BaseException:
+        # A mode's own checks (e.g. the data's size against the batch) run before it
+        # makes the folder the run's: refused there, the run leaves nothing behind
+        # either (once the folder is the run's, this does nothing).
+        from app.run import rundir
+
+        rundir.abandon(context.run_dir)
+        raise
 
 
 def _user_errors() -> tuple:

@@ -134,9 +134,10 @@ def test_any_failure_to_make_the_run_folder_is_a_run_dir_error(digits_dir, tmp_p
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(os, "makedirs", full)
+    monkeypatch.setattr(os, "mkdir", full)  # the preflight makes the folder, level by level
     with pytest.raises(RunDirError, match="cannot be created or written .No space left"):
         app.run(tiny(digits_dir, tmp_path / "full"))
+    assert not (tmp_path / "full").exists()
 
 
 def test_val_loss_and_top1_equal_an_independent_evaluation_of_the_checkpoint(digits_dir,

@@ -1,12 +1,14 @@
 """Training, top to bottom: `run(context) -> summary dict`.
 
-The story of a run, after app/run/context.py has checked everything:
-  1. seed and precision, the datasets, then the run folder (a run that is
-     already complete is not trained again);
+The story of a run, after app/run/context.py has taken the run folder (locked,
+judged new or a resume under the lock) and checked everything:
+  1. seed and precision, the datasets, then the run folder is made the run's
+     (config.json) and the billing ledger opens at once, before the banner (a
+     run that is already complete is not trained again);
   2. build and compile the model inside the distribution scope, and resume it
      from the newest checkpoint if this is a later attempt of the same run (on
-     the same data only);
-  3. open the billing ledger and assemble the callbacks (train_callbacks.py);
+     the same data only); the ledger records where this attempt resumed from;
+  3. assemble the callbacks (train_callbacks.py);
   4. `model.fit` (in two parts after a mid-epoch resume);
   5. close the bill, write summary.json (atomically, app/run/summary.py) and the
      HParams record of the run's figures, and return the same dict.
@@ -107,43 +109,27 @@ def run(context) -> dict:
         config, data.input_pipeline, steps_per_epoch))
     config = context.config
 
-    print(banner(context, data, steps_per_epoch), flush=True)
+    # The bill opens as soon as the folder is the run's: an attempt killed while its
+    # model builds or restores is billed; where it resumes from is recorded below. A
+    # run finished by its records is rebuilt, not billed (no attempt).
+    topology = context.topology
+    ledger = (Ledger(context.logdir, context.started_at)
+              if topology.is_chief and not finished else None)
+    print(banner(context, data, steps_per_epoch), flush=True)  # after the ledger: billed
     if context.billing.notes:
         print(run_context.billing_notes(context), flush=True)
 
-    # --- 2. Model, built and compiled inside the distribution scope; its steps start
-    # compiling (on JAX, in a thread, while the rest starts); resumed.
-    topology = context.topology
-    model = build_compiled_model(config, topology, data.num_classes, data.image_size,
-                                 steps_per_epoch)
-    compiling = None if finished else precompile.start(model, data.batch_specs, topology)
-    train_flops = count_train_flops(config, topology, model, data.num_classes,
-                                    data.image_size)
-    state = resume.NEW_RUN
-    if context.run_dir.resuming:
-        state = resume.restore(model, context.logdir, topology.scope(),
-                               rewind=topology.is_chief and not finished)
+    # --- 2 and 3. The model, resumed; the callbacks.
+    try:
+        model, compiling, plan, parts = _set_up(context, data, steps_per_epoch,
+                                                validation_steps, facts, ledger, finished)
+    except BaseException as error:
+        if ledger is not None:  # ended before training: billed, with how it ended
+            ledger.close(summary.status_of(error))
+        raise
     if finished:
-        return _rebuilt(context, Plan(data, steps_per_epoch, validation_steps, train_flops,
-                                      state, 0.0, facts,
-                                      {**model_facts(model, train_flops), **recipe_facts(config)}))
-    if state.path:
-        print(f"resuming from {state.path} (epoch {state.epoch}, step {state.global_step})")
-    if state.input_state is not None and data.restore_input is not None:
-        try:
-            data.restore_input(state.input_state)  # the same images, in the same order
-        except ValueError as error:  # e.g. another number of decoding workers
-            print(f"warning: the input order restarts, its saved position does not fit "
-                  f"this pipeline: {error}", file=sys.stderr)
-
-    # --- 3. Billing and the callbacks that answer the study's questions.
-    ledger = Ledger(context.logdir, context.started_at, {
-        "epoch": state.epoch, "step": state.global_step, "seed": context.seed},
-        checkpoint_billed_seconds=state.billed_seconds) if topology.is_chief else None
-    plan = Plan(data, steps_per_epoch, validation_steps, train_flops, state,
-                ledger.billed_seconds_before if ledger else 0.0, facts,
-                {**model_facts(model, train_flops), **recipe_facts(config)})
-    parts = make_callbacks(context, plan)
+        return _rebuilt(context, plan)
+    state = plan.state
 
     # --- 4. Train. A mid-epoch checkpoint first finishes its epoch in a short fit.
     status = "failed"
@@ -178,6 +164,47 @@ def run(context) -> dict:
         attempts = ledger.close(status, at=ended_at) if ledger else []
         result = _finish(context, plan, parts, status, attempts, model, ended_at)
     return result
+
+
+def _set_up(context, data, steps_per_epoch, validation_steps, facts, ledger, finished):
+    """Steps 2 and 3: the model, resumed where this run left off, and the callbacks;
+    returns (model, its steps compiling or None, the Plan, the callbacks' parts). For a
+    run `finished` by its records, the model restored as it ended and no callbacks
+    (_rebuilt makes the summary from them)."""
+    config, topology = context.config, context.topology
+    # --- 2. Model, built and compiled inside the distribution scope; its steps start
+    # compiling (on JAX, in a thread, while the rest starts); resumed.
+    model = build_compiled_model(config, topology, data.num_classes, data.image_size,
+                                 steps_per_epoch)
+    compiling = None if finished else precompile.start(model, data.batch_specs, topology)
+    train_flops = count_train_flops(config, topology, model, data.num_classes,
+                                    data.image_size)
+    state = resume.NEW_RUN
+    if context.run_dir.resuming:
+        state = resume.restore(model, context.logdir, topology.scope(),
+                               rewind=topology.is_chief and not finished)
+    facts_of_model = {**model_facts(model, train_flops), **recipe_facts(config)}
+    if finished:
+        return model, None, Plan(data, steps_per_epoch, validation_steps, train_flops, state,
+                                 0.0, facts, facts_of_model), None
+    if state.path:
+        print(f"resuming from {state.path} (epoch {state.epoch}, step {state.global_step})")
+    if state.input_state is not None and data.restore_input is not None:
+        try:
+            data.restore_input(state.input_state)  # the same images, in the same order
+        except ValueError as error:  # e.g. another number of decoding workers
+            print(f"warning: the input order restarts, its saved position does not fit "
+                  f"this pipeline: {error}", file=sys.stderr)
+
+    # --- 3. The callbacks that answer the study's questions.
+    if ledger is not None:
+        ledger.set_resumed_from({"epoch": state.epoch, "step": state.global_step,
+                                 "seed": context.seed},
+                                checkpoint_billed_seconds=state.billed_seconds)
+    plan = Plan(data, steps_per_epoch, validation_steps, train_flops, state,
+                ledger.billed_seconds_before if ledger else 0.0, facts, facts_of_model)
+    parts = make_callbacks(context, plan)
+    return model, compiling, plan, parts
 
 
 def _finish(context, plan, parts, status, attempts, model, ended_at) -> dict | None:

@@ -1,12 +1,16 @@
 """The run context: what every mode knows once its checks have passed.
 
 Every mode (train, sweep, input benchmark) starts the same way, here:
-  1. `prepare(config)`: check the run folder and the dataset, choose backend and
-     devices (app/engine/distribute.py), resolve the price. Nothing is
-     written and no model exists yet; any failure is one line for the user.
+  1. `prepare(config)`: take the run folder (app/run/rundir.py: made if new and
+     locked, then judged new, a resume or refused, under the lock), check the
+     dataset, choose backend and devices (app/engine/distribute.py), resolve the
+     price. No model exists yet; any failure is one line for the user, and what
+     the preflight made (the folder, its run.lock) is removed again (`abandon`).
   2. `start(context)`: draw and share the seed, set the Keras dtype policy;
-  3. `create_folder(context)`: create the run folder (process 0), once the mode's
-     own checks (e.g. the data's size against the batch) have passed.
+  3. `create_folder(context)`: make the locked folder the run's (config.json;
+     process 0), once the mode's own checks (e.g. the data's size against the
+     batch) have passed; a mode refused before that leaves nothing behind either
+     (app/main.py abandons the folder).
 The result is one frozen `RunContext`, passed whole instead of loose values.
 """
 
@@ -56,29 +60,34 @@ class RunContext:
 
 
 def prepare(config, started_at: float) -> RunContext:
-    """Checks everything that can be wrong before a file is written.
+    """Takes the run folder, then checks everything that can be wrong before the run
+    leaves a trace; a refused run leaves the folder as it found it.
 
     Raises:
         TopologyError, RunDirError, DataError: one line each.
     """
-    run_dir = rundir.preflight(config)
-    distribute.prepare_backend(config)
-    check_model(config)  # a bad --model is one line before any file or device is touched
-    # The data is looked at before the framework starts (seconds, on a small host):
-    # the checks read files only, for the processes the flags ask for.
-    spec = input_spec(config, batch=None)
-    train_examples = check_dataset(config.dataset, spec)
-    xla_autotune = autotune.choose(config, train_examples)
-    autotune.apply(xla_autotune)  # before JAX compiles anything
-    topology = distribute.make_topology(config)
-    # The batch's shares once the devices are known: checked there, read everywhere.
-    spec = dataclasses.replace(spec, batch=topology.batch_shape(config.global_batch_size))
-    _check_batch_fits(spec)
-    if config.benchmark != "input":  # (the input benchmark builds no model)
-        check_model_builds(config, known_shape(config.dataset, spec))
-    billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
-                              config.peak_tflops_per_device, topology.device_kind,
-                              topology.billed_devices, warn=False)
+    run_dir = rundir.preflight(config)  # the folder is this process's from here on
+    try:
+        distribute.prepare_backend(config)
+        check_model(config)  # a bad --model is one line before any file or device is touched
+        # The data is looked at before the framework starts (seconds, on a small host):
+        # the checks read files only, for the processes the flags ask for.
+        spec = input_spec(config, batch=None)
+        train_examples = check_dataset(config.dataset, spec)
+        xla_autotune = autotune.choose(config, train_examples)
+        autotune.apply(xla_autotune)  # before JAX compiles anything
+        topology = distribute.make_topology(config)
+        # The batch's shares once the devices are known: checked there, read everywhere.
+        spec = dataclasses.replace(spec, batch=topology.batch_shape(config.global_batch_size))
+        _check_batch_fits(spec)
+        if config.benchmark != "input":  # (the input benchmark builds no model)
+            check_model_builds(config, known_shape(config.dataset, spec))
+        billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
+                                  config.peak_tflops_per_device, topology.device_kind,
+                                  topology.billed_devices, warn=False)
+    except BaseException:
+        rundir.abandon(run_dir)  # refused: the folder is left as this process found it
+        raise
     return RunContext(config, topology, run_dir, spec, billing, started_at,
                       xla_autotune=xla_autotune)
 
@@ -161,8 +170,8 @@ def set_random_seed(keras, seed: int) -> None:
 
 
 def create_folder(context: RunContext) -> None:
-    """Creates the run folder and saves the config (process 0): from here on the run
-    leaves traces. Call it once every check of the mode has passed."""
+    """Makes the locked run folder the run's and saves the config (process 0): from
+    here on the run leaves traces. Call it once every check of the mode has passed."""
     signals.run_starts(context.logdir)  # a Ctrl-C now saves, then stops (signals.py)
     if context.is_chief:
         rundir.create(context.run_dir, context.config)

@@ -5,8 +5,10 @@ billed time is not kept in checkpoints alone: <logdir>/billing.json lists each
 attempt (when it started, the step it resumed from, when it was last seen alive),
 and a daemon thread refreshes "last seen" every few seconds. A run killed with
 SIGKILL loses at most that interval from its bill; the next attempt charges the
-earlier ones from this file. (An attempt killed before its flags, devices and data
-were checked cannot bill itself: nothing may be written before those checks.)
+earlier ones from this file. The ledger opens as soon as the run folder is the
+run's, before the model is built or restored: an attempt killed while it builds is
+billed. (An attempt killed before its flags, devices and data were checked cannot
+bill itself: a run refused by those checks must leave nothing behind.)
 
 The ledger is read back as untrusted (callbacks/records/untrusted.py): an attempt
 whose times are not finite or not plausible (before 2020, in the future, ending
@@ -36,25 +38,52 @@ HEARTBEAT_SECONDS = 2.0
 class Ledger:
     """Records this attempt in <logdir>/billing.json and keeps it current.
 
+    Opened as soon as the run folder is the run's, before the model is built (an
+    attempt killed while it builds or restores is billed all the same); where the
+    attempt resumes from is known only once its checkpoint is restored, and is
+    recorded then (`set_resumed_from`).
+
     Args:
         logdir: the run folder (must exist).
         started_at: `time.time()` when this attempt's process started.
-        resumed_from: {"epoch": .., "step": ..} where this attempt starts.
+        resumed_from: {"epoch": .., "step": ..} where this attempt starts, if known.
         checkpoint_billed_seconds: billed seconds recorded by the checkpoint this
-            attempt resumes from (a floor for a damaged or missing ledger).
+            attempt resumes from (a floor for a damaged or missing ledger), if known.
     """
 
-    def __init__(self, logdir: str, started_at: float, resumed_from: dict,
+    def __init__(self, logdir: str, started_at: float, resumed_from: dict | None = None,
                  checkpoint_billed_seconds: float = 0.0):
         self.path = os.path.join(logdir, LEDGER_FILE)
-        self.attempts = attempts_before(logdir, checkpoint_billed_seconds)
+        earlier, self._intact = read_ledger(logdir)
+        self.attempts = _with_shortfall(earlier, self._intact, checkpoint_billed_seconds)
         self.attempts.append({"started_at": started_at, "last_seen": time.time(),
-                              "resumed_from": resumed_from, "pid": os.getpid()})
+                              "pid": os.getpid()})
+        if resumed_from is not None:
+            self._record_resumed_from(resumed_from)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._write()
         self._thread = threading.Thread(target=self._beat, daemon=True, name="ledger")
         self._thread.start()
+
+    def set_resumed_from(self, point: dict, checkpoint_billed_seconds: float = 0.0) -> None:
+        """Records where this attempt starts (`point`, e.g. {"epoch", "step", "seed"})
+        once its checkpoint is restored, and charges what that checkpoint has billed
+        beyond the earlier attempts where the ledger was damaged or missing (as
+        `attempts_before` does). Call it once, before `billed_seconds_before` is read.
+        """
+        with self._lock:
+            self._record_resumed_from(point)
+            self.attempts[:-1] = _with_shortfall(self.attempts[:-1], self._intact,
+                                                 checkpoint_billed_seconds)
+        self._write()
+
+    def _record_resumed_from(self, point: dict) -> None:
+        current = self.attempts[-1]  # the file's order: started_at, last_seen, resumed_from, pid
+        self.attempts[-1] = {"started_at": current["started_at"],
+                             "last_seen": current["last_seen"], "resumed_from": dict(point),
+                             **{k: v for k, v in current.items()
+                                if k not in ("started_at", "last_seen", "resumed_from")}}
 
     @property
     def billed_seconds_before(self) -> float:
@@ -104,12 +133,19 @@ def attempts_before(logdir: str, checkpoint_billed_seconds: float = 0.0) -> list
             figure that is not finite or is negative counts as 0).
     """
     attempts, intact = read_ledger(logdir)
+    return _with_shortfall(attempts, intact, checkpoint_billed_seconds)
+
+
+def _with_shortfall(attempts: list[dict], intact: bool, checkpoint_billed_seconds) -> list[dict]:
+    """`attempts`, plus the checkpoint's billed seconds beyond them as one attempt where
+    the ledger was not intact (see `attempts_before`)."""
     floor = checkpoint_billed_seconds
     if not (isinstance(floor, (int, float)) and math.isfinite(floor)) or floor < 0:
         floor = 0.0
     shortfall = floor - _billed(attempts)
     if not intact and shortfall > 0:
-        attempts.append({"started_at": 0.0, "last_seen": shortfall, "status": _RECOVERED})
+        attempts = [*attempts, {"started_at": 0.0, "last_seen": shortfall,
+                                "status": _RECOVERED}]
     return attempts
 
 

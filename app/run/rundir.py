@@ -1,4 +1,4 @@
-"""The run folder (--logdir): checked before anything starts, held by one run, written atomically.
+"""The run folder (--logdir): taken under its lock first, then judged, written atomically.
 
 A run folder holds config.json (the frozen config), metrics.jsonl, TensorBoard
 event files, checkpoints/ and, at the end, summary.json. Rerunning the same
@@ -6,10 +6,22 @@ command with the same --logdir resumes; a folder holding a run with another
 config (or a config.json with settings missing) is refused (never overwritten)
 unless --fresh, which moves it aside.
 
-One live run holds the folder: an exclusive `flock` on <logdir>/run.lock (an empty
-file), which the kernel drops when the process ends, however it ends (SIGKILL
-included). A second run on a held folder gets one line naming the holder (its pid,
-from /proc/locks) and changes nothing.
+One writer, decided under the lock. One live run holds the folder: an exclusive
+`flock` on <logdir>/run.lock (an empty file), which the kernel drops when the
+process ends, however it ends (SIGKILL included). `preflight` takes it FIRST
+(process 0 alone: it alone writes the folder), making the folder if needed, and
+only then reads the folder to decide whether the run is new, a resume or refused:
+two runs started at the same moment cannot both judge a folder "new". A second run
+on a held folder gets one line naming the holder (its pid, from /proc/locks) and
+changes nothing. A folder holding nothing but run.lock (a kill between making the
+folder and writing config.json) is this app's own: a new run.
+
+A run refused after its preflight (its devices, data, price or model checks in
+app/run/context.py, or its mode's own before `create`) leaves nothing behind:
+`abandon` removes exactly what the preflight made (run.lock, the folder) and
+nothing else. What killed writers left
+half-written (`.tmp-*`, durable.remove_temporaries) is removed under the lock,
+once the run is accepted (`create`), before its ledger opens.
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ import json
 import os
 import time
 
+from callbacks.records import durable
 from callbacks.records.durable import write_json_atomic  # noqa: F401 (the app's one JSON writer)
 from callbacks.stops import StorageError
 from preprocessing.files import writable_ancestor
@@ -27,8 +40,10 @@ from preprocessing.files import writable_ancestor
 CONFIG_FILE = "config.json"
 SUMMARY_FILE = "summary.json"
 LOCK_FILE = "run.lock"
+_LOCK_TRIES = 5  # a lock file removed between its open and its flock is opened again
 
-_held = {}  # path -> open lock file: held for the life of the process
+_held = {}  # lock path -> open lock file: held for the life of the process
+_created = set()  # run folders create() made the run's: abandon() leaves them alone
 
 
 class RunDirError(ValueError):
@@ -40,28 +55,76 @@ class RunDir:
     path: str
     resuming: bool  # the folder holds an earlier attempt of this same run
     fresh_moves_aside: bool  # --fresh: the old folder is moved aside at create()
+    # What the preflight made, all that `abandon` removes: the lock file, then the
+    # folders (innermost first).
+    made: tuple[str, ...] = ()
 
 
-def _lock(path: str, create: bool) -> None:
-    """Takes the run folder's lock for this process (kept until it exits).
+def _make_folders(path: str) -> list[str]:
+    """Makes `path` and its missing parents; returns those this process made,
+    innermost first (one made by another process at the same moment is not ours)."""
+    missing, folder = [], os.path.abspath(path)
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    made = []
+    try:
+        for folder in reversed(missing):
+            try:
+                os.mkdir(folder)
+                made.append(folder)
+            except FileExistsError:
+                pass
+    except OSError:
+        _remove(made[::-1])
+        raise
+    return made[::-1]
+
+
+def _lock(path: str) -> bool:
+    """Takes the run folder's lock for this process (kept until it exits); returns
+    whether this process made the lock file.
 
     Raises:
         RunDirError: another live process holds it (named from the lock file).
+        FileNotFoundError: the folder is gone (a refused run removed what it made).
     """
     lock_path = os.path.join(path, LOCK_FILE)
     if lock_path in _held:
-        return
-    if not create and not os.path.exists(lock_path):
-        return
-    handle = open(lock_path, "a" if create else "r")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _holder(os.fstat(handle.fileno()).st_ino)
+        return False
+    for _ in range(_LOCK_TRIES):
+        made = False
+        try:
+            fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            made = True
+        except FileExistsError:
+            try:
+                fd = os.open(lock_path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue  # removed since: make it
+        handle = os.fdopen(fd, "rb", buffering=0)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(os.fstat(handle.fileno()).st_ino)
+            handle.close()
+            raise RunDirError(f"--logdir={path} is in use by a live run ({holder}); wait "
+                              "for it to end or choose another folder")
+        # A refused run removes the lock file it made while holding it: the file this
+        # process opened may be gone, and the lock on it holds nothing.
+        if _same_file(handle, lock_path):
+            _held[lock_path] = handle
+            return made
         handle.close()
-        raise RunDirError(f"--logdir={path} is in use by a live run ({holder}); wait for it "
-                          "to end or choose another folder")
-    _held[lock_path] = handle
+    raise RunDirError(f"--logdir={path}: its {LOCK_FILE} keeps being replaced; choose "
+                      "another folder")
+
+
+def _same_file(handle, path: str) -> bool:
+    try:
+        return os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+    except OSError:
+        return False
 
 
 def _holder(inode: int) -> str:
@@ -77,12 +140,40 @@ def _holder(inode: int) -> str:
     return "another process"
 
 
+def _take(path: str) -> tuple[str, ...]:
+    """Makes the folder if needed and takes its lock; returns what this process made
+    (see RunDir.made).
+
+    Raises:
+        RunDirError: it is held by a live run, or cannot be made.
+    """
+    for _ in range(_LOCK_TRIES):
+        try:
+            folders = _make_folders(path)
+        except OSError as error:
+            raise RunDirError(f"--logdir={path} cannot be created or written "
+                              f"({error.strerror or error})") from None
+        try:
+            made_lock = _lock(path)
+        except FileNotFoundError:
+            continue  # the folder went away since it was made (a refused run's)
+        except RunDirError:
+            raise  # what this process made is the holder's now
+        except OSError as error:
+            _remove(folders)
+            raise RunDirError(f"--logdir={path} cannot be created or written "
+                              f"({error.strerror or error})") from None
+        return ((os.path.join(path, LOCK_FILE),) if made_lock else ()) + tuple(folders)
+    raise RunDirError(f"--logdir={path} keeps disappearing; choose another folder")
+
+
 def preflight(config) -> RunDir:
-    """Checks --logdir without writing anything.
+    """Takes the run folder (process 0: makes it if needed and locks it), then decides,
+    under the lock, whether this run is new, a resume or refused.
 
     Raises:
         RunDirError: if it is a file, cannot be written, is held by a live run, or
-            holds something else.
+            holds something else (then what this process made is removed again).
     """
     path = config.logdir
     if os.path.exists(path) and not os.path.isdir(path):
@@ -90,13 +181,30 @@ def preflight(config) -> RunDir:
     if writable_ancestor(path) is None or (os.path.isdir(path) and not os.access(
             path, os.W_OK | os.X_OK)):
         raise RunDirError(f"--logdir={path} cannot be created or written")
-    if os.path.isdir(path) and config.process_id == 0:  # process 0 alone writes the folder
-        _lock(path, create=False)
-    saved_path = os.path.join(path, CONFIG_FILE)
-    if not os.path.isdir(path) or not os.listdir(path):
-        return RunDir(path, resuming=False, fresh_moves_aside=False)
+    made = _take(path) if config.process_id == 0 else ()  # process 0 alone writes the folder
+    run_dir = RunDir(path, resuming=False, fresh_moves_aside=False, made=made)
+    try:
+        return _judge(run_dir, config)
+    except RunDirError:
+        abandon(run_dir)
+        raise
+
+
+def _judge(run_dir: RunDir, config) -> RunDir:
+    """New, a resume (same config), a --fresh start or refused: read under the lock."""
+    path = run_dir.path
+    entries = set(os.listdir(path)) if os.path.isdir(path) else set()
+    rest = entries - {LOCK_FILE}
+    # What a run killed before its config.json was saved leaves: its lock file, and
+    # perhaps config.json's temporary. (Without a lock file that was there before this
+    # process, a `.tmp-*` is no sign of this app: the folder is someone else's.)
+    lock_was_there = LOCK_FILE in entries and os.path.join(path, LOCK_FILE) not in run_dir.made
+    if not rest or (lock_was_there and all(
+            name.startswith(durable.TEMPORARY_PREFIX) for name in rest)):
+        return run_dir  # (create() removes the temporaries)
     if config.fresh:
-        return RunDir(path, resuming=False, fresh_moves_aside=True)
+        return dataclasses.replace(run_dir, fresh_moves_aside=True)
+    saved_path = os.path.join(path, CONFIG_FILE)
     if not os.path.exists(saved_path):
         raise RunDirError(f"--logdir={path} is not empty and holds no {CONFIG_FILE} (not a "
                           "run folder); choose a new folder, or pass --fresh to move it aside")
@@ -115,32 +223,71 @@ def preflight(config) -> RunDir:
                           for k in differences[:4])
         raise RunDirError(f"--logdir={path} holds a run with another config ({shown}); "
                           "rerun with the same flags to resume, or pass --fresh to start over")
-    return RunDir(path, resuming=True, fresh_moves_aside=False)
+    return dataclasses.replace(run_dir, resuming=True)
+
+
+def abandon(run_dir: RunDir) -> None:
+    """Removes what the preflight made (run.lock if it made it, the folder if it made
+    it, nothing else) and lets the folder go: a run refused after its preflight leaves
+    nothing behind. A folder something else was put in since stays. Does nothing once
+    `create` has made the folder the run's."""
+    if os.path.abspath(run_dir.path) in _created:
+        return
+    handle = _held.pop(os.path.join(run_dir.path, LOCK_FILE), None)
+    _remove(run_dir.made)  # the lock file while still holding it: see _lock
+    if handle is not None:
+        handle.close()
+
+
+def _remove(paths) -> None:
+    """Removes each path: a file, or a folder only while it is empty."""
+    for path in paths:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.rmdir(path)
+            else:
+                os.remove(path)
+        except OSError:
+            pass
 
 
 def create(run_dir: RunDir, config) -> None:
-    """Takes the folder's lock, makes the folder (moving an old one aside for --fresh)
-    and saves config.json (a resumed run's is already there, and is kept).
+    """Makes the locked folder the run's: removes what killed writers left half-written,
+    saves config.json (a resumed run's is already there, and is kept). For --fresh it
+    first moves the old folder aside (its run.lock goes with it) and makes and locks a
+    new one in its place.
 
     Raises:
-        RunDirError: another run took the folder since the preflight, or whatever
-            else stops it (the preflight cannot foresee everything: as root, /proc
-            looks writable but no folder can be made in it).
+        RunDirError: another run took the folder's name while --fresh moved it aside,
+            the folder was removed since the preflight, or it cannot be written.
     """
+    lock_path = os.path.join(run_dir.path, LOCK_FILE)
     try:
         if run_dir.fresh_moves_aside:
             aside = f"{os.path.normpath(run_dir.path)}.old-{time.strftime('%Y%m%d-%H%M%S')}"
             os.replace(run_dir.path, aside)
-            _held.pop(os.path.join(run_dir.path, LOCK_FILE), None)  # that lock went with it
+            old = _held.pop(lock_path, None)  # that lock went with it: held until the new one
             print(f"--fresh: moved the previous contents of {run_dir.path} to {aside}")
-        os.makedirs(run_dir.path, exist_ok=True)
-        _lock(run_dir.path, create=True)
+            try:
+                os.mkdir(run_dir.path)
+            except FileExistsError:
+                raise RunDirError(f"--logdir={run_dir.path} was taken by another run while "
+                                  f"--fresh moved the old one aside (to {aside})") from None
+            _lock(run_dir.path)
+            if old is not None:
+                old.close()
+        elif lock_path in _held and not _same_file(_held[lock_path], lock_path):
+            raise RunDirError(f"--logdir={run_dir.path} was removed or replaced since this "
+                              "run took it")
+        # What killed writers left half-written goes, under the lock (a temporary is a
+        # live writer's until its rename) and only now: a refused run changes nothing.
+        durable.remove_temporaries(run_dir.path)
         if not run_dir.resuming:
             write_json_atomic(os.path.join(run_dir.path, CONFIG_FILE), config.to_dict())
+        _created.add(os.path.abspath(run_dir.path))
     except OSError as error:
         raise RunDirError(f"--logdir={run_dir.path} cannot be created or written "
                           f"({error.strerror or error})") from None
-
 
 
 def check_intact(run_dir: RunDir) -> None:
@@ -149,13 +296,9 @@ def check_intact(run_dir: RunDir) -> None:
     Raises:
         StorageError: it is gone.
     """
-    handle = _held.get(os.path.join(run_dir.path, LOCK_FILE))
-    try:
-        intact = handle is None or os.path.samestat(
-            os.fstat(handle.fileno()), os.stat(os.path.join(run_dir.path, LOCK_FILE)))
-    except OSError:
-        intact = False
-    if not intact:
+    lock_path = os.path.join(run_dir.path, LOCK_FILE)
+    handle = _held.get(lock_path)
+    if handle is not None and not _same_file(handle, lock_path):
         raise StorageError.folder_lost(run_dir.path, "its results are lost")
 
 
