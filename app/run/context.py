@@ -67,6 +67,7 @@ def prepare(config, started_at: float) -> RunContext:
         TopologyError, RunDirError, DataError: one line each.
     """
     run_dir = rundir.preflight(config)  # the folder is this process's from here on
+    signals.undo_if_interrupted_before_start(lambda: rundir.abandon(run_dir))
     try:
         distribute.prepare_backend(config)
         check_model(config)  # a bad --model is one line before any file or device is touched

@@ -51,6 +51,17 @@ _RUN_FOLDER: list[str] = []  # the run folder, once started: what a stop's line 
 INTERRUPTED_EARLY = "interrupted (SIGINT) before the run started; nothing was written"
 
 
+_UNDO_BEFORE_START: list = []  # what a Ctrl-C before the start undoes (the preflight's traces)
+
+
+def undo_if_interrupted_before_start(undo) -> None:
+    """Registers `undo()` (e.g. removing the run folder the preflight made and locked)
+    to run if a Ctrl-C ends the process before `run_starts`: "nothing was written"
+    stays true."""
+    with _STARTING:
+        _UNDO_BEFORE_START.append(undo)
+
+
 def run_starts(logdir: str) -> None:
     """Marks the run in `logdir` as started (before its folder is made): from here on
     a Ctrl-C stops at the next step boundary, saving a checkpoint, like a SIGTERM."""
@@ -98,6 +109,11 @@ def _watch(read_end: int, request) -> None:
 def _exit_if_not_started() -> None:
     with _STARTING:
         if not _RUN_STARTED.is_set():
+            for undo in _UNDO_BEFORE_START:
+                try:
+                    undo()
+                except Exception:  # noqa: BLE001 (exiting: the line and exit code matter)
+                    pass
             _line(INTERRUPTED_EARLY)
             os._exit(EXIT_INTERRUPTED)  # with the lock held: the run never starts
 
