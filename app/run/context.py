@@ -72,7 +72,7 @@ def prepare(config, started_at: float) -> RunContext:
     topology = distribute.make_topology(config)
     # The batch's shares once the devices are known: checked there, read everywhere.
     spec = dataclasses.replace(spec, batch=topology.batch_shape(config.global_batch_size))
-    _check_batch_fits(spec)
+    check_batch_fits(spec)
     billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
                               config.peak_tflops_per_device, topology.device_kind,
                               topology.billed_devices)
@@ -80,7 +80,7 @@ def prepare(config, started_at: float) -> RunContext:
                       xla_autotune=xla_autotune)
 
 
-def _check_batch_fits(spec: InputSpec) -> None:
+def check_batch_fits(spec: InputSpec) -> None:
     """One batch of this process's input must fit in the host's memory.
 
     Raises:
