@@ -127,6 +127,9 @@ def run(context) -> dict:
     summary["started_at"] = (rundir.read_json(os.path.join(run_dir.path, LADDER_FILE))
                              .get("started_at", context.started_at) if done else
                              context.started_at)
+    if done:
+        print(f"[ladder] resuming: {len(done)} of {len(RUNGS)} rungs measured before "
+              f"({', '.join(r.name for r in RUNGS if r.name in done)})", flush=True)
     bench = points.Bench(context, gpu_energy_readers(config.accelerator,
                                                      topology.devices_per_process))
     print(f"[ladder] {config.model} on {topology.num_replicas} x {topology.device_kind} "
@@ -159,11 +162,12 @@ def run(context) -> dict:
 
 
 def _climb(bench, rung: Rung, before: dict, config) -> dict:
+    if rung.name == "largest_batch":
+        return {**_largest_batch(bench, before, config), "point": rung.name,
+                "rung": rung.name, "changes": rung.changes}
     settings = _settings(rung, before, config)
     if isinstance(settings, str):
         row = {"settings": before, "status": settings}
-    elif rung.name == "largest_batch":
-        row = _largest_batch(bench, before, config)
     else:
         row = points.measure(bench, settings, rung.name)
     return {**row, "point": rung.name, "rung": rung.name, "changes": rung.changes}
@@ -191,12 +195,13 @@ def format_table(rows: list[dict]) -> str:
               "changes / status")
     lines = [header, "-" * len(header)]
     for r in rows:
-        def cell(key, spec, width):
-            return format(r[key], spec) if r.get(key) is not None else f"{'-':>{width}}"
+        def cell(key, spec, width, unit=""):
+            return (format(r[key], spec) + unit if r.get(key) is not None
+                    else f"{'-':>{width}}")
         text = r["changes"] if r["status"] == "ok" else r["status"]
         lines.append(f"{r['rung']:<20} {cell('images_per_sec', '>11,.1f', 11)} "
-                     f"{cell('gain_over_previous', '>8.2f', 8)}x "
-                     f"{cell('gain_over_first', '>7.2f', 7)}x  {text}")
+                     f"{cell('gain_over_previous', '>8.2f', 9, 'x')} "
+                     f"{cell('gain_over_first', '>7.2f', 8, 'x')}  {text}")
     return "\n".join(lines)
 
 

@@ -162,6 +162,9 @@ def _run(bench, settings, row) -> tuple[str, dict]:
         print(f"[sweep] {label}: does not fit in device memory", flush=True)
         return "out of memory", {}
     rate = meter.images_per_sec
+    if rate is None:  # the meter leaves out the first execution: the warm-up
+        return (f"skipped: {steps} timed steps are one execution of {spe}; give "
+                f"--steps_per_epoch at least {2 * spe}"), {}
     mfu = ModelFlopsUtilization(flops, topology.num_replicas,
                                 billing.peak_tflops_per_device).utilization(rate)
     figures = {
