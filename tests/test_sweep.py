@@ -71,8 +71,8 @@ def test_ctrl_c_stops_a_sweep_in_seconds_keeps_its_points_and_the_rerun_does_the
         tmp_path):
     """Ctrl-C right after a size finished, then 2 s into the next size: each time the
     sweep stops at the next step boundary (not after the 25 s grace, not by finishing;
-    the next size's warm-up fit, compile included, has no step hooks: at most its
-    length), keeps the finished point, and the rerun measures only what is left; a
+    the model's build and the warm-up fit's compile have none: at most their length),
+    keeps the finished point, and the rerun measures only what is left; a
     finished sweep's rerun says it is complete and measures nothing."""
     logdir = tmp_path / "sweep"
     args = ["--model=small_resnet", "--dataset=synthetic", "--image_size=16",

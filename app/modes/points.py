@@ -152,9 +152,11 @@ def _run(bench, settings, row) -> tuple[str, dict]:
     try:
         with autotune.compiled_with(choice):
             model, flops = bench.model(config, image_size, steps)
+            PROCESS_STOP.raise_if_requested()  # a stop asked for while it was built
             meter, warmup_seconds = timed_synthetic_fit(
                 model, config, topology, shape, steps, warmup_steps,
-                [c for c in (energy, StopOnRequest(PROCESS_STOP)) if c is not None])
+                [c for c in (energy, StopOnRequest(PROCESS_STOP)) if c is not None],
+                warmup_callbacks=[StopOnRequest(PROCESS_STOP)])
     except Exception as error:  # noqa: BLE001 - an OOM must not end the sweep
         if not is_out_of_memory(error):
             raise
