@@ -1,12 +1,15 @@
 """The effort ladder (--benchmark=ladder) on CPU: its rungs in order, their gains
 computed from the rung figures, the rungs that cannot apply here kept with why."""
 
+import os
+
 import pytest
 from conftest import error_lines, run_cli
 from processes import run, snapshot, strict_json
 
 from app.modes import ladder
 
+NO_TF = os.path.join(os.path.dirname(__file__), "no_tensorflow")
 NAMES = ["float32", "mixed_bfloat16", "largest_batch", "steps_per_execution",
          "data_on_device", "xla_full_autotune"]
 
@@ -40,7 +43,7 @@ def test_the_ladder_on_cpu_yields_its_rungs_in_order_with_gains_from_their_figur
     args = ["--backend=jax", "--model=small_resnet", "--dataset=synthetic", "--image_size=8",
             "--benchmark=ladder", "--global_batch_size=4", "--steps_per_epoch=32",
             f"--logdir={logdir}"]
-    done = run(args)
+    done = run(args, env={"PYTHONPATH": NO_TF})  # the JAX path imports no TensorFlow
     assert done.returncode == 0, done.stderr[-3000:]
     result = strict_json(logdir / "ladder.json")
     assert strict_json(logdir / "summary.json") == result

@@ -1,6 +1,7 @@
 """The throughput sweep on CPU, tiny: sizes, table, JSON, plot and TensorBoard made."""
 
 import json
+import os
 import signal
 import time
 
@@ -116,6 +117,7 @@ def test_ctrl_c_stops_a_sweep_in_seconds_keeps_its_points_and_the_rerun_does_the
 
 
 # ----------------------------------------------------------- --sweep=FLAG=v1,v2 grids
+NO_TF = os.path.join(os.path.dirname(__file__), "no_tensorflow")
 GRID = ["--model=small_resnet", "--dataset=synthetic", "--image_size=8",
         "--sweep=precision=float32,mixed_bfloat16", "--sweep=global_batch_size=16,8",
         "--steps_per_epoch=4"]
@@ -152,7 +154,9 @@ def hparams_sessions(logdir) -> dict:
 @pytest.mark.parametrize("backend", ["jax", "tensorflow"])
 def test_a_2x2_grid_yields_4_points_in_sweep_json_and_in_hparams(tmp_path, backend):
     logdir = tmp_path / "grid"
-    done = run_cli(f"--backend={backend}", *GRID, f"--logdir={logdir}")
+    # the JAX path imports no TensorFlow (it stands in for an H200 host without it)
+    done = run_cli(f"--backend={backend}", *GRID, f"--logdir={logdir}",
+                   env={"PYTHONPATH": NO_TF} if backend == "jax" else None)
     assert done.returncode == 0, done.stderr[-3000:]
     result = strict_json(logdir / "sweep.json")
     assert result["axes"] == {"precision": ["float32", "mixed_bfloat16"],
@@ -294,3 +298,21 @@ def test_a_points_images_per_sec_is_what_a_plain_run_of_its_settings_reports(tmp
     assert rows[8]["images_per_sec"] == pytest.approx(expected, rel=0.15)
     assert 8 / 0.05 * 0.7 < expected < 8 / 0.05  # the sleep is the step
     assert rows[16]["images_per_sec"] == pytest.approx(2 * rows[8]["images_per_sec"], rel=0.25)
+
+
+def test_a_points_xla_autotuning_is_its_compile_option_and_only_in_its_block():
+    """jax.jit's compiler_options carry a point's choice (XLA_FLAGS are read once per
+    process); XLA accepts the option's name; outside the block Keras compiles as before."""
+    import jax.numpy as jnp
+    from keras.src.backend.jax import trainer
+
+    from app.engine import autotune
+
+    plain = trainer.jit
+    with autotune.compiled_with("heuristic"):
+        assert trainer.jit.keywords == {"compiler_options": {autotune.OPTION: True}}
+        assert float(trainer.jit(lambda x: x * 2)(jnp.ones(2)).sum()) == 4.0
+    assert trainer.jit is plain
+    with autotune.compiled_with(None):  # no GPU kernels to pick: nothing changes
+        assert trainer.jit is plain
+    assert autotune.OPTION in autotune.HEURISTIC_FLAG

@@ -218,7 +218,12 @@ POINT_SETTINGS = {
     "xla_autotune": "How XLA picked GPU kernels (full, heuristic; none: it picks none here).",
 }
 POINT_FIGURES = {
-    **{key: HPARAM_FIGURES[key] for key in ("images_per_sec", "mfu", "usd_per_million_images")},
+    "images_per_sec": ("images/sec", "images/second", "Steady-state training images per "
+                       "second over all devices, over the point's timed steps."),
+    "mfu": ("MFU", "fraction of peak (1 = 100%)", "Model FLOPs utilization at the point's "
+            "steady-state rate."),
+    "usd_per_million_images": ("$ per million images", "US dollars per million images",
+                               "Price / the point's steady-state rate."),
     "step_time_ms": ("step ms", "milliseconds", "Mean time of one training step over the "
                      "point's timed steps."),
     "peak_memory_gib": ("peak GiB", "GiB", "Peak device memory, the framework's high-water "
