@@ -8,7 +8,8 @@ callbacks. A point that cannot run is a row too, with its reason as status:
   skipped: <why>     the settings do not make a valid run, or the batch does not
                      divide over the replicas or fit in the host's memory;
   out of memory      the device refused it.
-Each point is an HParams session of its own, <logdir>/points/<name>: its settings as
+A model axis changes the network only: the recipe (the optimizer) stays the one the
+run resolved. Each point is an HParams session of its own, <logdir>/points/<name>: its settings as
 hparams, its figures as metrics (TensorBoard's HParams table compares them).
 """
 
