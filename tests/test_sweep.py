@@ -274,6 +274,16 @@ def test_the_same_flag_twice_or_two_modes_is_one_line(tmp_path, args, message):
     assert done.returncode == 2 and message in error_lines(done.stderr)[0], done.stderr[-2000:]
 
 
+def test_a_model_value_that_cannot_be_built_is_one_line_before_anything_is_written(tmp_path):
+    done = run_cli("--backend=jax", "--dataset=synthetic", "--image_size=8",
+                   "--sweep=model=small_resnet,nowhere.py:make_model",
+                   f"--logdir={tmp_path / 'never'}", env={"PYTHONPATH": NO_TF})
+    assert done.returncode == 2, done.stderr[-2000:]
+    (line,) = error_lines(done.stderr)
+    assert line.startswith("error: --sweep=model=nowhere.py:make_model: "), line
+    assert not (tmp_path / "never").exists()
+
+
 def test_the_sweep_needs_synthetic_data():
     done = run_cli("--sweep=precision=float32")
     assert done.returncode == 2

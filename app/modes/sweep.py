@@ -41,6 +41,7 @@ from callbacks.energy import gpu_energy_readers
 from callbacks.records import events
 from callbacks.records.dashboard import SWEEP_FIGURES
 from callbacks.stops import PROCESS_STOP, Preempted
+from flags.config import ConfigError
 
 SWEEP_FILE = "sweep.json"
 FINAL = points.FINAL
@@ -104,12 +105,30 @@ def finished_rows(logdir: str, file: str = SWEEP_FILE, key: str = "sweep") -> di
             and _name_of(r)}
 
 
+def check_models(config) -> None:
+    """Each --sweep=model=... value as a plain run's --model is checked (its file,
+    function or class), before anything is written.
+
+    Raises:
+        ConfigError: one line, naming the value.
+    """
+    from app.engine.models import check_model
+
+    for name, values in config.sweep_axes:
+        for value in values if name == "model" else ():
+            try:
+                check_model(config.sweep_point({"model": value}))
+            except ConfigError as error:
+                raise ConfigError(f"--sweep=model={value}: {error}") from None
+
+
 def run(context) -> dict:
     """Measures throughput at each point of the sweep's grid; returns the summary dict.
 
     Raises:
         callbacks.stops.Preempted: SIGTERM or Ctrl-C; the finished points are kept.
     """
+    check_models(context.config)
     context = run_context.start(context)
     config, topology, billing = context.config, context.topology, context.billing
     run_dir = context.run_dir
