@@ -2,8 +2,9 @@
 
 A thin absl shell: it parses the flags, builds the frozen config once, checks the
 run (app/run/context.py: run folder, devices, data, price) and hands it to one
-mode of app/modes/: train (the default), sweep (--sweep_batch_sizes) or the input
-benchmark (--benchmark=input). Each mode returns the summary dict it wrote.
+mode of app/modes/: train (the default), sweep (--sweep, --sweep_batch_sizes), the
+input benchmark (--benchmark=input) or the effort ladder (--benchmark=ladder). Each
+mode returns the summary dict it wrote.
 
 Exit codes: 0 done (or already complete), 2 a user mistake (one line on stderr,
 nothing touched), 69 no training progress (the input stream yields nothing), 74 the
@@ -79,8 +80,10 @@ def run(config, started_at: float | None = None) -> dict:
     context = run_context.prepare(config, started_at or time.time())
     # The mode is imported only now: its modules import Keras, whose backend
     # prepare() has just chosen.
-    if config.sweep_batch_sizes:
+    if config.is_sweep:  # --sweep, or --sweep_batch_sizes (its one-axis case)
         from app.modes import sweep as mode
+    elif config.benchmark == "ladder":
+        from app.modes import ladder as mode
     elif config.benchmark == "input":
         from app.modes import input_benchmark as mode
     else:

@@ -314,6 +314,26 @@ def vit(folder: Folder) -> dict:
     }
 
 
+def ladder(folder: Folder) -> dict:
+    """Each model's rungs (app/modes/ladder.py): images/sec and the gains, as measured."""
+    keys = ("rung", "changes", "status", "images_per_sec", "gain_over_previous",
+            "gain_over_first", "global_batch_size", "precision", "steps_per_execution",
+            "xla_autotune", "mfu", "peak_memory_gib")
+    ladders = {}
+    for model in ("resnet50", "vit_b16"):
+        summary = folder.json(f"ladder_{model}.json")
+        ladders[model] = summary and {
+            "status": summary.get("status"), "device_kind": summary.get("device_kind"),
+            "timed_steps_per_rung": summary.get("timed_steps_per_rung"),
+            "total_gain": summary.get("total_gain"),
+            "rungs": [{k: r.get(k) for k in keys} for r in summary.get("ladder", [])]}
+    return {"what": "one GPU, synthetic data, 224 px: the same model from float32 at its "
+                    "base batch to mixed bfloat16, the largest of x1-x8 that fits, 16 steps "
+                    "per host call and XLA's full autotuning (the data-on-device rung needs "
+                    "real data: skipped), each rung's images/sec and its gains",
+            "ladders": ladders}
+
+
 RECIPES = {
     "step": step,
     "real_data": real_data,
@@ -323,6 +343,7 @@ RECIPES = {
     "scale": scale,
     "fashion_mnist": fashion_mnist,
     "vit": vit,
+    "ladder": ladder,
 }
 
 

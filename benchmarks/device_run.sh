@@ -31,6 +31,9 @@
 #                     cold, later turns warm from its caches); the
 #                     IDX files from $FASHION (default .data/fashion-mnist:
 #                     carry it; .xz or .gz files are unpacked to /tmp)
+# ladder        1     the effort ladder (--benchmark=ladder) of ResNet-50    (ladders)
+#                     (base batch 128) and ViT-B/16 (base 64), synthetic
+#                     data, 96 timed steps a rung
 # vit           1     ViT-B/16 at 256, bf16, synthetic, against the         (models)
 #                     torch.compile torchvision peer (torch_vit_peer.py);
 #                     whether cuDNN's flash attention takes its 196 tokens;
@@ -56,9 +59,9 @@ OUT=${OUT:-$PWD/bench-out}
 R=$OUT/$RECIPE
 
 case "$RECIPE" in  # the GPUs of one host each recipe needs
-  step|real_data|digits|energy|fashion_mnist|vit) NEED=1 ;;
+  step|real_data|digits|energy|fashion_mnist|vit|ladder) NEED=1 ;;
   batchnorm|scale) NEED=2 ;;
-  *) sed -n '2,38p' "$0" | cut -c3-; echo "error: unknown recipe '$RECIPE'" >&2; exit 2 ;;
+  *) sed -n '2,41p' "$0" | cut -c3-; echo "error: unknown recipe '$RECIPE'" >&2; exit 2 ;;
 esac
 HAVE=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$HAVE" -lt "$NEED" ]; then
@@ -303,6 +306,11 @@ PY
           "XLA_FLAGS=$flags" ${extra[@]+"${extra[@]}"} -- $SHORT
       done
     fi
+    ;;
+  ladder)  # each rung a short measured run; a ladder cut by its limit keeps its rungs
+    L="--dataset=synthetic --benchmark=ladder --steps_per_epoch=96"
+    app ladder_resnet50 1 290 -- $L --model=resnet50 --global_batch_size=128
+    app ladder_vit_b16 1 290 -- $L --model=vit_b16 --global_batch_size=64
     ;;
   vit)
     python3 - > "$R/cudnn_probe.txt" 2>&1 <<'PY'

@@ -32,9 +32,30 @@ LR_SCHEDULES = ("cosine", "step")
 BATCHNORM_STATISTICS = ("per_replica", "global")
 PREPROCESSINGS = ("auto",) + PRESETS
 VERBOSITIES = ("auto", "0", "1", "2")
-BENCHMARKS = ("none", "input")
+BENCHMARKS = ("none", "input", "ladder")
 INPUT_PIPELINES = ("auto", "tf.data", "grain", "gpu", "device")
 XLA_AUTOTUNES = ("auto", "full", "heuristic")  # app/engine/autotune.py
+
+# --sweep's axes: settings that change how fast or how cheaply the same job runs
+# (app/modes/sweep.py measures each point on synthetic data in one process).
+SWEEPABLE = ("precision", "global_batch_size", "steps_per_execution", "xla_autotune",
+             "image_size", "model", "batchnorm_statistics")
+# Why a known flag is not an axis (the first group that names it); the rest: NOT_AN_AXIS.
+NOT_SWEEPABLE = {
+    ("dataset", "data_dir", "manual_dir", "download", "epochs", "steps_per_epoch",
+     "validation_steps", "seed", "target_top1", "logdir", "fresh", "sweep",
+     "sweep_batch_sizes", "benchmark", "optimizer", "base_learning_rate", "lr_schedule",
+     "warmup_epochs", "momentum", "weight_decay", "label_smoothing", "gradient_clip_norm",
+     "preprocessing"): "changes what the job is (its data, length, recipe or outcome), "
+                       "not how fast it runs",
+    ("accelerator", "backend", "num_devices", "tpu", "num_processes", "process_id",
+     "coordinator_address", "coordinator_timeout_seconds"):
+        "is fixed for the whole process (one backend, one set of devices); run one sweep "
+        "per value",
+    ("input_pipeline",): "has nothing to vary: the sweep measures the model on synthetic "
+                         "data, which has no input pipeline (time one with --benchmark=input)",
+}
+NOT_AN_AXIS = "changes neither speed nor cost of the measured steps"
 
 # Fields that may change between the attempts of one run (resume) without
 # changing what is being measured. Everything else must match the saved config.
@@ -89,6 +110,37 @@ def did_you_mean(value: str, choices) -> str:
     close = [c for c in choices if value and value.lower() in c.lower()]
     close = close or difflib.get_close_matches(value, choices, n=2, cutoff=0.7)
     return f"; did you mean {' or '.join(close[:2])}?" if close else ""
+
+
+def parse_axis(text: str) -> tuple:
+    """(flag, (typed value, ...)) of one --sweep=FLAG=v1,v2,... (a leading -- allowed).
+
+    Raises:
+        ConfigError: one line naming the mistake and what is accepted.
+    """
+    name, equals, values = text.partition("=")
+    name = name.strip().lstrip("-")
+    fields = {f.name: f.default for f in dataclasses.fields(Config)}
+    accepted = f"accepted: {', '.join(SWEEPABLE)}"
+    _check(name in fields, f"--sweep={text}: --{name} is not a flag; {accepted}"
+                           f"{did_you_mean(name, SWEEPABLE)}")
+    reason = next((why for names, why in NOT_SWEEPABLE.items() if name in names),
+                  None if name in SWEEPABLE else NOT_AN_AXIS)
+    _check(reason is None, f"--sweep={text}: --{name} {reason}; {accepted}")
+    items = [v.strip() for v in values.split(",")] if equals else []
+    _check(items and all(items), f"--sweep={text}: expected FLAG=v1,v2,... with no empty "
+                                 f"value, e.g. --sweep={name}=a,b; {accepted}")
+    kind = type(fields[name])
+    typed = []
+    for item in items:
+        try:
+            typed.append(kind(item) if kind in (int, float) else item)
+        except ValueError:
+            raise ConfigError(f"--sweep={text}: {item!r} is not a number; accepted: "
+                              f"{'integers' if kind is int else 'numbers'}") from None
+    _check(len(set(typed)) == len(typed),
+           f"--sweep={text}: a value is given twice; accepted: each value once")
+    return name, tuple(typed)
 
 
 def _dataset_suggestion(name: str) -> str:
@@ -150,6 +202,7 @@ class Config:
     profile_steps: str = ""
     throughput_warmup_steps: int = 0
     sweep_batch_sizes: tuple = ()
+    sweep: tuple = ()  # "FLAG=v1,v2,..." each, as given; parsed by sweep_axes
     benchmark: str = "none"
 
     def __post_init__(self):
@@ -164,7 +217,8 @@ class Config:
         if not self.logdir:
             # Named by what the run measures, so rerunning the same command finds
             # (and resumes, or reports complete) the same folder; --fresh starts over.
-            name = "sweep" if self.sweep_batch_sizes else self.dataset_name
+            name = ("sweep" if self.is_sweep else "ladder" if self.benchmark == "ladder"
+                    else self.dataset_name)
             object.__setattr__(self, "logdir", os.path.join(
                 "runs", f"{self.model_label}-{name}-{self.backend}-{self.fingerprint}"))
         if self.dataset == "synthetic" and self.validation_steps == 0:
@@ -172,6 +226,7 @@ class Config:
             object.__setattr__(self, "validation_steps", -1)
         object.__setattr__(self, "target_top1", tuple(self.target_top1))
         object.__setattr__(self, "sweep_batch_sizes", tuple(self.sweep_batch_sizes))
+        object.__setattr__(self, "sweep", tuple(self.sweep))
         self._validate()
 
     def _resolve_recipe(self):
@@ -248,6 +303,14 @@ class Config:
         _check(not self.sweep_batch_sizes or name == "synthetic",
                f"--sweep_batch_sizes measures throughput on synthetic data; "
                f"add --dataset=synthetic (received --dataset={name})")
+        _check(not self.sweep or name == "synthetic",
+               f"--sweep measures throughput on synthetic data; "
+               f"add --dataset=synthetic (received --dataset={name})")
+        _check(self.benchmark != "ladder" or name == "synthetic",
+               f"--benchmark=ladder measures throughput on synthetic data; "
+               f"add --dataset=synthetic (received --dataset={name})")
+        _check(self.benchmark == "none" or not self.is_sweep,
+               f"--benchmark={self.benchmark} and --sweep are two modes; accepted: one of them")
         _check(self.image_size == 0 or 8 <= self.image_size <= 1024,
                f"--image_size={self.image_size} is out of range; accepted: 0 (dataset "
                "default) or 8..1024")
@@ -321,8 +384,57 @@ class Config:
         _check(peak is None or (peak > 0 and math.isfinite(peak)),
                f"--peak_tflops_per_device={peak} must be a finite number > 0")
         self.profile_range  # parses and checks --profile_steps
+        self._validate_sweep()
+
+    def _validate_sweep(self):
+        """Each --sweep value as a plain run of that setting would be checked (the
+        grid's combinations are checked point by point, app/modes/sweep.py)."""
+        for name, values in self.sweep_axes:
+            for value in values:
+                try:
+                    self.sweep_point({name: value})
+                except ConfigError as error:
+                    raise ConfigError(f"--sweep={name}={value}: {error}") from None
 
     # ---------------------------------------------------------- derived values
+    @property
+    def is_sweep(self) -> bool:
+        """--sweep or --sweep_batch_sizes (its one-axis case) is given."""
+        return bool(self.sweep or self.sweep_batch_sizes)
+
+    @property
+    def sweep_axes(self) -> tuple:
+        """((flag, (value, ...)), ...): --sweep's axes, typed, in the order given, with
+        --sweep_batch_sizes as a global_batch_size axis; a batch axis is ascending
+        (peak memory, a high-water mark, is then each point's own).
+
+        Raises:
+            ConfigError: an unknown or non-sweepable flag, an empty list, a value of
+            the wrong type or given twice, the same flag twice.
+        """
+        texts = list(self.sweep)
+        if self.sweep_batch_sizes:
+            texts.append("global_batch_size=" + ",".join(map(str, self.sweep_batch_sizes)))
+        axes = []
+        for text in texts:
+            name, values = parse_axis(text)
+            _check(name not in dict(axes),
+                   f"--sweep names --{name} twice (--sweep_batch_sizes is "
+                   "--sweep=global_batch_size=...); accepted: each flag once")
+            if name == "global_batch_size":
+                values = tuple(sorted(values))
+            axes.append((name, values))
+        return tuple(axes)
+
+    def sweep_point(self, settings: dict) -> "Config":
+        """The config of one point of the sweep (or a rung of the ladder): this one with
+        `settings` replaced, checked as a plain run's; no sweep or benchmark of its own.
+
+        Raises:
+            ConfigError: the point's settings do not make a valid run.
+        """
+        return self.replace(sweep=(), sweep_batch_sizes=(), benchmark="none", **settings)
+
     @property
     def dataset_name(self) -> str:
         """A short, path-safe name of the dataset (for folder names and labels)."""

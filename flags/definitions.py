@@ -25,7 +25,7 @@ D = {f.name: (list(f.default) if isinstance(f.default, tuple) else f.default)
 # The sections of `--help` (and of BUILD.md's table of flags), in order.
 GROUPS = {
     "run": ("epochs", "global_batch_size", "steps_per_epoch", "validation_steps",
-            "steps_per_execution", "xla_autotune", "seed", "target_top1", "sweep_batch_sizes", "benchmark"),
+            "steps_per_execution", "xla_autotune", "seed", "target_top1", "sweep_batch_sizes", "sweep", "benchmark"),
     "data": ("dataset", "data_dir", "manual_dir", "download", "image_size", "preprocessing",
              "input_pipeline"),
     "model": ("model", "precision", "batchnorm_statistics", "optimizer", "base_learning_rate",
@@ -250,5 +250,17 @@ def define_flags():
     absl_flags.DEFINE_list("sweep_batch_sizes", D["sweep_batch_sizes"],
                            "Comma list of global batch sizes: measure throughput at "
                            "each on synthetic data instead of training.")
+    absl_flags.DEFINE_multi_string("sweep", D["sweep"],
+                                   "FLAG=v1,v2,...: measure throughput at each value of a "
+                                   "setting on synthetic data instead of training; repeat "
+                                   "for a grid (their product), e.g. --sweep=precision="
+                                   "float32,mixed_bfloat16 --sweep=global_batch_size=64,128. "
+                                   "Axes: " + ", ".join(choices.SWEEPABLE) + ". Each point "
+                                   "is an HParams session; Ctrl-C keeps the finished "
+                                   "points, the same command measures the rest.")
     absl_flags.DEFINE_enum("benchmark", D["benchmark"], list(choices.BENCHMARKS),
-                           "input = time the input pipeline alone (no model).")
+                           "input = time the input pipeline alone (no model); ladder = "
+                           "the effort ladder on synthetic data: the same model from "
+                           "float32 to the app's best settings, one rung at a time "
+                           "(mixed bfloat16, the largest batch that fits, steps per "
+                           "execution, XLA's full autotuning), each rung's gain.")

@@ -30,6 +30,8 @@ as it is, and reported so.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 
 from flags.config import model_kind
@@ -79,3 +81,32 @@ def apply(choice: str | None) -> None:
     if choice == "heuristic":
         flags = os.environ.get("XLA_FLAGS", "")
         os.environ["XLA_FLAGS"] = f"{flags} {HEURISTIC_FLAG}".strip()
+
+
+# The XLA option HEURISTIC_FLAG sets, per compile (jax.jit's compiler_options).
+OPTION = "xla_gpu_exclude_nondeterministic_ops"
+
+
+@contextlib.contextmanager
+def compiled_with(choice: str | None):
+    """Within the block, Keras's JAX trainer compiles its steps with `choice` (full or
+    heuristic) whatever XLA_FLAGS the process started with: a sweep point's or a ladder
+    rung's own, in one process. Other choices (None: no GPU kernels to pick; xla_flags:
+    the user's own) leave compiling as it is.
+
+    Trap: XLA reads XLA_FLAGS once per process, so `apply` cannot serve a second
+    setting; jax.jit's compiler_options can, per compile (JAX's compilation cache keys
+    on them). Keras's trainer calls its module's `jit` when fit makes the train
+    function: the patch must span the first fit after the model is compiled.
+    """
+    if choice not in ("full", "heuristic"):
+        yield
+        return
+    from keras.src.backend.jax import trainer
+
+    plain = trainer.jit
+    trainer.jit = functools.partial(plain, compiler_options={OPTION: choice == "heuristic"})
+    try:
+        yield
+    finally:
+        trainer.jit = plain

@@ -16,9 +16,11 @@ from callbacks.heap import frozen_heap
 
 
 def timed_synthetic_fit(model, config, topology, batch, steps: int, warmup_steps: int,
-                        callbacks=()):
+                        callbacks=(), warmup_callbacks=()):
     """Trains `model` on synthetic batches of `batch` (a BatchShape): a warm-up fit (compile), then a
     timed fit of `steps` steps. Returns (its Throughput callback, warm-up seconds).
+
+    `warmup_callbacks` go to the warm-up fit (e.g. one that stops at a step boundary).
 
     Raises whatever fit raises (an out-of-memory error among them).
     """
@@ -29,7 +31,8 @@ def timed_synthetic_fit(model, config, topology, batch, steps: int, warmup_steps
     data = make_datasets("synthetic", spec)
     try:
         started = time.perf_counter()
-        model.fit(data.train, epochs=1, steps_per_epoch=warmup_steps, verbose=0, shuffle=False)
+        model.fit(data.train, epochs=1, steps_per_epoch=warmup_steps, verbose=0, shuffle=False,
+                  callbacks=list(warmup_callbacks))
         warmup_seconds = time.perf_counter() - started
         meter = Throughput(batch.global_size, batch.num_replicas, warmup_steps=config.steps_per_execution)
         with frozen_heap():  # as training is timed (app/modes/train.py)

@@ -147,3 +147,31 @@ def bar_chart(groups: dict, path: str, *, title: str, ylabel: str, money_y: bool
         figure.text(0.01, 0.01, plain_text(note, 3 * MAX_LABEL), fontsize=7, color="gray")
     return _finish(figure, axes, path, title=title, xlabel="", ylabel=ylabel,
                    money_y=money_y, legend=len(labels) > 1)
+
+
+@_plain_rc
+def waterfall_chart(steps: list, path: str, *, title: str, ylabel: str):
+    """Draws a waterfall: [(label, value or None)] in order, the first a bar from 0,
+    each next one a bar from the value before it (the last drawn) to its own, green
+    where it rose, red where it fell, labeled with its ratio; a None is a gap marked
+    "skipped"."""
+    figure, axes = plt.subplots(figsize=(7.5, 4.5), dpi=110)
+    previous = None
+    for index, (_, value) in enumerate(steps):
+        if not _finite(value):
+            axes.annotate("skipped", (index, previous or 0), ha="center", va="bottom",
+                          fontsize=8, color="gray")
+            continue
+        if previous is None:
+            axes.bar(index, value, 0.6, color="C0")
+        else:
+            low, high = sorted((previous, value))
+            axes.bar(index, high - low, 0.6, bottom=low, color="C2" if value >= previous
+                     else "C3")
+            axes.annotate(f"{value / previous:.2f}x", (index, high), ha="center",
+                          va="bottom", fontsize=8)
+        previous = value
+    axes.set_xticks(range(len(steps)), [plain_text(label, 20) for label, _ in steps],
+                    rotation=20, ha="right")
+    axes.set_ylim(bottom=0)
+    return _finish(figure, axes, path, title=title, xlabel="", ylabel=ylabel)

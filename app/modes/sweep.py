@@ -1,220 +1,232 @@
-"""The study's first experiment: images/second against global batch size, on
-synthetic data (`--sweep_batch_sizes=64,128,256,...`).
+"""Sweep any setting: images/second at each point of a grid of settings, on
+synthetic data (`--sweep=FLAG=v1,v2,...`, repeatable: the grid is the product of the
+axes; `--sweep_batch_sizes=64,128,...` is the study's first experiment, the axis
+global_batch_size alone).
 
-One process measures every size, smallest first, with the same model: for each,
-a short fit compiles and warms up, then a timed fit runs `--steps_per_epoch` steps
-(default 100) under the throughput, MFU and energy callbacks. A size that does not
-fit in device memory is reported as such and the sweep goes on. Peak device memory
-is JAX's/TensorFlow's high-water mark, which only grows, so with sizes in ascending
-order it is each size's own peak.
+One process measures every point (app/modes/points.py): the model built for the
+point's settings (reused while only the batch changes), a warm-up fit that compiles,
+then `--steps_per_epoch` timed steps (default 100, a multiple of the point's steps
+per execution) under the throughput, MFU and energy callbacks. A point that does
+not fit in device memory, or whose settings cannot run (a batch the replicas do not
+divide, a combination a plain run would refuse), is recorded as such and the sweep
+goes on. The batch axis runs ascending, so with it alone peak device memory (a
+high-water mark, which only grows) is each size's own; a point where it did not
+rise has none.
 
-Outputs (process 0): sweep.json, sweep.png (images/sec vs batch), TensorBoard
-scalars under <logdir>/sweep (step = global batch size), summary.json, and a table,
-all rewritten after each size, so a sweep that is stopped keeps its finished points.
+Outputs (process 0): sweep.json (every point), a chart per axis, sweep-<axis>.png
+(the other axes held at the best point's values; sweep.png is the first axis's),
+an HParams session per point under <logdir>/points/ (TensorBoard's HParams table
+compares them), TensorBoard scalars under <logdir>/sweep for a batch-only sweep
+(step = global batch size), summary.json, and a table, all rewritten after each
+point, so a sweep that is stopped keeps its finished points.
 
-SIGTERM or Ctrl-C stops the sweep at the next step boundary (exit 75): the size
+SIGTERM or Ctrl-C stops the sweep at the next step boundary (exit 75): the point
 being measured is dropped, the finished ones are kept, and rerunning the same
-command measures only the sizes left. A rerun of a finished sweep says it is
+command measures only the points left. A rerun of a finished sweep says it is
 complete and prints its table again.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import time
 
-from app.engine.distribute import TopologyError
-from app.engine.measure import timed_synthetic_fit
-from app.engine.memory import is_out_of_memory, peak_memory_gib
-from app.engine.recipe import make_compiled_model
+from app.modes import points
 from app.run import context as run_context
 from app.run import rundir
 from app.run.summary import percent, shell_command
-from callbacks.energy import EnergyMeter, gpu_energy_readers
-from callbacks.figures.money import usd_per_million_images
-from callbacks.mfu import ModelFlopsUtilization
+from callbacks.energy import gpu_energy_readers
 from callbacks.records import events
 from callbacks.records.dashboard import SWEEP_FIGURES
-from callbacks.stop_on_request import StopOnRequest
 from callbacks.stops import PROCESS_STOP, Preempted
-from preprocessing.datasets import synthetic
+from flags.config import ConfigError
 
-DEFAULT_STEPS = 100
 SWEEP_FILE = "sweep.json"
-# A size's row is final once it was measured, did not fit, or cannot be run.
-FINAL = ("ok", "out of memory", "skipped")
+FINAL = points.FINAL
 
 
-def _format_table(rows: list[dict]) -> str:
-    header = (f"{'global batch':>12} {'per device':>10} {'images/sec':>11} {'per device':>11} "
+def grid(axes) -> list[dict]:
+    """Every point of the axes' product, as {flag: value} in the axes' order (the
+    last axis varies fastest)."""
+    names = [name for name, _ in axes]
+    return [dict(zip(names, values)) for values in itertools.product(*(v for _, v in axes))]
+
+
+def _cell(row, key, spec):
+    width = re.match(r">(\d+)", spec).group(1)
+    return format(row[key], spec) if row.get(key) is not None else format("-", f">{width}")
+
+
+def format_table(rows: list[dict], axes=("global_batch_size",)) -> str:
+    """The points as a table: the other axes' values, then global batch, per device
+    and the figures."""
+    others = [a for a in axes if a != "global_batch_size"]
+    widths = {a: max([len(a)] + [len(str(r.get(a, r.get("settings", {}).get(a, "-"))))
+                                 for r in rows]) for a in others}
+    header = (" ".join(f"{a:>{widths[a]}}" for a in others) + (" " if others else "") +
+              f"{'global batch':>12} {'per device':>10} {'images/sec':>11} {'per device':>11} "
               f"{'MFU':>6} {'step ms':>8} {'+-':>5} {'peak GiB':>8} {'J/image':>8}  status")
     lines = [header, "-" * len(header)]
     for r in rows:
-        def f(key, spec):
-            width = re.match(r">(\d+)", spec).group(1)
-            return format(r[key], spec) if r.get(key) is not None else format("-", f">{width}")
-        lines.append(f"{r['global_batch_size']:>12} {f('per_device_batch_size', '>10')} "
-                     f"{f('images_per_sec', '>11,.1f')} {f('images_per_sec_per_device', '>11,.1f')} "
-                     f"{percent(r['mfu']) if r.get('mfu') is not None else '-':>6} "
-                     f"{f('step_time_ms', '>8.2f')} "
-                     f"{f('step_time_stderr_ms', '>5.2f')} {f('peak_memory_gib', '>8.2f')} "
-                     f"{f('joules_per_image', '>8.3f')}  {r['status']}")
+        values = {**r, **r.get("settings", {})}
+        lines.append(
+            " ".join(f"{str(values.get(a, '-')):>{widths[a]}}" for a in others) +
+            (" " if others else "") +
+            f"{str(values.get('global_batch_size', '-')):>12} "
+            f"{_cell(r, 'per_device_batch_size', '>10')} "
+            f"{_cell(r, 'images_per_sec', '>11,.1f')} "
+            f"{_cell(r, 'images_per_sec_per_device', '>11,.1f')} "
+            f"{percent(r['mfu']) if r.get('mfu') is not None else '-':>6} "
+            f"{_cell(r, 'step_time_ms', '>8.2f')} {_cell(r, 'step_time_stderr_ms', '>5.2f')} "
+            f"{_cell(r, 'peak_memory_gib', '>8.2f')} {_cell(r, 'joules_per_image', '>8.3f')}"
+            f"  {r['status']}")
     return "\n".join(lines)
 
 
-def finished_rows(logdir: str) -> dict:
-    """{global batch: row} of the sizes an earlier attempt of this sweep finished."""
+def _name_of(row: dict) -> str | None:
+    """A row's point name (rows of a batch sweep before --sweep had none)."""
+    if row.get("point"):
+        return row["point"]
+    if "global_batch_size" in row:
+        return points.point_name({"global_batch_size": row["global_batch_size"]})
+    return None
+
+
+def finished_rows(logdir: str, file: str = SWEEP_FILE, key: str = "sweep") -> dict:
+    """{point name: row} of the points an earlier attempt finished."""
     try:
-        earlier = rundir.read_json(os.path.join(logdir, SWEEP_FILE))
-        rows = earlier["sweep"]
+        rows = rundir.read_json(os.path.join(logdir, file))[key]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
-    return {r["global_batch_size"]: r for r in rows
-            if isinstance(r, dict) and str(r.get("status", "")).startswith(FINAL)}
+    return {_name_of(r): r for r in rows
+            if isinstance(r, dict) and str(r.get("status", "")).startswith(FINAL)
+            and _name_of(r)}
+
+
+def check_models(config) -> None:
+    """Each --sweep=model=... value as a plain run's --model is checked (its file,
+    function or class), before anything is written.
+
+    Raises:
+        ConfigError: one line, naming the value.
+    """
+    from app.engine.models import check_model
+
+    for name, values in config.sweep_axes:
+        for value in values if name == "model" else ():
+            try:
+                check_model(config.sweep_point({"model": value}))
+            except ConfigError as error:
+                raise ConfigError(f"--sweep=model={value}: {error}") from None
 
 
 def run(context) -> dict:
-    """Measures throughput at each --sweep_batch_sizes; returns the summary dict.
+    """Measures throughput at each point of the sweep's grid; returns the summary dict.
 
     Raises:
-        callbacks.stops.Preempted: SIGTERM or Ctrl-C; the finished sizes are kept.
+        callbacks.stops.Preempted: SIGTERM or Ctrl-C; the finished points are kept.
     """
+    check_models(context.config)
     context = run_context.start(context)
     config, topology, billing = context.config, context.topology, context.billing
     run_dir = context.run_dir
-    sizes = sorted(config.sweep_batch_sizes)
+    axes = config.sweep_axes
+    plan = {points.point_name(settings): settings for settings in grid(axes)}
     done = finished_rows(run_dir.path) if run_dir.resuming else {}
     started_at = context.started_at
     if done:
         started_at = rundir.read_json(os.path.join(run_dir.path, SWEEP_FILE)).get(
             "started_at", started_at)
     run_context.create_folder(context)
-    # one step per host call, as timed here (config.json keeps auto's 0, for a rerun)
     context = run_context.with_steps_per_execution(context, config.steps_per_execution or 1)
     config = context.config
-    spe = config.steps_per_execution
-    steps = config.steps_per_epoch or DEFAULT_STEPS - DEFAULT_STEPS % spe
-    warmup_steps = max(2 * spe, config.throughput_warmup_steps)
-    image_size = config.image_size or synthetic.IMAGE_SIZE
     summary = {
         "mode": "sweep", **topology.describe(), "model": config.model,
-        "dataset": "synthetic", "image_size": image_size, "precision": config.policy,
-        "steps_per_execution": spe, "timed_steps_per_size": steps,
+        "dataset": "synthetic", "image_size": config.image_size or points.synthetic.IMAGE_SIZE,
+        "precision": config.policy, "steps_per_execution": config.steps_per_execution,
+        "axes": {name: list(values) for name, values in axes},
+        "timed_steps_per_point": config.steps_per_epoch or points.DEFAULT_STEPS,
         "peak_tflops_per_device": billing.peak_tflops_per_device,
         "machine": billing.machine, "price_per_hour_usd": billing.price_per_hour_usd,
         "started_at": started_at, "logdir": run_dir.path,
     }
-    if all(size in done for size in sizes):
+    names = [name for name, _ in axes]
+    if all(name in done for name in plan):
         print(f"sweep is complete: {run_dir.path} holds its {SWEEP_FILE} (kept as it is); "
               "pass --fresh to run it again", flush=True)
         summary = rundir.read_json(os.path.join(run_dir.path, SWEEP_FILE))
         if topology.is_chief:
-            print(_format_table(summary["sweep"]))
+            print(format_table(summary["sweep"], names))
             _print_closing(summary, run_dir.path)
         return summary
     if done:
-        print(f"[sweep] resuming: {len(done)} of {len(sizes)} sizes measured before "
-              f"({', '.join(map(str, sorted(done)))})", flush=True)
-    model, flops = make_compiled_model(config, topology, synthetic.NUM_CLASSES, image_size,
-                                       steps)
-    summary["train_flops_per_image"] = flops
-    readers = gpu_energy_readers(config.accelerator, topology.devices_per_process)
-    print(f"[sweep] {config.model} {image_size}x{image_size} on {topology.num_replicas} x "
-          f"{topology.device_kind} ({config.backend}, {config.policy}), {steps} timed steps "
-          f"per size after {warmup_steps} warm-up steps", flush=True)
+        print(f"[sweep] resuming: {len(done)} of {len(plan)} points measured before "
+              f"({'; '.join(name for name in plan if name in done)})", flush=True)
+    bench = points.Bench(context, gpu_energy_readers(config.accelerator,
+                                                     topology.devices_per_process))
+    print(f"[sweep] {config.model} on {topology.num_replicas} x {topology.device_kind} "
+          f"({config.backend}, {config.policy}): {len(plan)} point(s) over "
+          f"{', '.join(names)}, each {summary['timed_steps_per_point']} timed steps after "
+          "a warm-up", flush=True)
 
-    rows = {size: done[size] for size in sizes if size in done}
-    for batch in sizes:
-        if batch in rows:
+    rows = {name: done[name] for name in plan if name in done}
+    for name, settings in plan.items():
+        if name in rows:
             continue
         try:
             PROCESS_STOP.raise_if_requested()
-            rows[batch] = _measure(batch, model, flops, config, topology, billing, readers,
-                                   steps, warmup_steps)
+            rows[name] = points.measure(bench, settings, name)
         except Preempted as error:
             kept = [r for r in rows.values() if r["status"] == "ok"]
-            _finish(summary, rows, sizes, context, "preempted")
+            _finish(summary, rows, plan, context, "preempted")
             raise Preempted(None, None, error.signal_name, kept=(
-                f"stopped at global batch {batch}; {len(kept)} finished size(s) kept in "
+                f"stopped at {name}; {len(kept)} finished point(s) kept in "
                 f"{os.path.join(run_dir.path, SWEEP_FILE)}; rerun the same command for the "
                 "rest")) from None
-        _finish(summary, rows, sizes, context, "running")  # each finished point is kept
-    summary = _finish(summary, rows, sizes, context, "completed")
+        _finish(summary, rows, plan, context, "running")  # each finished point is kept
+    summary = _finish(summary, rows, plan, context, "completed")
     if topology.is_chief:
-        print(_format_table(summary["sweep"]))
+        print(format_table(summary["sweep"], names))
         _print_closing(summary, run_dir.path)
     return summary
 
 
-def _measure(batch, model, flops, config, topology, billing, readers, steps,
-             warmup_steps) -> dict:
-    """One size's row: its steady-state figures, or why it has none.
-
-    Raises:
-        callbacks.stops.Preempted: SIGTERM or Ctrl-C, at a step boundary.
-    """
-    row = {"global_batch_size": batch, "status": "ok"}
-    try:
-        shape = topology.batch_shape(batch)
-    except TopologyError:
-        row["status"] = f"skipped: not divisible by {topology.num_replicas} replicas"
-        return row
-    row["per_device_batch_size"] = shape.per_replica
-    utilization = ModelFlopsUtilization(flops, topology.num_replicas,
-                                        billing.peak_tflops_per_device)
-    energy = EnergyMeter(**readers, images_per_step=shape.per_process,
-                         warmup_steps=config.steps_per_execution) if readers else None
-    try:
-        meter, warmup_seconds = timed_synthetic_fit(
-            model, config, topology, shape, steps, warmup_steps,
-            [c for c in (energy, StopOnRequest(PROCESS_STOP)) if c is not None])
-    except Exception as error:  # noqa: BLE001 - an OOM must not end the sweep
-        if not is_out_of_memory(error):
-            raise
-        row["status"] = "out of memory"
-        print(f"[sweep] global batch {batch}: does not fit in device memory", flush=True)
-        return row
-    rate = meter.images_per_sec
-    mfu = utilization.utilization(rate)
-    row.update({
-        "images_per_sec": round(rate, 2),
-        "images_per_sec_per_device": round(rate / topology.num_replicas, 2),
-        "mfu": float(f"{mfu:.6g}") if mfu is not None else None,
-        "model_tflops_per_sec": float(f"{flops * rate / 1e12:.6g}") if flops else None,
-        "peak_memory_gib": peak_memory_gib(config.backend),
-        "power_watts": round(energy.power_watts, 1) if energy and energy.power_watts else None,
-        "joules_per_image": round(energy.joules_per_image, 4)
-        if energy and energy.joules_per_image else None,
-        "energy_method": energy.method if energy else None,
-        "usd_per_million_images": round(usd_per_million_images(
-            rate, billing.price_per_hour_usd), 4) if billing.price_per_hour_usd else None,
-        "compile_and_warmup_seconds": round(warmup_seconds, 2),
-    })
-    row.update({k: round(v, 3) for k, v in meter.step_time().items()})
-    print(f"[sweep] global batch {batch}: {rate:,.1f} images/sec", flush=True)
-    return row
-
-
-def _finish(summary, rows, sizes, context, status) -> dict:
+def _finish(summary, rows, plan, context, status) -> dict:
     """The summary with the rows so far, written by process 0 (sweep.json,
-    summary.json, sweep.png, TensorBoard)."""
-    ordered = [rows[size] for size in sizes if size in rows]
+    summary.json, the charts, TensorBoard)."""
+    ordered = [rows[name] for name in plan if name in rows]
     measured = [r for r in ordered if r.get("images_per_sec")]
     summary = {**summary, "status": status, "sweep": ordered,
-               "sizes_left": [size for size in sizes if size not in rows],
+               "points_left": [name for name in plan if name not in rows],
                "best": max(measured, key=lambda r: r["images_per_sec"]) if measured else None,
                "largest_batch_that_fits": max((r["global_batch_size"] for r in measured),
                                               default=None),
                "wall_seconds": round(time.time() - summary["started_at"], 2)}
+    if list(summary["axes"]) == ["global_batch_size"]:  # the batch sweep's own key
+        summary["sizes_left"] = [settings["global_batch_size"]
+                                 for name, settings in plan.items() if name not in rows]
     if context.topology.is_chief:
         _write_outputs(context.run_dir.path, summary, ordered)
     return summary
 
 
 def _print_closing(summary, logdir) -> None:
-    print(f"sweep: {os.path.join(logdir, SWEEP_FILE)} and sweep.png\n"
+    charts = ", ".join(f"sweep-{axis}.png" for axis in summary.get("axes", {}))
+    print(f"sweep: {os.path.join(logdir, SWEEP_FILE)} and sweep.png ({charts}); each "
+          f"point an HParams session under {points.POINTS_FOLDER}/\n"
           f"view:  {shell_command('-m', 'tensorboard.main', '--logdir', logdir)}", flush=True)
+
+
+def axis_series(rows: list[dict], best: dict | None, axis: str) -> list[tuple]:
+    """[(value of `axis`, images/sec)] of the points whose other settings are the best
+    point's (an axis's chart holds the others at their best values)."""
+    if not best:
+        return []
+    held = {k: v for k, v in best["settings"].items() if k != axis}
+    return [(r["settings"][axis], r.get("images_per_sec")) for r in rows
+            if "settings" in r and all(r["settings"].get(k) == v for k, v in held.items())]
 
 
 def _write_outputs(logdir, summary, rows):
@@ -223,10 +235,24 @@ def _write_outputs(logdir, summary, rows):
     rundir.write_json_atomic(os.path.join(logdir, SWEEP_FILE), summary)
     rundir.write_json_atomic(os.path.join(logdir, rundir.SUMMARY_FILE), summary)
     label = f"{summary['num_replicas']} x {summary['device_kind']} ({summary['backend']})"
-    plots.line_chart({label: [(r["global_batch_size"], r.get("images_per_sec")) for r in rows]},
-                     os.path.join(logdir, "sweep.png"), log2_x=True,
-                     title=f"{summary['model']}: training throughput vs global batch size",
-                     xlabel="global batch size", ylabel="images/sec", zero_y=True)
+    for index, axis in enumerate(summary["axes"]):
+        series = axis_series(rows, summary["best"], axis)
+        held = ", ".join(f"{k}={v}" for k, v in (summary["best"] or {}).get(
+            "settings", {}).items() if k != axis)
+        title = (f"{summary['model']}: training throughput vs {axis.replace('_', ' ')}" +
+                 (f" ({held})" if held else ""))
+        paths = [os.path.join(logdir, f"sweep-{axis}.png")]
+        paths += [os.path.join(logdir, "sweep.png")] if index == 0 else []
+        for path in paths:
+            if all(isinstance(x, (int, float)) for x, _ in series):
+                plots.line_chart({label: series}, path, log2_x=axis == "global_batch_size",
+                                 title=title, xlabel=axis.replace("_", " "),
+                                 ylabel="images/sec", zero_y=True)
+            else:
+                plots.bar_chart({"images/sec": {str(x): (y, None) for x, y in series}}, path,
+                                title=title, ylabel="images/sec")
+    if list(summary["axes"]) != ["global_batch_size"]:
+        return  # several axes: the HParams sessions compare the points
     folder = os.path.join(logdir, "sweep")
     older = events.event_files(folder) if os.path.isdir(folder) else []
     writer = events.EventWriter(folder)  # every point once: a new file, the older ones go

@@ -80,7 +80,7 @@ def prepare(config, started_at: float) -> RunContext:
         topology = distribute.make_topology(config)
         # The batch's shares once the devices are known: checked there, read everywhere.
         spec = dataclasses.replace(spec, batch=topology.batch_shape(config.global_batch_size))
-        _check_batch_fits(spec)
+        check_batch_fits(spec)
         if config.benchmark != "input":  # (the input benchmark builds no model)
             check_model_builds(config, known_shape(config.dataset, spec))
         billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
@@ -100,7 +100,7 @@ def billing_notes(context) -> str:
     return "\n".join(f"note: {note}" for note in context.billing.notes)
 
 
-def _check_batch_fits(spec: InputSpec) -> None:
+def check_batch_fits(spec: InputSpec) -> None:
     """One batch of this process's input must fit in the memory it may hold: the
     host's, its address-space limit or its control group's, whichever is least
     (memory.process_memory_limit). The one place that decides it, before the run

@@ -207,3 +207,27 @@ HPARAM_FIGURES = {
                                "Price / the run's steady-state rate (summary.json's "
                                "usd_per_million_images)."),
 }
+
+# A sweep's points and the ladder's rungs (app/modes/points.py): each an HParams
+# session of its own, under <logdir>/points/<name>, with these settings too and its
+# steady-state figures as columns.
+POINT_SETTINGS = {
+    **SETTINGS,
+    "image_size": "--image_size: square input size in pixels.",
+    "batchnorm_statistics": "--batchnorm_statistics: per_replica or global.",
+    "xla_autotune": "How XLA picked GPU kernels (full, heuristic; none: it picks none here).",
+}
+POINT_FIGURES = {
+    "images_per_sec": ("images/sec", "images/second", "Steady-state training images per "
+                       "second over all devices, over the point's timed steps."),
+    "mfu": ("MFU", "fraction of peak (1 = 100%)", "Model FLOPs utilization at the point's "
+            "steady-state rate."),
+    "usd_per_million_images": ("$ per million images", "US dollars per million images",
+                               "Price / the point's steady-state rate."),
+    "step_time_ms": ("step ms", "milliseconds", "Mean time of one training step over the "
+                     "point's timed steps."),
+    "peak_memory_gib": ("peak GiB", "GiB", "Peak device memory, the framework's high-water "
+                        "mark, where it rose during the point (else empty)."),
+    "joules_per_image": ("J/image", "joules", "Energy per training image over the point's "
+                         "timed steps."),
+}

@@ -44,7 +44,8 @@ def figure_tag(key: str) -> str:
 
 def write_record(logdir: str, settings: dict, figures: dict | None = None,
                  status: str | None = None, started_at: float | None = None,
-                 step: int = 0) -> str:
+                 step: int = 0, columns: dict | None = None,
+                 metrics: dict | None = None) -> str:
     """Writes the run's HParams record into `logdir` (the run folder), replacing any
     earlier one; returns the new file's path.
 
@@ -55,6 +56,8 @@ def write_record(logdir: str, settings: dict, figures: dict | None = None,
             anything else for no status.
         started_at: `time.time()` when the run's first attempt started.
         step: where the figures sit on the x axis (epochs completed).
+        columns: {setting: description} the table declares; default SETTINGS.
+        metrics: {key: (label, unit, text)} its figure columns; default HPARAM_FIGURES.
     """
     older = events.event_files(logdir)
     writer = events.EventWriter(logdir)
@@ -62,13 +65,14 @@ def write_record(logdir: str, settings: dict, figures: dict | None = None,
         values = {k: v for k, v in settings.items() if v is not None}
         writer.summary(hp.hparams_pb(values, trial_id=os.path.basename(os.path.normpath(
             logdir)), start_time_secs=int(started_at or time.time())))
-        columns = [hp.Metric(figure_tag(key), group="", display_name=label,
+        metric_columns = [hp.Metric(figure_tag(key), group="", display_name=label,
                              description=f"{text} *Unit: {unit}.*")
-                   for key, (label, unit, text) in HPARAM_FIGURES.items()]
+                   for key, (label, unit, text) in (metrics or HPARAM_FIGURES).items()]
         writer.summary(hp.hparams_config_pb(
-            hparams=[hp.HParam(name, description=text) for name, text in SETTINGS.items()],
-            metrics=columns))
-        for key, (_, unit, text) in HPARAM_FIGURES.items():
+            hparams=[hp.HParam(name, description=text)
+                     for name, text in (columns or SETTINGS).items()],
+            metrics=metric_columns))
+        for key, (_, unit, text) in (metrics or HPARAM_FIGURES).items():
             value = (figures or {}).get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 writer.scalar(figure_tag(key), value, step,

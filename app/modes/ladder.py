@@ -1,0 +1,226 @@
+"""The effort ladder (`--benchmark=ladder`): how much each of the app's settings buys
+on this accelerator, the same model from a plain start to the app's best, one rung at
+a time, each rung keeping the ones before it (the 2018 study's open question: how much
+effort does it take to use a platform well?).
+
+RUNGS is the ladder, in order; each says what it changes. Each rung is a point
+(app/modes/points.py: a short measured run on synthetic data, its HParams session
+under <logdir>/points/) with its images/sec, its gain over the rung before (the last
+one measured) and over the first. A rung that cannot apply here is kept as a row,
+skipped, with its reason (data held on the device needs real data; XLA's kernel
+autotuning needs JAX on a GPU).
+
+Outputs (process 0): ladder.json and summary.json (the same dict), ladder.png (a
+waterfall of images/sec), and a table. Ctrl-C keeps the finished rungs; the same
+command measures the rest; a finished ladder's rerun prints its table again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+from app.engine import autotune
+from app.modes import points
+from app.modes.sweep import finished_rows
+from app.run import context as run_context
+from app.run import rundir
+from app.run.summary import shell_command
+from callbacks.energy import gpu_energy_readers
+from callbacks.stops import PROCESS_STOP, Preempted
+
+LADDER_FILE = "ladder.json"
+BATCH_FACTORS = (1, 2, 4, 8)  # the largest batch that fits: of --global_batch_size times these
+STEPS_PER_EXECUTION = 16  # the app's own with the data on the device (app/engine/data.py)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rung:
+    name: str
+    changes: str  # what this rung changes over the one before
+
+
+RUNGS = (
+    Rung("float32", "the plain start: float32, --global_batch_size, one step per host "
+                  "call, XLA's heuristic kernels (where it picks GPU kernels)"),
+    Rung("mixed_bfloat16", "precision float32 -> mixed_bfloat16 (bfloat16 compute, "
+                           "float32 weights)"),
+    Rung("largest_batch", "global batch -> the largest of "
+                          f"{', '.join(f'x{f}' for f in BATCH_FACTORS)} that fits"),
+    Rung("steps_per_execution", f"steps per host call 1 -> {STEPS_PER_EXECUTION}"),
+    Rung("data_on_device", "the dataset held in device memory, augmented there "
+                           "(--input_pipeline=device)"),
+    Rung("xla_full_autotune", "XLA times every candidate kernel while compiling "
+                              "(--xla_autotune=full)"),
+)
+
+
+def _settings(rung: Rung, before: dict, config) -> dict | str:
+    """The rung's settings from the rung before's, or why it cannot apply here."""
+    if rung.name == "float32":
+        return {"precision": "float32", "global_batch_size": config.global_batch_size,
+                "steps_per_execution": 1, "xla_autotune": "heuristic"}
+    if rung.name == "mixed_bfloat16":
+        return {**before, "precision": "mixed_bfloat16"}
+    if rung.name == "steps_per_execution":
+        return {**before, "steps_per_execution": STEPS_PER_EXECUTION}
+    if rung.name == "data_on_device":
+        return ("skipped: the ladder measures on synthetic data, which has no input "
+                "pipeline to hold on the device (time a real dataset's with "
+                "--benchmark=input)")
+    if rung.name == "xla_full_autotune":
+        choice = autotune.choose(config.sweep_point({**before, "xla_autotune": "full"}), None)
+        if choice is None:
+            return (f"skipped: XLA picks no GPU kernels on {config.backend} with "
+                    f"--accelerator={config.accelerator} (JAX on a GPU only)")
+        if choice == autotune.FROM_XLA_FLAGS:
+            return "skipped: XLA_FLAGS set the kernels' choice (the user's own)"
+        return {**before, "xla_autotune": "full"}
+    raise ValueError(f"no settings for rung {rung.name!r}")
+
+
+def _largest_batch(bench, before: dict, config) -> dict:
+    """The largest_batch rung: each candidate measured, smallest first; the rung's
+    row is the largest that fitted, with every candidate's outcome under `tried`."""
+    tried, best = [], None
+    for factor in BATCH_FACTORS:
+        settings = {**before, "global_batch_size": config.global_batch_size * factor}
+        row = points.measure(bench, settings, f"largest_batch-x{factor}")
+        tried.append({"global_batch_size": settings["global_batch_size"],
+                      "status": row["status"], "images_per_sec": row.get("images_per_sec")})
+        if row["status"] == "ok":
+            best = row
+        elif row["status"] == "out of memory":
+            break  # a larger batch will not fit either
+    row = dict(best) if best else {"settings": before, "status": "skipped: no batch fits"}
+    return {**row, "tried": tried}
+
+
+def run(context) -> dict:
+    """Measures the ladder's rungs; returns the summary dict.
+
+    Raises:
+        callbacks.stops.Preempted: SIGTERM or Ctrl-C; the finished rungs are kept.
+    """
+    context = run_context.start(context)
+    config, topology = context.config, context.topology
+    run_dir = context.run_dir
+    done = finished_rows(run_dir.path, LADDER_FILE, "ladder") if run_dir.resuming else {}
+    run_context.create_folder(context)
+    summary = {
+        "mode": "ladder", **topology.describe(), "model": config.model, "dataset": "synthetic",
+        "image_size": config.image_size or points.synthetic.IMAGE_SIZE,
+        "rungs": [dataclasses.asdict(r) for r in RUNGS],
+        "timed_steps_per_rung": config.steps_per_epoch or points.DEFAULT_STEPS,
+        "machine": context.billing.machine,
+        "price_per_hour_usd": context.billing.price_per_hour_usd,
+        "started_at": context.started_at, "logdir": run_dir.path,
+    }
+    if all(r.name in done for r in RUNGS):
+        print(f"ladder is complete: {run_dir.path} holds its {LADDER_FILE} (kept as it is); "
+              "pass --fresh to run it again", flush=True)
+        summary = rundir.read_json(os.path.join(run_dir.path, LADDER_FILE))
+        if topology.is_chief:
+            print(format_table(summary["ladder"]))
+        return summary
+    summary["started_at"] = (rundir.read_json(os.path.join(run_dir.path, LADDER_FILE))
+                             .get("started_at", context.started_at) if done else
+                             context.started_at)
+    if done:
+        print(f"[ladder] resuming: {len(done)} of {len(RUNGS)} rungs measured before "
+              f"({', '.join(r.name for r in RUNGS if r.name in done)})", flush=True)
+    bench = points.Bench(context, gpu_energy_readers(config.accelerator,
+                                                     topology.devices_per_process))
+    print(f"[ladder] {config.model} on {topology.num_replicas} x {topology.device_kind} "
+          f"({config.backend}): {len(RUNGS)} rungs, each {summary['timed_steps_per_rung']} "
+          "timed steps after a warm-up", flush=True)
+    rows, before = {}, {}
+    for rung in RUNGS:
+        if rung.name in done:
+            rows[rung.name] = done[rung.name]
+        else:
+            try:
+                PROCESS_STOP.raise_if_requested()
+                rows[rung.name] = _climb(bench, rung, before, config)
+            except Preempted as error:
+                _finish(summary, rows, context, "preempted")
+                raise Preempted(None, None, error.signal_name, kept=(
+                    f"stopped at rung {rung.name}; {len(rows)} finished rung(s) kept in "
+                    f"{os.path.join(run_dir.path, LADDER_FILE)}; rerun the same command "
+                    "for the rest")) from None
+            _finish(summary, rows, context, "running")
+        if rows[rung.name]["status"] == "ok":
+            before = rows[rung.name]["settings"]  # the next rung keeps this one's
+    summary = _finish(summary, rows, context, "completed")
+    if topology.is_chief:
+        print(format_table(summary["ladder"]))
+        print(f"ladder: {os.path.join(run_dir.path, LADDER_FILE)} and ladder.png\n"
+              f"view:   {shell_command('-m', 'tensorboard.main', '--logdir', run_dir.path)}",
+              flush=True)
+    return summary
+
+
+def _climb(bench, rung: Rung, before: dict, config) -> dict:
+    if rung.name == "largest_batch":
+        return {**_largest_batch(bench, before, config), "point": rung.name,
+                "rung": rung.name, "changes": rung.changes}
+    settings = _settings(rung, before, config)
+    if isinstance(settings, str):
+        row = {"settings": before, "status": settings}
+    else:
+        row = points.measure(bench, settings, rung.name)
+    return {**row, "point": rung.name, "rung": rung.name, "changes": rung.changes}
+
+
+def with_gains(rows: list[dict]) -> list[dict]:
+    """The rows with each measured rung's gain over the last measured rung before it
+    and over the first (images/sec ratios, 3 decimals); None where not measured."""
+    out, first, previous = [], None, None
+    for row in rows:
+        rate = row.get("images_per_sec") if row.get("status") == "ok" else None
+        gains = {"gain_over_previous": None, "gain_over_first": None}
+        if rate:
+            if previous:
+                gains["gain_over_previous"] = round(rate / previous, 3)
+            first = first or rate
+            gains["gain_over_first"] = round(rate / first, 3)
+            previous = rate
+        out.append({**row, **gains})
+    return out
+
+
+def format_table(rows: list[dict]) -> str:
+    header = (f"{'rung':<20} {'images/sec':>11} {'vs before':>9} {'vs first':>8}  "
+              "changes / status")
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        def cell(key, spec, width, unit=""):
+            return (format(r[key], spec) + unit if r.get(key) is not None
+                    else f"{'-':>{width}}")
+        text = r["changes"] if r["status"] == "ok" else r["status"]
+        lines.append(f"{r['rung']:<20} {cell('images_per_sec', '>11,.1f', 11)} "
+                     f"{cell('gain_over_previous', '>8.2f', 9, 'x')} "
+                     f"{cell('gain_over_first', '>7.2f', 8, 'x')}  {text}")
+    return "\n".join(lines)
+
+
+def _finish(summary, rows, context, status) -> dict:
+    ordered = with_gains([rows[r.name] for r in RUNGS if r.name in rows])
+    measured = [r for r in ordered if r.get("gain_over_first")]
+    summary = {**summary, "status": status, "ladder": ordered,
+               "rungs_left": [r.name for r in RUNGS if r.name not in rows],
+               "total_gain": measured[-1]["gain_over_first"] if measured else None,
+               "wall_seconds": round(time.time() - summary["started_at"], 2)}
+    if context.topology.is_chief:
+        from app.engine import plots
+
+        logdir = context.run_dir.path
+        rundir.write_json_atomic(os.path.join(logdir, LADDER_FILE), summary)
+        rundir.write_json_atomic(os.path.join(logdir, rundir.SUMMARY_FILE), summary)
+        plots.waterfall_chart(
+            [(r["rung"], r.get("images_per_sec") if r["status"] == "ok" else None)
+             for r in ordered], os.path.join(logdir, "ladder.png"),
+            title=f"{summary['model']}: the effort ladder on {summary['num_replicas']} x "
+                  f"{summary['device_kind']} ({summary['backend']})", ylabel="images/sec")
+    return summary

@@ -1,0 +1,202 @@
+"""One measured point: a sweep's (app/modes/sweep.py) or a ladder rung's (ladder.py).
+
+A point is the run's config with a few settings replaced (`Config.sweep_point`, the
+checks of a plain run), measured as the batch sweep always measured a size: the
+model built for the point's settings, a warm-up fit that compiles (excluded), then a
+fixed number of timed steps on synthetic data under the throughput, MFU and energy
+callbacks. A point that cannot run is a row too, with its reason as status:
+  skipped: <why>     the settings do not make a valid run, or the batch does not
+                     divide over the replicas or fit in the host's memory;
+  out of memory      the device refused it.
+A model axis changes the network only: the recipe (the optimizer) stays the one the
+run resolved. Each point is an HParams session of its own, <logdir>/points/<name>: its settings as
+hparams, its figures as metrics (TensorBoard's HParams table compares them).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from app.engine import autotune
+from app.engine.data import input_spec
+from app.engine.distribute import TopologyError
+from app.engine.measure import timed_synthetic_fit
+from app.engine.memory import is_out_of_memory, peak_memory_gib
+from app.engine.recipe import make_compiled_model
+from app.run import context as run_context
+from callbacks.energy import EnergyMeter
+from callbacks.figures.money import usd_per_million_images
+from callbacks.mfu import ModelFlopsUtilization
+from callbacks.records import hparams
+from callbacks.records.dashboard import POINT_FIGURES, POINT_SETTINGS
+from callbacks.stop_on_request import StopOnRequest
+from callbacks.stops import PROCESS_STOP
+from flags.config import SWEEPABLE, ConfigError
+from preprocessing.datasets import synthetic
+from preprocessing.spec import DataError
+
+DEFAULT_STEPS = 100
+POINTS_FOLDER = "points"
+# A row is final once it was measured, did not fit, or cannot be run.
+FINAL = ("ok", "out of memory", "skipped")
+# Settings that shape the model or its compiled step: a point that changes none of
+# them (only the batch) trains the model the point before it built.
+MODEL_SETTINGS = ("model", "precision", "image_size", "batchnorm_statistics",
+                  "steps_per_execution", "xla_autotune")
+
+
+def point_name(settings: dict) -> str:
+    """The point's path-safe name, e.g. precision=float32,global_batch_size=8."""
+    text = ",".join(f"{k}={v}" for k, v in settings.items())
+    return re.sub(r"[^\w.,=+-]", "_", text) or "default"
+
+
+class Bench:
+    """What every point of one sweep or ladder shares: the run's context, the energy
+    readers, the model last built (reused while only the batch changes) and the
+    device memory's high-water mark so far."""
+
+    def __init__(self, context, readers: dict | None):
+        self.context = context
+        self.readers = readers
+        self._model_key = None
+        self._model = None
+        self._high_water = None
+
+    def model(self, config, image_size: int, steps: int):
+        """(model, FLOPs per image) for `config`, built anew where its MODEL_SETTINGS
+        differ from the last point's."""
+        import keras
+
+        key = tuple(getattr(config, name) for name in MODEL_SETTINGS)
+        if key != self._model_key:
+            self._model = self._model_key = None  # the old model goes before the new
+            keras.config.set_dtype_policy(config.policy)
+            self._model = make_compiled_model(config, self.context.topology,
+                                              synthetic.NUM_CLASSES, image_size, steps)
+            self._model_key = key
+        return self._model
+
+    def peak(self, backend: str) -> float | None:
+        """The point's peak device memory: the high-water mark where it rose during
+        the point; None where it did not (then it says nothing of this point)."""
+        peak = peak_memory_gib(backend)
+        rose = peak is not None and (self._high_water is None or peak > self._high_water)
+        self._high_water = peak if rose else self._high_water
+        return peak if rose else None
+
+
+def settings_of(config, xla_autotune: str | None) -> dict:
+    """The point's SWEEPABLE settings as it ran (precision resolved, image size the
+    data's, XLA's choice or none)."""
+    values = {name: getattr(config, name) for name in SWEEPABLE}
+    values.update(precision=config.policy,
+                  image_size=config.image_size or synthetic.IMAGE_SIZE,
+                  steps_per_execution=config.steps_per_execution or 1,
+                  xla_autotune=xla_autotune or "none")
+    return values
+
+
+def measure(bench: Bench, settings: dict, name: str | None = None) -> dict:
+    """One point's row: its settings and steady-state figures, or why it has none;
+    its HParams session written (process 0).
+
+    Raises:
+        callbacks.stops.Preempted: SIGTERM or Ctrl-C, at a step boundary.
+    """
+    name = name or point_name(settings)
+    row = {"point": name, "settings": dict(settings), "status": "ok"}
+    row["status"], figures = _run(bench, settings, row)
+    row.update(figures)
+    context = bench.context
+    if context.is_chief:
+        status = "completed" if row["status"] == "ok" else "failed"
+        folder = os.path.join(context.logdir, POINTS_FOLDER)
+        if not os.path.isdir(folder):  # the run folder exists: it is not made here
+            os.mkdir(folder)
+        hparams.write_record(
+            os.path.join(context.logdir, POINTS_FOLDER, name), _hparams_of(context, row),
+            row, status, started_at=context.started_at, columns=POINT_SETTINGS,
+            metrics=POINT_FIGURES)
+    return row
+
+
+def _run(bench, settings, row) -> tuple[str, dict]:
+    context = bench.context
+    topology, billing = context.topology, context.billing
+    try:
+        config = context.config.sweep_point(settings)
+    except ConfigError as error:
+        return f"skipped: {error}", {}
+    spe = config.steps_per_execution or 1
+    config = config.replace(steps_per_execution=spe)
+    choice = autotune.choose(config, None)
+    row.update(settings_of(config, choice))
+    steps = config.steps_per_epoch or DEFAULT_STEPS - DEFAULT_STEPS % spe
+    warmup_steps = max(2 * spe, config.throughput_warmup_steps)
+    image_size = row["image_size"]
+    try:
+        shape = topology.batch_shape(config.global_batch_size)
+    except TopologyError:
+        return f"skipped: not divisible by {topology.num_replicas} replicas", {}
+    try:
+        run_context.check_batch_fits(input_spec(config, shape))
+    except DataError as error:
+        return f"skipped: {error}", {}
+    row["per_device_batch_size"] = shape.per_replica
+    readers = bench.readers
+    energy = EnergyMeter(**readers, images_per_step=shape.per_process,
+                         warmup_steps=spe) if readers else None
+    label = ", ".join(f"{k.replace('_size', '').replace('_', ' ')} {v}"
+                      for k, v in settings.items())  # "global batch 8, precision float32"
+    try:
+        with autotune.compiled_with(choice):
+            model, flops = bench.model(config, image_size, steps)
+            PROCESS_STOP.raise_if_requested()  # a stop asked for while it was built
+            meter, warmup_seconds = timed_synthetic_fit(
+                model, config, topology, shape, steps, warmup_steps,
+                [c for c in (energy, StopOnRequest(PROCESS_STOP)) if c is not None],
+                warmup_callbacks=[StopOnRequest(PROCESS_STOP)])
+    except Exception as error:  # noqa: BLE001 - an OOM must not end the sweep
+        if not is_out_of_memory(error):
+            raise
+        bench._model = bench._model_key = None  # what it holds may be half-made
+        print(f"[sweep] {label}: does not fit in device memory", flush=True)
+        return "out of memory", {}
+    rate = meter.images_per_sec
+    if rate is None:  # the meter leaves out the first execution: the warm-up
+        return (f"skipped: {steps} timed steps are one execution of {spe}; give "
+                f"--steps_per_epoch at least {2 * spe}"), {}
+    mfu = ModelFlopsUtilization(flops, topology.num_replicas,
+                                billing.peak_tflops_per_device).utilization(rate)
+    figures = {
+        "images_per_sec": round(rate, 2),
+        "images_per_sec_per_device": round(rate / topology.num_replicas, 2),
+        "mfu": float(f"{mfu:.6g}") if mfu is not None else None,
+        "train_flops_per_image": flops,
+        "model_tflops_per_sec": float(f"{flops * rate / 1e12:.6g}") if flops else None,
+        "peak_memory_gib": bench.peak(config.backend),
+        "power_watts": round(energy.power_watts, 1) if energy and energy.power_watts else None,
+        "joules_per_image": round(energy.joules_per_image, 4)
+        if energy and energy.joules_per_image else None,
+        "energy_method": energy.method if energy else None,
+        "usd_per_million_images": round(usd_per_million_images(
+            rate, billing.price_per_hour_usd), 4) if billing.price_per_hour_usd else None,
+        "timed_steps": steps, "warmup_steps": warmup_steps,
+        "compile_and_warmup_seconds": round(warmup_seconds, 2),
+        **{k: round(v, 3) for k, v in meter.step_time().items()},
+    }
+    print(f"[sweep] {label}: {rate:,.1f} images/sec", flush=True)
+    return "ok", figures
+
+
+def _hparams_of(context, row) -> dict:
+    """The point's HParams settings: the run's, with the point's own."""
+    topology, billing, config = context.topology, context.billing, context.config
+    return {"accelerator": config.accelerator, "backend": config.backend,
+            "device_kind": topology.device_kind, "num_replicas": topology.num_replicas,
+            "dataset": "synthetic", "machine": billing.machine,
+            "price_per_hour_usd": billing.price_per_hour_usd,
+            **{k: row.get(k, v) for k, v in settings_of(config, None).items()},
+            **row["settings"]}

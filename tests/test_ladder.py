@@ -1,0 +1,84 @@
+"""The effort ladder (--benchmark=ladder) on CPU: its rungs in order, their gains
+computed from the rung figures, the rungs that cannot apply here kept with why."""
+
+import os
+
+import pytest
+from conftest import error_lines, run_cli
+from processes import run, snapshot, strict_json
+
+from app.modes import ladder
+
+NO_TF = os.path.join(os.path.dirname(__file__), "no_tensorflow")
+NAMES = ["float32", "mixed_bfloat16", "largest_batch", "steps_per_execution",
+         "data_on_device", "xla_full_autotune"]
+
+
+def test_the_rungs_are_in_one_place_in_order_each_saying_what_it_changes():
+    assert [r.name for r in ladder.RUNGS] == NAMES
+    assert all(r.changes for r in ladder.RUNGS)
+
+
+def test_gains_are_over_the_last_measured_rung_and_the_first_by_hand():
+    rows = [{"rung": "a", "status": "ok", "images_per_sec": 100.0},
+            {"rung": "b", "status": "ok", "images_per_sec": 250.0},
+            {"rung": "c", "status": "skipped: not here"},
+            {"rung": "d", "status": "out of memory"},
+            {"rung": "e", "status": "ok", "images_per_sec": 300.0}]
+    gains = [(r["gain_over_previous"], r["gain_over_first"]) for r in ladder.with_gains(rows)]
+    assert gains == [(None, 1.0), (2.5, 2.5), (None, None), (None, None), (1.2, 3.0)]
+
+
+def test_the_ladder_needs_synthetic_data_and_is_not_a_sweep(tmp_path):
+    done = run_cli("--benchmark=ladder", f"--logdir={tmp_path / 'never'}")
+    assert done.returncode == 2
+    assert ("--benchmark=ladder measures throughput on synthetic data"
+            in error_lines(done.stderr)[0])
+    assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.slow
+def test_the_ladder_on_cpu_yields_its_rungs_in_order_with_gains_from_their_figures(tmp_path):
+    logdir = tmp_path / "ladder"
+    args = ["--backend=jax", "--model=small_resnet", "--dataset=synthetic", "--image_size=8",
+            "--benchmark=ladder", "--global_batch_size=4", "--steps_per_epoch=32",
+            f"--logdir={logdir}"]
+    done = run(args, env={"PYTHONPATH": NO_TF})  # the JAX path imports no TensorFlow
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = strict_json(logdir / "ladder.json")
+    assert strict_json(logdir / "summary.json") == result
+    rows = {r["rung"]: r for r in result["ladder"]}
+    assert list(rows) == NAMES
+    for name in ("float32", "mixed_bfloat16", "largest_batch", "steps_per_execution"):
+        assert rows[name]["status"] == "ok" and rows[name]["images_per_sec"] > 0, rows[name]
+    # each rung keeps the ones before it and changes its own setting
+    assert rows["float32"]["settings"] == {"precision": "float32", "global_batch_size": 4,
+                                           "steps_per_execution": 1,
+                                           "xla_autotune": "heuristic"}
+    assert rows["mixed_bfloat16"]["precision"] == "mixed_bfloat16"
+    assert [t["global_batch_size"] for t in rows["largest_batch"]["tried"]] == [4, 8, 16, 32]
+    assert rows["largest_batch"]["global_batch_size"] == 32  # all fit on a CPU
+    assert rows["steps_per_execution"]["settings"] == {
+        "precision": "mixed_bfloat16", "global_batch_size": 32, "steps_per_execution": 16,
+        "xla_autotune": "heuristic"}
+    assert "synthetic data" in rows["data_on_device"]["status"]
+    assert "XLA picks no GPU kernels on jax" in rows["xla_full_autotune"]["status"]
+    rates = [rows[n]["images_per_sec"] for n in NAMES[:4]]
+    for index, name in enumerate(NAMES[:4]):  # by hand, from the rung figures
+        assert rows[name]["gain_over_first"] == round(rates[index] / rates[0], 3)
+        assert rows[name]["gain_over_previous"] == (
+            round(rates[index] / rates[index - 1], 3) if index else None)
+    for name in NAMES[4:]:
+        assert rows[name]["gain_over_previous"] is None is rows[name]["gain_over_first"]
+    assert result["total_gain"] == rows["steps_per_execution"]["gain_over_first"]
+    assert (logdir / "ladder.png").read_bytes()[:4] == b"\x89PNG"
+    assert "rung                  images/sec vs before vs first" in done.stdout
+    sessions = {p.name for p in (logdir / "points").iterdir()}
+    assert {"float32", "mixed_bfloat16", "largest_batch-x8", "steps_per_execution"} <= sessions
+
+    before = snapshot(logdir)
+    again = run(args)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"ladder is complete: {logdir} holds its ladder.json" in again.stdout
+    assert "[sweep]" not in again.stdout and "vs before vs first" in again.stdout
+    assert snapshot(logdir) == before
