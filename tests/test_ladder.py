@@ -82,3 +82,25 @@ def test_the_ladder_on_cpu_yields_its_rungs_in_order_with_gains_from_their_figur
     assert f"ladder is complete: {logdir} holds its ladder.json" in again.stdout
     assert "[sweep]" not in again.stdout and "vs before vs first" in again.stdout
     assert snapshot(logdir) == before
+
+
+def test_the_plain_start_takes_the_heuristic_kernels_only_where_the_app_would():
+    """On an H200, ViT-B/16's bf16 attention does not compile under XLA's heuristic
+    (deterministic) kernels (IndexError from XLA, benchmarks/results ladder run): the
+    app never takes them for a ViT, so neither does its ladder's plain start, and the
+    autotuning rung says it was on from the start."""
+    from app.modes import ladder
+    from flags import Config
+
+    resnet = Config(model="resnet50", dataset="synthetic", backend="jax", accelerator="gpu")
+    vit = Config(model="vit_b16", dataset="synthetic", backend="jax", accelerator="gpu")
+    first = {r.name: r for r in ladder.RUNGS}
+    assert ladder._settings(first["float32"], {}, resnet)["xla_autotune"] == "heuristic"
+    start = ladder._settings(first["float32"], {}, vit)
+    assert start["xla_autotune"] == "full"
+    assert ladder._settings(first["xla_full_autotune"], start, vit) == (
+        "skipped: XLA's full autotuning was on from the start: the app never takes the "
+        "heuristic kernels for vit_b16 (app/engine/autotune.py)")
+    before = ladder._settings(first["float32"], {}, resnet)
+    assert ladder._settings(first["xla_full_autotune"], before, resnet) == {
+        **before, "xla_autotune": "full"}

@@ -29,6 +29,7 @@ from app.run import rundir
 from app.run.summary import shell_command
 from callbacks.energy import gpu_energy_readers
 from callbacks.stops import PROCESS_STOP, Preempted
+from flags.config import model_kind
 
 LADDER_FILE = "ladder.json"
 BATCH_FACTORS = (1, 2, 4, 8)  # the largest batch that fits: of --global_batch_size times these
@@ -43,7 +44,8 @@ class Rung:
 
 RUNGS = (
     Rung("float32", "the plain start: float32, --global_batch_size, one step per host "
-                  "call, XLA's heuristic kernels (where it picks GPU kernels)"),
+                  "call, XLA's heuristic kernels where the app may take them (its "
+                  "ResNets on a GPU)"),
     Rung("mixed_bfloat16", "precision float32 -> mixed_bfloat16 (bfloat16 compute, "
                            "float32 weights)"),
     Rung("largest_batch", "global batch -> the largest of "
@@ -60,7 +62,7 @@ def _settings(rung: Rung, before: dict, config) -> dict | str:
     """The rung's settings from the rung before's, or why it cannot apply here."""
     if rung.name == "float32":
         return {"precision": "float32", "global_batch_size": config.global_batch_size,
-                "steps_per_execution": 1, "xla_autotune": "heuristic"}
+                "steps_per_execution": 1, "xla_autotune": _plain_kernels(config)}
     if rung.name == "mixed_bfloat16":
         return {**before, "precision": "mixed_bfloat16"}
     if rung.name == "steps_per_execution":
@@ -76,8 +78,20 @@ def _settings(rung: Rung, before: dict, config) -> dict | str:
                     f"--accelerator={config.accelerator} (JAX on a GPU only)")
         if choice == autotune.FROM_XLA_FLAGS:
             return "skipped: XLA_FLAGS set the kernels' choice (the user's own)"
+        if before.get("xla_autotune") == "full":
+            return (f"skipped: XLA's full autotuning was on from the start: the app never "
+                    f"takes the heuristic kernels for {config.model} (app/engine/autotune.py)")
         return {**before, "xla_autotune": "full"}
     raise ValueError(f"no settings for rung {rung.name!r}")
+
+
+def _plain_kernels(config) -> str:
+    """The plain start's kernel choice: the heuristic one where the app may take it (its
+    own ResNets: autotune.HEURISTIC_MODEL_KINDS), else XLA's default, full (the ViTs'
+    attention, a user's model: the heuristic mode is unmeasured there and may not
+    compile, e.g. ViT-B/16's bf16 attention on an H200)."""
+    return ("heuristic" if model_kind(config.model) in autotune.HEURISTIC_MODEL_KINDS
+            else "full")
 
 
 def _largest_batch(bench, before: dict, config) -> dict:

@@ -31,7 +31,7 @@ from callbacks.mfu import ModelFlopsUtilization
 from callbacks.records import hparams
 from callbacks.records.dashboard import POINT_FIGURES, POINT_SETTINGS
 from callbacks.stop_on_request import StopOnRequest
-from callbacks.stops import PROCESS_STOP
+from callbacks.stops import PROCESS_STOP, Preempted
 from flags.config import SWEEPABLE, ConfigError
 from preprocessing.datasets import synthetic
 from preprocessing.spec import DataError
@@ -158,12 +158,18 @@ def _run(bench, settings, row) -> tuple[str, dict]:
                 model, config, topology, shape, steps, warmup_steps,
                 [c for c in (energy, StopOnRequest(PROCESS_STOP)) if c is not None],
                 warmup_callbacks=[StopOnRequest(PROCESS_STOP)])
-    except Exception as error:  # noqa: BLE001 - an OOM must not end the sweep
-        if not is_out_of_memory(error):
-            raise
+    except Preempted:
+        raise
+    except Exception as error:  # noqa: BLE001 - one point's failure must not end the sweep
         bench._model = bench._model_key = None  # what it holds may be half-made
-        print(f"[sweep] {label}: does not fit in device memory", flush=True)
-        return "out of memory", {}
+        if is_out_of_memory(error):
+            print(f"[sweep] {label}: does not fit in device memory", flush=True)
+            return "out of memory", {}
+        # e.g. XLA that cannot compile the step under these settings: recorded, and the
+        # sweep goes on (the error's first line is the row's status)
+        first = (str(error).strip().splitlines() or [""])[0][:300]
+        print(f"[sweep] {label}: failed: {type(error).__name__}: {first}", flush=True)
+        return f"failed: {type(error).__name__}: {first}", {}
     rate = meter.images_per_sec
     if rate is None:  # the meter leaves out the first execution: the warm-up
         return (f"skipped: {steps} timed steps are one execution of {spe}; give "
