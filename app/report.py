@@ -82,6 +82,10 @@ SUMMARY_FIELDS = {
 # Lists and objects: each item checked with its own fields; a bad item is left out.
 NESTED = {"sweep": {"global_batch_size": ("integer", 1, 1 << 40), **_SPEED},
           "targets": {"target_top1": ("number", 0, 1)},
+          # --benchmark=ladder's rungs (app/modes/ladder.py): the rung's name first
+          "ladder": {"rung": _TEXT, "status": _TEXT, "images_per_sec": _SPEED["images_per_sec"],
+                     "gain_over_previous": ("number", 0, 1e6),
+                     "gain_over_first": ("number", 0, 1e6)},
           "attempts": {"started_at": ("number", 0, 4e9)}}  # 4e9 s: the year 2096
 METRICS_FIELDS = {"epoch": ("integer", 0, 1 << 40), "val_top1": ("number", 0, 1),
                   "billed_hours": ("number", 0, 1e9), "cost_usd": ("number", 0, 1e12)}
@@ -259,7 +263,8 @@ def load_run(folder: str) -> dict:
         notes[MAX_NOTES:] = [f"and {len(notes) - MAX_NOTES} more such figure(s)"]
     return {"folder": folder, "name": one_line(os.path.basename(os.path.normpath(folder))),
             "summary": figures, "config": _settings(config), "metrics": metrics,
-            "sweep": figures["sweep"], "notes": notes, "invalid": invalid,
+            "sweep": figures["sweep"], "ladder": figures["ladder"], "notes": notes,
+            "invalid": invalid,
             "date": date}
 
 
@@ -433,6 +438,7 @@ def build(runs: list[dict], targets=None) -> dict:
             "epochs": s.get("epochs_completed"), "epochs_planned": s.get("epochs"),
             "status": s.get("status"), "complete": complete(s), "cost_usd": s.get("cost_usd"),
             "has_sweep": bool(run["sweep"]), "targets": target_rows(run, targets),
+            "ladder": run.get("ladder") or [],
             "invalid": sorted(run["invalid"]), "notes": run["notes"],
         })
     slowest = min((r["images_per_sec"] for r in rows if r["images_per_sec"]), default=None)

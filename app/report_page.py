@@ -100,6 +100,27 @@ def accuracy_gap(first: dict, second: dict) -> str:
 
 
 # ---------------------------------------------------------------------- findings
+def _ladder_findings(rows: dict, quote) -> list[str]:
+    """The effort ladders side by side (--benchmark=ladder): for each rung, what it
+    gives on each run's machine, "mixed_bfloat16 gives 1.85x on A and 1.10x on B"
+    (images/sec over the rung measured before it, as ladder.json has it)."""
+    ladders = [r for r in rows.values() if r.get("ladder")]
+    names = []
+    for row in ladders:
+        names += [step["rung"] for step in row["ladder"] if step["rung"] not in names]
+    out = []
+    for name in names:
+        gains = []
+        for row in ladders:
+            step = next((s for s in row["ladder"] if s["rung"] == name), None)
+            if step is not None and step.get("gain_over_previous") is not None:
+                gains.append(f"{step['gain_over_previous']:.2f}x on {quote(row['label'])}")
+        if gains:
+            out.append(f"Effort ladder: {quote(name)} gives " + " and ".join(gains)
+                       + " (images/sec over the rung before it).")
+    return out
+
+
 def findings(content: dict, quote=_same) -> list[str]:
     """The rankings in words: fastest, cheapest per image, cheapest and quickest to
     each target, each with its figures, and how far noise can explain them.
@@ -126,6 +147,7 @@ def findings(content: dict, quote=_same) -> list[str]:
                        f"{quote(o)} costs {_ratio(rows[o]['usd_per_million_images'], cheapest)} "
                        f"as much ({money(rows[o]['usd_per_million_images'])})"
                        for o in order[1:]) + ".")
+    out += _ladder_findings(rows, quote)
     accurate = sorted((r for r in rows.values() if r["best_val_top1"] is not None),
                       key=lambda r: -r["best_val_top1"])
     if len(accurate) > 1:

@@ -1,12 +1,15 @@
 """The effort ladder (--benchmark=ladder) on CPU: its rungs in order, their gains
 computed from the rung figures, the rungs that cannot apply here kept with why."""
 
+import json
 import os
+import re
 
 import pytest
-from conftest import error_lines, run_cli
+from conftest import ROOT, error_lines, run_cli
 from processes import run, snapshot, strict_json
 
+from app import report
 from app.modes import ladder
 
 NO_TF = os.path.join(os.path.dirname(__file__), "no_tensorflow")
@@ -73,6 +76,28 @@ def test_the_ladder_on_cpu_yields_its_rungs_in_order_with_gains_from_their_figur
     assert result["total_gain"] == rows["steps_per_execution"]["gain_over_first"]
     assert (logdir / "ladder.png").read_bytes()[:4] == b"\x89PNG"
     assert "rung                  images/sec vs before vs first" in done.stdout
+    # The report puts two machines' ladders side by side: this CPU's, and the H200's
+    # measured ladder (benchmarks/results), each rung's gain on each, in one sentence.
+    measured = strict_json(os.path.join(ROOT, "benchmarks", "results",
+                                        "2026-12-04-h200-ladder.json"))["ladders"]["resnet50"]
+    h200 = tmp_path / "h200"
+    h200.mkdir()
+    (h200 / "summary.json").write_text(json.dumps({
+        "mode": "ladder", "model": "resnet50", "dataset": "synthetic", "backend": "jax",
+        "device_kind": measured["device_kind"], "num_replicas": 1, "status": "completed",
+        "ladder": measured["rungs"]}))
+    content = report.write([report.load_run(str(logdir)), report.load_run(str(h200))], [],
+                           str(tmp_path / "report"))
+    labels = [row["label"] for row in content["rows"]]
+    h200_bf16 = next(r for r in measured["rungs"] if r["rung"] == "mixed_bfloat16")
+    assert (f"Effort ladder: mixed_bfloat16 gives "
+            f"{rows['mixed_bfloat16']['gain_over_previous']:.2f}x on {labels[0]} and "
+            f"{h200_bf16['gain_over_previous']:.2f}x on {labels[1]} (images/sec over the "
+            "rung before it).") in content["findings"]
+    assert "NVIDIA H200" in labels[1] and "cpu" in labels[0]
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert re.search(r"- Effort ladder: mixed\\?_bfloat16 gives [\d.]+x on 1 x cpu and "
+                     r"[\d.]+x on 1 x NVIDIA H200", markdown), markdown[:3000]
     sessions = {p.name for p in (logdir / "points").iterdir()}
     assert {"float32", "mixed_bfloat16", "largest_batch-x8", "steps_per_execution"} <= sessions
 
@@ -89,7 +114,6 @@ def test_the_plain_start_takes_the_heuristic_kernels_only_where_the_app_would():
     (deterministic) kernels (IndexError from XLA, benchmarks/results ladder run): the
     app never takes them for a ViT, so neither does its ladder's plain start, and the
     autotuning rung says it was on from the start."""
-    from app.modes import ladder
     from flags import Config
 
     resnet = Config(model="resnet50", dataset="synthetic", backend="jax", accelerator="gpu")
