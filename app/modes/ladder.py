@@ -149,6 +149,8 @@ def run(context) -> dict:
     print(f"[ladder] {config.model} on {topology.num_replicas} x {topology.device_kind} "
           f"({config.backend}): {len(RUNGS)} rungs, each {summary['timed_steps_per_rung']} "
           "timed steps after a warm-up", flush=True)
+    if context.billing.notes:
+        print(run_context.billing_notes(context), flush=True)
     rows, before = {}, {}
     for rung in RUNGS:
         if rung.name in done:

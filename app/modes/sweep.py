@@ -170,6 +170,8 @@ def run(context) -> dict:
           f"({config.backend}, {config.policy}): {len(plan)} point(s) over "
           f"{', '.join(names)}, each {summary['timed_steps_per_point']} timed steps after "
           "a warm-up", flush=True)
+    if context.billing.notes:
+        print(run_context.billing_notes(context), flush=True)
 
     rows = {name: done[name] for name in plan if name in done}
     for name, settings in plan.items():
