@@ -55,14 +55,15 @@ def test_progress_shows_the_watched_figures_and_the_logs_keep_every_figure(runs,
             "learning_rate", "usd_per_epoch", "epoch_eval_images_per_sec"} <= set(record)
 
 
-def test_a_terminal_gets_a_bar_redrawn_in_place(digits_dir, tmp_path):
-    """--verbose=auto on a real terminal (a pty): the bar, then the epoch's line."""
+def on_a_terminal(args, stderr_too=False, watch=None):
+    """`python app/main.py ARGS` with stdout (and stderr if `stderr_too`) on a real
+    terminal (a pty), read until it closes; `watch(process, output so far)` after each
+    read. Returns (process, output bytes)."""
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
     leader, follower = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "app", "main.py"),
-         *tiny_flags(digits_dir, tmp_path / "tty", "--epochs=1", "--verbose=auto")],
-        stdout=follower, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    process = subprocess.Popen([sys.executable, os.path.join(ROOT, "app", "main.py"), *args],
+                               stdout=follower, cwd=ROOT, env=env,
+                               stderr=follower if stderr_too else subprocess.PIPE)
     os.close(follower)
     output = b""
     while True:
@@ -73,7 +74,16 @@ def test_a_terminal_gets_a_bar_redrawn_in_place(digits_dir, tmp_path):
         if not chunk:
             break
         output += chunk
+        if watch is not None:
+            watch(process, output)
     os.close(leader)
+    return process, output
+
+
+def test_a_terminal_gets_a_bar_redrawn_in_place(digits_dir, tmp_path):
+    """--verbose=auto on a real terminal (a pty): the bar, then the epoch's line."""
+    process, output = on_a_terminal(
+        tiny_flags(digits_dir, tmp_path / "tty", "--epochs=1", "--verbose=auto"))
     assert process.wait(timeout=PATIENCE_SECONDS) == 0, process.stderr.read()[-2000:]
     text = output.decode()
     assert re.search(r"\repoch 1/1 step \d+/4 \[=*\.*\] \d+ s, ETA \d+ s - loss ", text), text
@@ -84,26 +94,16 @@ def test_ctrl_c_on_a_terminal_ends_the_bar_before_the_closing_lines(digits_dir, 
     """Ctrl-C while the bar is drawn on a real terminal (a pty, stdout and stderr on
     it as in a shell): the bar's line ends, "status: preempted" and the error line
     each start a line of their own (issue 42, item 4)."""
-    leader, follower = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "app", "main.py"),
-         *tiny_flags(digits_dir, tmp_path / "tty", "--steps_per_epoch=400", "--epochs=3",
-                     "--verbose=auto")],
-        stdout=follower, stderr=follower, cwd=ROOT)
-    os.close(follower)
-    output, sent = b"", False
-    while True:
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # the terminal closed: the process ended
-            break
-        if not chunk:
-            break
-        output += chunk
+    sent = []
+
+    def interrupt_once_the_bar_is_drawn(process, output):
         if not sent and re.search(rb"\repoch 1/3 step \d+/400", output):
             process.send_signal(signal.SIGINT)
-            sent = True
-    os.close(leader)
+            sent.append(True)
+
+    process, output = on_a_terminal(
+        tiny_flags(digits_dir, tmp_path / "tty", "--steps_per_epoch=400", "--epochs=3",
+                   "--verbose=auto"), stderr_too=True, watch=interrupt_once_the_bar_is_drawn)
     assert process.wait(timeout=PATIENCE_SECONDS) == 75, output.decode()[-2000:]
     lines = output.decode().replace("\r\n", "\n").split("\n")
     status = [line for line in lines if "status: preempted" in line]
