@@ -7,6 +7,7 @@ subprocess, as a user would.
 """
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -109,3 +110,18 @@ def tiny_flags(data_dir, logdir, *extra):
     return [f"--data_dir={data_dir}", f"--logdir={logdir}", "--image_size=8",
             "--epochs=2", "--steps_per_epoch=4", "--validation_steps=2", "--verbose=0",
             *extra]
+
+
+@contextlib.contextmanager
+def tmpfs(folder, size: str):
+    """A real tmpfs of `size` (mount's size=, e.g. "3m") at `folder` for a with-block;
+    the test is skipped where mounting is refused (not root)."""
+    folder.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True)
+    if made.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)])

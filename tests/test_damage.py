@@ -16,7 +16,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import error_lines, tiny_flags
+from conftest import error_lines, tiny_flags, tmpfs
 from processes import killed_at, run
 
 from app.run.ledger import read_ledger
@@ -210,14 +210,8 @@ def test_a_hostile_state_json_is_an_unloadable_checkpoint_not_a_traceback(digits
 @pytest.fixture
 def small_disk(tmp_path):
     """A real tmpfs of 3 MiB: too small for the first checkpoint of a 1,000-class model."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)],
-                          capture_output=True)
-    if made.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)])
+    with tmpfs(tmp_path / "disk", "3m") as mount:
+        yield mount
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import PATIENCE_SECONDS, error_lines
+from conftest import PATIENCE_SECONDS, error_lines, tmpfs
 from image_files import write_folder_dataset
 from processes import handles, run, start, until
 
@@ -146,14 +146,8 @@ def test_a_training_split_with_no_decodable_image_is_one_line_before_training(tm
 @pytest.fixture
 def small_disk(tmp_path):
     """A real tmpfs of 10 MiB (room for two checkpoints of the small ResNet, not three)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=10m", "tmpfs", str(mount)],
-                          capture_output=True)
-    if made.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)])
+    with tmpfs(tmp_path / "disk", "10m") as mount:
+        yield mount
 
 
 def intact(logdir):
