@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 import time
 
 import pytest
