@@ -239,6 +239,10 @@ class Checkpoint(keras.callbacks.Callback):
             if self._folder_identity is not None:
                 self._check_folder()
             latest = self.latest_path()
+            if latest and not os.path.exists(latest):  # deleted under us: so is the folder
+                if self._folder_identity is not None:
+                    self._folder_lost()
+                latest = None
             kept = (f"the last good checkpoint is kept ({latest})" if latest
                     else "no checkpoint was saved before it")
             raise StorageError(f"cannot write checkpoint {final}: {_reason(error)}; "

@@ -23,7 +23,6 @@ import time
 
 from app.engine import autotune
 from app.modes import points
-from app.modes.sweep import finished_rows
 from app.run import context as run_context
 from app.run import rundir
 from app.run.summary import shell_command
@@ -120,7 +119,7 @@ def run(context) -> dict:
     context = run_context.start(context)
     config, topology = context.config, context.topology
     run_dir = context.run_dir
-    done = finished_rows(run_dir.path, LADDER_FILE, "ladder") if run_dir.resuming else {}
+    done = points.finished_rows(run_dir.path, LADDER_FILE, "ladder") if run_dir.resuming else {}
     run_context.create_folder(context)
     summary = {
         "mode": "ladder", **topology.describe(), "model": config.model, "dataset": "synthetic",

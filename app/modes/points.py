@@ -25,6 +25,7 @@ from app.engine.measure import timed_synthetic_fit
 from app.engine.memory import is_out_of_memory, peak_memory_gib
 from app.engine.recipe import make_compiled_model
 from app.run import context as run_context
+from app.run import rundir
 from callbacks.energy import EnergyMeter
 from callbacks.figures.money import usd_per_million_images
 from callbacks.mfu import ModelFlopsUtilization
@@ -206,3 +207,24 @@ def _hparams_of(context, row) -> dict:
             "price_per_hour_usd": billing.price_per_hour_usd,
             **{k: row.get(k, v) for k, v in settings_of(config, None).items()},
             **row["settings"]}
+
+
+def _name_of(row: dict) -> str | None:
+    """A row's point name (rows of a batch sweep before --sweep had none)."""
+    if row.get("point"):
+        return row["point"]
+    if "global_batch_size" in row:
+        return point_name({"global_batch_size": row["global_batch_size"]})
+    return None
+
+
+def finished_rows(logdir: str, file: str, key: str) -> dict:
+    """{point name: row} of the points an earlier attempt finished, from `file`'s
+    list under `key` (sweep.json's "sweep", ladder.json's "ladder")."""
+    try:
+        rows = rundir.read_json(os.path.join(logdir, file))[key]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {_name_of(r): r for r in rows
+            if isinstance(r, dict) and str(r.get("status", "")).startswith(FINAL)
+            and _name_of(r)}

@@ -44,7 +44,6 @@ from callbacks.stops import PROCESS_STOP, Preempted
 from flags.config import ConfigError
 
 SWEEP_FILE = "sweep.json"
-FINAL = points.FINAL
 
 
 def grid(axes) -> list[dict]:
@@ -85,26 +84,6 @@ def format_table(rows: list[dict], axes=("global_batch_size",)) -> str:
     return "\n".join(lines)
 
 
-def _name_of(row: dict) -> str | None:
-    """A row's point name (rows of a batch sweep before --sweep had none)."""
-    if row.get("point"):
-        return row["point"]
-    if "global_batch_size" in row:
-        return points.point_name({"global_batch_size": row["global_batch_size"]})
-    return None
-
-
-def finished_rows(logdir: str, file: str = SWEEP_FILE, key: str = "sweep") -> dict:
-    """{point name: row} of the points an earlier attempt finished."""
-    try:
-        rows = rundir.read_json(os.path.join(logdir, file))[key]
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    return {_name_of(r): r for r in rows
-            if isinstance(r, dict) and str(r.get("status", "")).startswith(FINAL)
-            and _name_of(r)}
-
-
 def check_models(config) -> None:
     """Each --sweep=model=... value as a plain run's --model is checked (its file,
     function or class), before anything is written.
@@ -134,7 +113,7 @@ def run(context) -> dict:
     run_dir = context.run_dir
     axes = config.sweep_axes
     plan = {points.point_name(settings): settings for settings in grid(axes)}
-    done = finished_rows(run_dir.path) if run_dir.resuming else {}
+    done = points.finished_rows(run_dir.path, SWEEP_FILE, "sweep") if run_dir.resuming else {}
     started_at = context.started_at
     if done:
         started_at = rundir.read_json(os.path.join(run_dir.path, SWEEP_FILE)).get(
