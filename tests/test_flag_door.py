@@ -212,9 +212,8 @@ def test_ctrl_c_in_the_first_milliseconds_never_shows_the_apps_traceback(tmp_pat
             assert not error_lines(stderr), stderr[-2000:]
             outcomes.append("python")
         assert not logdir.exists()
-    # Which moments fall in Python's start-up depends on the machine's load: the app's
-    # side is asserted at moments after its handlers are in (the test above).
-    assert set(outcomes) <= {"app", "python"}
+    # (which moments fall in Python's start-up depends on the machine's load: the app's
+    # side is asserted at moments after its handlers are in, by the test above)
 
 
 # ------------------------------------------------------------------ true messages
