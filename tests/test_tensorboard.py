@@ -23,7 +23,20 @@ def runs(digits_dir, tmp_path_factory):
                                    "--steps_per_epoch=8", "--profile_steps=3,5",
                                    "--log_every_steps=4", *extra))
         assert done.returncode == 0, done.stderr[-3000:]
+        (root / f"{backend}.stdout").write_text(done.stdout)  # (not a run: TensorBoard skips it)
     return root
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_a_profiled_run_says_where_its_trace_went(runs, backend):
+    """Issue 42, item 8: the closing lines and summary.json name the traced steps and
+    the folder TensorBoard's Profile tab reads, and the trace is there."""
+    summary = json.loads((runs / backend / "summary.json").read_text())
+    folder = str(runs / backend / "plugins" / "profile")
+    assert summary["profile"] == {"steps": [3, 5], "folder": folder}
+    assert list((runs / backend / "plugins" / "profile").glob("*/*.xplane.pb"))
+    assert (f"profile: steps 3-5 traced to {folder} (TensorBoard's Profile tab, with the view "
+            "command below)") in (runs / f"{backend}.stdout").read_text().splitlines()
 
 
 @pytest.fixture(scope="module")

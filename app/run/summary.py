@@ -122,6 +122,8 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         if images_per_sec and train_flops_per_image else None,
         "mfu": _significant(parts.mfu.utilization(images_per_sec) if images_per_sec else None),
         "peak_tflops_per_device": billing.peak_tflops_per_device,
+        # --profile_steps: the steps traced and where TensorBoard's Profile tab reads them.
+        "profile": _profile(parts.profiler, context.logdir),
         # Energy (GPUs with NVML only), over the same windows as images_per_sec.
         **_energy(parts.energy),
         # Money.
@@ -251,6 +253,14 @@ def _target_cost(target: dict, pricing: str | None) -> str:
         f"{_money(by_pricing[k])} {PRICING_WORDS.get(k, k)}" for k in order)
 
 
+def _profile(profiler, logdir: str) -> dict | None:
+    """The traced steps (first, last) and the trace's folder, or None if none was taken."""
+    if profiler is None or not profiler.traced_steps:
+        return None
+    return {"steps": [profiler.traced_steps[0], profiler.traced_steps[-1]],
+            "folder": os.path.join(logdir, "plugins", "profile")}
+
+
 def closing_lines(summary: dict) -> str:
     """The three lines a user wants (speed, accuracy, money) and where to look next,
     as commands that work as printed."""
@@ -278,9 +288,13 @@ def closing_lines(summary: dict) -> str:
                           "report.py")
     skipped = skipped_line(summary.get("corrupt_images_skipped") or 0,
                            summary.get("skipped_image_names"))
+    profile = summary.get("profile")
+    traced = ([f"profile: steps {profile['steps'][0]}-{profile['steps'][1]} traced to "
+               f"{profile['folder']} (TensorBoard's Profile tab, with the view command below)"]
+              if profile else [])
     return "\n".join([
         f"status: {summary['status']}", speed, _accuracy(summary),
-        *([skipped] if skipped else []), money,
+        *([skipped] if skipped else []), money, *traced,
         "view:   " + shell_command("-m", "tensorboard.main", "--logdir", logdir),
         "report: " + shell_command(_from_here(report), logdir, "--out",
                                    os.path.join(logdir, "report")),
