@@ -26,7 +26,6 @@ from app.modes import points
 from app.run import context as run_context
 from app.run import rundir
 from app.run.summary import shell_command
-from callbacks.energy import gpu_energy_readers
 from callbacks.stops import PROCESS_STOP, Preempted
 from flags.config import model_kind
 
@@ -143,13 +142,10 @@ def run(context) -> dict:
     if done:
         print(f"[ladder] resuming: {len(done)} of {len(RUNGS)} rungs measured before "
               f"({', '.join(r.name for r in RUNGS if r.name in done)})", flush=True)
-    bench = points.Bench(context, gpu_energy_readers(config.accelerator,
-                                                     topology.devices_per_process))
-    print(f"[ladder] {config.model} on {topology.num_replicas} x {topology.device_kind} "
-          f"({config.backend}): {len(RUNGS)} rungs, each {summary['timed_steps_per_rung']} "
-          "timed steps after a warm-up", flush=True)
-    if context.billing.notes:
-        print(run_context.billing_notes(context), flush=True)
+    bench = points.open_bench(
+        context, f"[ladder] {config.model} on {topology.num_replicas} x {topology.device_kind} "
+        f"({config.backend}): {len(RUNGS)} rungs, each {summary['timed_steps_per_rung']} "
+        "timed steps after a warm-up")
     rows, before = {}, {}
     for rung in RUNGS:
         if rung.name in done:

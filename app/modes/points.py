@@ -26,7 +26,7 @@ from app.engine.memory import is_out_of_memory, peak_memory_gib
 from app.engine.recipe import make_compiled_model
 from app.run import context as run_context
 from app.run import rundir
-from callbacks.energy import EnergyMeter
+from callbacks.energy import EnergyMeter, gpu_energy_readers
 from callbacks.figures.money import usd_per_million_images
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.records import hparams
@@ -228,3 +228,15 @@ def finished_rows(logdir: str, file: str, key: str) -> dict:
     return {_name_of(r): r for r in rows
             if isinstance(r, dict) and str(r.get("status", "")).startswith(FINAL)
             and _name_of(r)}
+
+
+def open_bench(context, first_line: str) -> Bench:
+    """A sweep's or a ladder's Bench (this process's GPU energy readers, if any), once
+    its first line and the run's billing notes are printed."""
+    topology = context.topology
+    bench = Bench(context, gpu_energy_readers(context.config.accelerator,
+                                              topology.devices_per_process))
+    print(first_line, flush=True)
+    if context.billing.notes:
+        print(run_context.billing_notes(context), flush=True)
+    return bench

@@ -37,7 +37,6 @@ from app.modes import points
 from app.run import context as run_context
 from app.run import rundir
 from app.run.summary import percent, shell_command
-from callbacks.energy import gpu_energy_readers
 from callbacks.records import events
 from callbacks.records.dashboard import SWEEP_FIGURES
 from callbacks.stops import PROCESS_STOP, Preempted
@@ -143,14 +142,10 @@ def run(context) -> dict:
     if done:
         print(f"[sweep] resuming: {len(done)} of {len(plan)} points measured before "
               f"({'; '.join(name for name in plan if name in done)})", flush=True)
-    bench = points.Bench(context, gpu_energy_readers(config.accelerator,
-                                                     topology.devices_per_process))
-    print(f"[sweep] {config.model} on {topology.num_replicas} x {topology.device_kind} "
-          f"({config.backend}, {config.policy}): {len(plan)} point(s) over "
-          f"{', '.join(names)}, each {summary['timed_steps_per_point']} timed steps after "
-          "a warm-up", flush=True)
-    if context.billing.notes:
-        print(run_context.billing_notes(context), flush=True)
+    bench = points.open_bench(
+        context, f"[sweep] {config.model} on {topology.num_replicas} x {topology.device_kind} "
+        f"({config.backend}, {config.policy}): {len(plan)} point(s) over {', '.join(names)}, "
+        f"each {summary['timed_steps_per_point']} timed steps after a warm-up")
 
     rows = {name: done[name] for name in plan if name in done}
     for name, settings in plan.items():
