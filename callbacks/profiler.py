@@ -9,14 +9,23 @@ training goes on, and the trace is always stopped at the end.
 This callback is not `async_safe` (its step markers open on the main thread and
 must close there), so a profiled JAX run dispatches synchronously: profile a run
 to see where time goes, not to time it.
+
+When the trace stops, the traced steps are split by kind of work
+(callbacks/figures/breakdown.py): `breakdown` holds the split, with `host_clock_ms`,
+the same steps timed by this callback's own clock around its step markers (the
+figure the split is checked against), and a TensorBoard card gets it (scalars
+step_breakdown/<kind> in ms per step, and a table under the Text tab).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 
 import keras
 
+from callbacks.figures import breakdown as step_breakdown
 from callbacks.figures.steps import global_step
 
 
@@ -35,10 +44,13 @@ class Profiler(keras.callbacks.Callback):
         backend: "tensorflow" or "jax".
         steps_per_epoch: training steps of a full epoch (0 = the fit's own).
         resume_step: global steps done before this attempt's first step.
+        peak_flops: one device's peak FLOP/s (0: unknown), for each kind's share of it.
+        breakdown: whether to split the traced steps by kind of work at the end.
     """
 
     def __init__(self, logdir: str, start_step: int, stop_step: int, backend: str,
-                 steps_per_epoch: int = 0, resume_step: int = 0):
+                 steps_per_epoch: int = 0, resume_step: int = 0, peak_flops: float = 0.0,
+                 breakdown: bool = True):
         super().__init__()
         if not 1 <= start_step <= stop_step:
             raise ValueError(f"need 1 <= start_step <= stop_step, received "
@@ -56,6 +68,11 @@ class Profiler(keras.callbacks.Callback):
         self._marker = None
         self._epoch = 0
         self._steps_per_call = 1
+        self.peak_flops = peak_flops
+        self.want_breakdown = breakdown
+        self.breakdown = None  # the split, once the trace has stopped (see module docstring)
+        self._marker_began = 0.0
+        self._host_seconds = []  # this callback's clock around each step marker
 
     # The two backends' APIs, behind one interface.
     def _start(self):
@@ -104,15 +121,14 @@ class Profiler(keras.callbacks.Callback):
             if self._tracing:
                 self._marker = self._step_marker(first)
                 self._marker.__enter__()
+                self._marker_began = time.perf_counter()
                 self.traced_steps.append(first)
         except Exception as error:  # never fatal: see module docstring
             _warn(f"could not start tracing at step {first}: {error}")
             self._done = True
 
     def on_train_batch_end(self, batch, logs=None):
-        if self._marker is not None:
-            self._marker.__exit__(None, None, None)
-            self._marker = None
+        self._close_marker()
         if self._tracing and self._global_step(batch) >= self.stop_step:
             self._finish()
 
@@ -123,9 +139,62 @@ class Profiler(keras.callbacks.Callback):
         except Exception as error:
             _warn(f"could not stop tracing: {error}")
 
-    def on_train_end(self, logs=None):
+    def _close_marker(self):
         if self._marker is not None:
+            self._host_seconds.append(time.perf_counter() - self._marker_began)
             self._marker.__exit__(None, None, None)
             self._marker = None
+
+    def on_train_end(self, logs=None):
+        self._close_marker()
         if self._tracing:
             self._finish()
+        if self.want_breakdown and self.traced_steps and self.breakdown is None:
+            self._split()
+
+    def _split(self):
+        """The traced steps split by kind of work, a TensorBoard card of it."""
+        layers = {layer.name: type(layer).__name__
+                  for layer in self.model._flatten_layers(include_self=True)}
+        started = time.perf_counter()
+        try:
+            result = step_breakdown.breakdown(
+                os.path.join(self.logdir, "plugins", "profile"), layers,
+                steps_per_mark=self._steps_per_call, peak_flops=self.peak_flops)
+        except Exception as error:  # diagnostic: a trace the tools cannot read
+            _warn(f"no step breakdown: {str(error).splitlines()[0] if str(error) else error!r}")
+            return
+        steps = len(self._host_seconds) * self._steps_per_call
+        result["host_clock_ms"] = round(sum(self._host_seconds) / steps * 1e3, 4)
+        result["seconds_to_read"] = round(time.perf_counter() - started, 2)
+        self.breakdown = result
+        try:
+            _card(os.path.join(self.logdir, "train"), result)
+        except OSError as error:
+            _warn(f"could not write the step breakdown's card: {error}")
+
+
+def _card(folder: str, result: dict) -> None:
+    """Scalars step_breakdown/<kind> (ms per step) and a table under the Text tab."""
+    from tensorboard.plugins.text.summary_v2 import text_pb
+
+    from callbacks.records import events
+
+    step = result["traced"][-1]
+    writer = events.EventWriter(folder, suffix=".breakdown")
+    try:
+        rows = ["| kind of work | ms per step | share | achieved |", "|---|---:|---:|---|"]
+        for name, part in result["parts"].items():
+            writer.scalar(f"step_breakdown/{name}", part["ms"], step)
+            achieved = ", ".join(
+                ([f"{part['tflops_per_sec']} TFLOP/s"] if "tflops_per_sec" in part else [])
+                + ([f"{part['of_peak']:.1%} of peak"] if "of_peak" in part else [])
+                + ([f"{part['gib_per_sec']} GiB/s"] if "gib_per_sec" in part else []))
+            rows.append(f"| {name} | {part['ms']:.3f} | {part['share']:.1%} | {achieved} |")
+        writer.scalar("step_breakdown/step", result["step_ms"], step)
+        text = (f"**{step_breakdown.line(result)}** (steps {result['traced'][0]}-"
+                f"{result['traced'][1]}; this step by the host's clock: "
+                f"{result['host_clock_ms']:.1f} ms)\n\n" + "\n".join(rows))
+        writer.summary(text_pb("step_breakdown", text), step)
+    finally:
+        writer.close()

@@ -322,3 +322,48 @@ class SpaceToDepthStem(layers.Conv2D):
 
     def get_config(self):
         return {**super().get_config(), "channel_multiple": self.channel_multiple}
+
+
+@keras.saving.register_keras_serializable("bench")
+class SmallMapGroupedConv2D(layers.Conv2D):
+    """A grouped stride-1 'same' convolution (Conv2D with groups: ConvNeXt's depthwise
+    ones) whose feature map is no
+    larger than its kernel, computed on the map padded with zeros below and to the
+    right to one more than the kernel, then cropped back: the same numbers (the zeros
+    stand where 'same' padding put zeros already).
+
+    Why: XLA's GPU compiler takes a filter gradient whose window (the map) is no larger
+    than its output (the kernel) in both dimensions for a forward convolution, and runs
+    a grouped one as a convolution of batch x channels features: on one H200, 4.1 ms
+    for each 7x7 depthwise convolution of ConvNeXt-T's last stage (7x7 maps; 12.4 ms of
+    a 62 ms step), where cuDNN's backward-filter kernel takes the larger map's in
+    about 0.1 ms (the step breakdown and trace of the models recipe,
+    benchmarks/device_run.sh). app/engine/models/adapt.py swaps it in for such layers.
+    """
+
+    def call(self, inputs):
+        height, width = inputs.shape[1], inputs.shape[2]
+        rows = max(self.kernel_size[0] + 1 - height, 0)
+        columns = max(self.kernel_size[1] + 1 - width, 0)
+        padded = ops.pad(inputs, [[0, 0], [0, rows], [0, columns], [0, 0]])
+        return super().call(padded)[:, :height, :width, :]
+
+
+def small_map_grouped_conv(layer) -> "SmallMapGroupedConv2D | None":
+    """SmallMapGroupedConv2D of `layer`'s settings where it is a plain Keras Conv2D with
+    groups (channels last, stride 1, 'same', no dilation) whose known input map is no
+    larger than its kernel; None for any other layer (DepthwiseConv2D included: the
+    app's models from keras.applications have none with a kernel as large as its map)."""
+    if type(layer) is not layers.Conv2D or layer.groups == 1:
+        return None
+    if (layer.data_format != "channels_last" or tuple(layer.strides) != (1, 1)
+            or layer.padding != "same" or tuple(layer.dilation_rate) != (1, 1)):
+        return None
+    try:
+        shape = tuple(layer.input.shape)
+    except (AttributeError, ValueError):  # called more than once: no single input
+        return None
+    if len(shape) != 4 or None in shape[1:] or shape[1] > layer.kernel_size[0] \
+            or shape[2] > layer.kernel_size[1]:
+        return None
+    return SmallMapGroupedConv2D.from_config(layer.get_config())

@@ -27,6 +27,7 @@ from callbacks.figures.money import (
     projected_cost_usd,
     usd_per_million_images,
 )
+from callbacks.figures.breakdown import line as breakdown_line
 from preprocessing.spec import skipped_line
 
 # How the closing lines name each pricing option (flags.PRICINGS).
@@ -258,7 +259,9 @@ def _profile(profiler, logdir: str) -> dict | None:
     if profiler is None or not profiler.traced_steps:
         return None
     return {"steps": [profiler.traced_steps[0], profiler.traced_steps[-1]],
-            "folder": os.path.join(logdir, "plugins", "profile")}
+            "folder": os.path.join(logdir, "plugins", "profile"),
+            # The traced steps split by kind of work (callbacks/figures/breakdown.py).
+            "breakdown": profiler.breakdown}
 
 
 def closing_lines(summary: dict) -> str:
@@ -292,6 +295,8 @@ def closing_lines(summary: dict) -> str:
     traced = ([f"profile: steps {profile['steps'][0]}-{profile['steps'][1]} traced to "
                f"{profile['folder']} (TensorBoard's Profile tab, with the view command below)"]
               if profile else [])
+    if profile and profile.get("breakdown"):
+        traced.append(f"breakdown: {breakdown_line(profile['breakdown'])}")
     return "\n".join([
         f"status: {summary['status']}", speed, _accuracy(summary),
         *([skipped] if skipped else []), money, *traced,

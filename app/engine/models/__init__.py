@@ -115,4 +115,4 @@ def make_model(name: str, num_classes: int, image_size: int,
         model = user.make_python(name, num_classes, image_size)
     else:
         model = user.make_saved(name, num_classes, image_size)
-    return adapt.with_app_batchnorm(model, layer_set, name)
+    return adapt.with_app_layers(model, layer_set, name)

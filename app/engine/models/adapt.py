@@ -1,13 +1,17 @@
 """What the app does to a model it did not write (applications:NAME, a user's file).
 
-- `with_app_batchnorm`: its Keras BatchNormalization layers become the app's BatchNorm
+- `with_app_layers`: its Keras BatchNormalization layers become the app's BatchNorm
   (app/engine/layers.py), with the same variables and settings, so that
   --batchnorm_statistics means for it what it means for the built-in ResNets:
   per_replica, each replica's slice of the batch (Keras's own layer on JAX would
   normalize over the whole sharded batch, an all-reduce per layer), or global; and
   on TensorFlow the moving statistics averaged over the replicas (Keras's own layer
   keeps one copy per replica under MirroredStrategy, and the checkpoint replica 0's).
-  The other layers are reused as they are (no copy, no config round trip).
+  Its grouped convolutions on maps no larger than their kernel (ConvNeXt's last
+  stage) become app/engine/layers.py's SmallMapGroupedConv2D (the same numbers; XLA's
+  GPU compiler otherwise runs their filter gradient 40x slower), where the LayerSet
+  says so (small_map_conv). The other layers are reused as they are (no copy, no
+  config round trip).
 - `as_logits`: a saved model's output made float32 logits of the data's classes: a
   final softmax dropped, a head of another class count replaced (one line on stdout).
 """
@@ -45,20 +49,30 @@ def _app_batchnorm(layer, ls: LayerSet):
         name=layer.name, trainable=layer.trainable, dtype=layer.dtype_policy)
 
 
-def with_app_batchnorm(model: keras.Model, ls: LayerSet, label: str) -> keras.Model:
-    """`model` with its BatchNormalization layers replaced by the app's (weights kept).
+def _replacement(layer, ls: LayerSet):
+    """The app's layer for `layer` (a new one), or None where it stays as it is."""
+    if _swappable(layer):
+        return _app_batchnorm(layer, ls)
+    return fast.small_map_grouped_conv(layer) if ls.small_map_conv else None
+
+
+def with_app_layers(model: keras.Model, ls: LayerSet, label: str) -> keras.Model:
+    """`model` with its BatchNormalization layers replaced by the app's, and its grouped
+    convolutions on small maps by SmallMapGroupedConv2D (weights kept).
 
     A model that is not functional (subclassed) keeps its layers, said in one line.
     """
     swapped = {}
 
     def clone(layer):
-        if not _swappable(layer):
+        new = _replacement(layer, ls)
+        if new is None:
             return layer  # reused: the same object, the same variables
-        swapped[layer] = _app_batchnorm(layer, ls)
-        return swapped[layer]
+        swapped[layer] = new
+        return new
 
-    if not any(_swappable(layer) for layer in model._flatten_layers(include_self=False)):
+    if not any(_replacement(layer, ls) is not None
+               for layer in model._flatten_layers(include_self=False)):
         return model
     try:
         new = keras.models.clone_model(model, clone_function=clone, recursive=True)

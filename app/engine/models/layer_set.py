@@ -21,7 +21,9 @@ class LayerSet:
     replica (JAX's data parallelism; 1 = over the whole batch);
     batchnorm_synchronized: statistics over every replica of a TensorFlow strategy;
     relu_in_batchnorm: each ReLU that follows a BatchNorm directly is computed in it
-    ("fast" BatchNorms only; one hand-written gradient for the two).
+    ("fast" BatchNorms only; one hand-written gradient for the two);
+    small_map_conv: a model the app did not write gets SmallMapGroupedConv2D for its
+    grouped convolutions on maps no larger than their kernel (ConvNeXt's last stage).
 
     The ViTs use none of these; a model the app did not write (applications:, a
     user's file) gets its BatchNormalization layers replaced by the app's BatchNorm
@@ -34,7 +36,8 @@ class LayerSet:
     batchnorm_groups: int = 1
     batchnorm_synchronized: bool = False
     relu_in_batchnorm: bool = False
+    small_map_conv: bool = True
 
 
 FAST = LayerSet()
-KERAS = LayerSet("keras", "keras", "keras")
+KERAS = LayerSet("keras", "keras", "keras", small_map_conv=False)

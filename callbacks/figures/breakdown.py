@@ -1,0 +1,457 @@
+"""Where a profiled step's time goes: the step split by kind of work, from the trace.
+
+Read with the profiler's own tools (xprof, which TensorBoard's Profile tab runs):
+its `trace_viewer` converter gives the trace's events, each device op named by its
+HLO op and module (XLA: JAX on every device, TensorFlow where it compiles with XLA)
+or by its framework op ("path:Type", TensorFlow's executor on a CPU); its
+`graph_viewer` gives each traced HLO module as text, from which an op's opcode, its
+fused computation's opcodes, its custom-call target and its framework name (the
+Keras layer it came from) are read; `hlo_stats`, where the device has cost models
+(GPUs, TPUs), gives each op's FLOP rate and memory bandwidth. No kernel name is
+guessed at.
+
+Kinds of work (CATEGORIES), decided per op in this order:
+- collectives: all-reduce, all-gather, reduce-scatter, permutes, NCCL calls;
+- attention: cuDNN's fused attention, or an op of an attention layer (a Keras layer
+  whose class name has "Attention") outside its projections;
+- convolutions: a convolution, a cuDNN convolution, or a fusion holding one;
+- matrix products: a dot, a cuBLAS call, or a fusion holding a dot;
+- normalization: an op of a normalization layer (BatchNormalization,
+  LayerNormalization, the app's BatchNorm: a class name with "Norm");
+- host-to-device copies: the device's copies from the host;
+- elementwise and other: every other op (activations, residual adds, the loss, the
+  optimizer's update, layout copies);
+- idle: the step's time with no op running on the device (the host's work, the
+  input, the launch of the next step).
+
+The step is the profiler's step markers ("train N", callbacks/profiler.py): their
+total length over the steps they hold. Ops running at once (a CPU's threads, a GPU's
+streams) share each moment equally, so the parts sum to the step exactly; the test
+of the figure is against a second clock (the Profiler's own, around the same steps).
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+import json
+import os
+import re
+
+CATEGORIES = ("convolutions", "matrix products", "attention", "normalization",
+              "collectives", "host-to-device copies", "elementwise and other", "idle")
+_COLLECTIVE = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute",
+               "all-to-all", "collective-broadcast")
+_TF_CONV = re.compile(r"Conv\d?D|DepthwiseConv")
+_TF_MATMUL = re.compile(r"MatMul|Einsum|Gemm")
+_TF_COLLECTIVE = re.compile(r"Nccl|Collective|AllReduce")
+_TF_INTERNAL = ("ReadVariableOp", "AssignVariableOp", "VarHandleOp", "NoOp", "Identity",
+                "_Recv", "_Send", "Const", "_Arg", "_Retval")
+
+
+class ProfileError(ValueError):
+    """A profile folder the breakdown cannot read (its message is one line)."""
+
+
+# --- the profiler's own converters -----------------------------------------------
+
+def _session(profile_folder: str) -> list[str]:
+    """The newest trace session's xplane files under logdir/plugins/profile."""
+    sessions = sorted(glob.glob(os.path.join(profile_folder, "*", "")))
+    for session in reversed(sessions):
+        paths = sorted(glob.glob(os.path.join(session, "*.xplane.pb")))
+        if paths:
+            return paths
+    raise ProfileError(f"no trace (*.xplane.pb) under {profile_folder}")
+
+
+def _tool(paths: list[str], tool: str, options: dict | None = None):
+    from xprof.convert import raw_to_tool_data
+
+    data, _ = raw_to_tool_data.xspace_to_tool_data(paths, tool, options or {})
+    if data is None:
+        return None
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+
+
+def _modules_text(paths: list[str], names: set[str]) -> dict[str, str]:
+    """Each named HLO module's text (with metadata) from graph_viewer, by module name."""
+    from xprof.convert import raw_to_tool_data
+
+    raw_to_tool_data.xspace_to_tool_names(paths)  # writes NAME(ID).hlo_proto.pb beside them
+    folder = os.path.dirname(paths[0])
+    texts = {}
+    for file in sorted(os.listdir(folder)):
+        if not file.endswith(".hlo_proto.pb"):
+            continue
+        module = file[:-len(".hlo_proto.pb")]
+        if module.split("(")[0] not in names:
+            continue
+        try:
+            texts[module.split("(")[0]] = _tool(paths, "graph_viewer", {
+                "graph_viewer_options": {"type": "pbtxt", "module_name": module}}) or ""
+        except ValueError:
+            continue
+    return texts
+
+
+# --- HLO modules ------------------------------------------------------------------
+
+class Op:
+    """An HLO instruction: what it computes and where it came from."""
+
+    __slots__ = ("opcode", "target", "op_name", "fused")
+
+    def __init__(self, opcode="", target="", op_name="", fused=()):
+        self.opcode, self.target, self.op_name, self.fused = opcode, target, op_name, fused
+
+
+def parse_module(text: str) -> dict[str, Op]:
+    """Instruction name -> Op, from a module's HloProto text (graph_viewer's pbtxt).
+
+    A fusion's `fused` is the set of opcodes of the computations it calls (nested).
+    """
+    computations: dict[str, list[tuple]] = {}  # computation id -> instructions
+    current_computation, instruction, stack = None, None, []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.endswith("{"):
+            stack.append(line[:-1].strip())
+            if stack[-1] == "computations" and len(stack) == 2:
+                current_computation = {"id": "", "instructions": []}
+            elif stack[-1] == "instructions" and len(stack) == 3:
+                instruction = {"name": "", "opcode": "", "target": "", "op_name": "",
+                               "calls": []}
+            continue
+        if line == "}":
+            closed = stack.pop() if stack else ""
+            if closed == "instructions" and len(stack) == 2 and instruction is not None:
+                current_computation["instructions"].append(instruction)
+                instruction = None
+            elif closed == "computations" and len(stack) == 1 and current_computation:
+                computations[current_computation["id"]] = current_computation["instructions"]
+                current_computation = None
+            continue
+        key, _, value = line.partition(": ")
+        if instruction is not None and len(stack) == 3:
+            if key == "name":
+                instruction["name"] = _unquote(value)
+            elif key == "opcode":
+                instruction["opcode"] = _unquote(value)
+            elif key == "custom_call_target":
+                instruction["target"] = _unquote(value)
+            elif key == "called_computation_ids":
+                instruction["calls"].append(value)
+        elif instruction is not None and stack[3:] == ["metadata"] and key == "op_name":
+            instruction["op_name"] = _unquote(value)
+        elif current_computation is not None and len(stack) == 2 and key == "id":
+            current_computation["id"] = value
+
+    def opcodes(computation_id: str, seen: frozenset = frozenset()) -> set:
+        found = set()
+        for item in computations.get(computation_id, ()):
+            found.add(item["opcode"])
+            if item["target"]:
+                found.add("custom-call:" + item["target"])
+            for called in item["calls"]:
+                if called not in seen:
+                    found |= opcodes(called, seen | {called})
+        return found
+
+    ops = {}
+    for instructions in computations.values():
+        for item in instructions:
+            fused = set()
+            if item["opcode"] == "fusion":
+                for called in item["calls"]:
+                    fused |= opcodes(called, frozenset({called}))
+            ops[item["name"]] = Op(item["opcode"], item["target"], item["op_name"],
+                                   frozenset(fused))
+    return ops
+
+
+def _unquote(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return bytes(value[1:-1], "utf-8").decode("unicode_escape").encode(
+            "latin-1").decode("utf-8", "replace")
+    return value
+
+
+# --- which kind of work an op is ----------------------------------------------------
+
+def _innermost_layer(name: str, layer_classes: dict[str, str]) -> str:
+    """The class of the innermost Keras layer named in a framework op name ('' if none)."""
+    best = ""
+    for part in re.split(r"[/()]", name):
+        if part in layer_classes:
+            best = layer_classes[part]
+    return best
+
+
+def _by_layer(name: str, layer_classes: dict[str, str]) -> str | None:
+    layer = _innermost_layer(name, layer_classes)
+    if "Attention" in layer:
+        return "attention"
+    if "Norm" in layer:
+        return "normalization"
+    return None
+
+
+def category_of_hlo(op: Op, layer_classes: dict[str, str]) -> str:
+    """The kind of work of one HLO op (see the module docstring for the order)."""
+    opcodes = {op.opcode} | set(op.fused)
+    targets = {op.target} | {code.split(":", 1)[1] for code in op.fused
+                             if code.startswith("custom-call:")}
+    target_text = " ".join(t.lower() for t in targets if t)
+    base = {code.removesuffix("-start").removesuffix("-done") for code in opcodes}
+    if base & set(_COLLECTIVE) or "nccl" in target_text:
+        return "collectives"
+    if "fmha" in target_text or "attention" in target_text:
+        return "attention"
+    layer = _by_layer(op.op_name, layer_classes)
+    if layer == "attention" and "dot" not in base and "conv" not in target_text:
+        return "attention"
+    if "convolution" in base or "conv" in target_text:
+        return "convolutions"
+    if "dot" in base or "gemm" in target_text or "matmul" in target_text:
+        return "matrix products"
+    if layer:
+        return layer
+    return "elementwise and other"
+
+
+def category_of_tf_op(long_name: str, layer_classes: dict[str, str]) -> str:
+    """The kind of work of one TensorFlow op, named "path/to/op:Type"."""
+    path, _, op_type = long_name.rpartition(":")
+    if _TF_COLLECTIVE.search(op_type):
+        return "collectives"
+    layer = _by_layer(path, layer_classes)
+    if layer == "attention" and not _TF_MATMUL.search(op_type):
+        return "attention"
+    if _TF_CONV.search(op_type):
+        return "convolutions"
+    if _TF_MATMUL.search(op_type):
+        return "matrix products"
+    return layer or "elementwise and other"
+
+
+# --- the trace --------------------------------------------------------------------
+
+def _events(paths: list[str]) -> list[dict]:
+    text = _tool(paths, "trace_viewer")
+    if not text:
+        raise ProfileError("the profiler's trace viewer returned no events")
+    trace = json.loads(text)
+    return trace.get("traceEvents", []) if isinstance(trace, dict) else trace
+
+
+def _steps(events: list[dict]) -> list[tuple[float, float, int]]:
+    """(start, end, step) of each host step marker 'train N', in microseconds."""
+    marks = {}
+    for event in events:
+        args = event.get("args") or {}
+        if event.get("ph") == "X" and "step_num" in args and str(
+                event.get("name", "")).startswith("train"):
+            step = int(args["step_num"])
+            start, end = float(event["ts"]), float(event["ts"]) + float(event.get("dur", 0))
+            if step not in marks or end - start > marks[step][1] - marks[step][0]:
+                marks[step] = (start, end)
+    return sorted((start, end, step) for step, (start, end) in marks.items())
+
+
+def _device_pids(events: list[dict]) -> tuple[set, set]:
+    devices, hosts = set(), set()
+    for event in events:
+        if event.get("ph") == "M" and event.get("name") == "process_name":
+            name = str((event.get("args") or {}).get("name", ""))
+            (devices if name.startswith("/device:") else hosts).add(event.get("pid"))
+    return devices, hosts
+
+
+def _op_spans(events, layer_classes, modules: dict[str, dict[str, Op]]):
+    """(start, end, category, hlo op name or None) of every op the device ran.
+
+    On a device (a GPU, a TPU): its stream lines' kernels, each named by its HLO op;
+    on a CPU: the host threads' XLA ops, or TensorFlow's executor ops.
+    """
+    devices, _ = _device_pids(events)
+    stream_tids = set()
+    for event in events:
+        if (event.get("ph") == "M" and event.get("name") == "thread_name"
+                and event.get("pid") in devices
+                and str((event.get("args") or {}).get("name", "")).startswith("Stream")):
+            stream_tids.add((event["pid"], event["tid"]))
+    spans = []
+    for event in events:
+        if event.get("ph") != "X" or not event.get("dur"):
+            continue
+        args = event.get("args") or {}
+        start = float(event["ts"])
+        end = start + float(event["dur"])
+        where = (event.get("pid"), event.get("tid"))
+        if devices:
+            if where not in stream_tids:
+                continue
+            name = str(event.get("name", ""))
+            if name.startswith("MemcpyH2D") or "kind_src:pinned" in str(
+                    args.get("memcpy_details", "")) or "kind_src:pageable" in str(
+                    args.get("memcpy_details", "")):
+                spans.append((start, end, "host-to-device copies", None))
+                continue
+            hlo = args.get("hlo_op")
+            module = str(args.get("hlo_module", "")).split("(")[0]
+            op = modules.get(module, {}).get(hlo) if hlo else None
+            if op is None:
+                spans.append((start, end, "elementwise and other", hlo))
+            else:
+                spans.append((start, end, category_of_hlo(op, layer_classes), hlo))
+        elif "hlo_op" in args:  # XLA on the host CPU
+            module = str(args.get("hlo_module", "")).split("(")[0]
+            op = modules.get(module, {}).get(args["hlo_op"])
+            category = category_of_hlo(op, layer_classes) if op else "elementwise and other"
+            spans.append((start, end, category, args["hlo_op"]))
+        elif ":" in str(args.get("long_name", "")) and str(args.get("is_eager")) == "0":
+            long_name = str(args["long_name"])
+            if long_name.rpartition(":")[2] in _TF_INTERNAL:
+                continue
+            spans.append((start, end, category_of_tf_op(long_name, layer_classes), None))
+    return spans
+
+
+def _share(spans, windows) -> tuple[dict, float]:
+    """Each category's time inside the windows, ops running at once splitting each
+    moment equally; and the time with no op at all (idle)."""
+    totals, idle = collections.Counter(), 0.0
+    for window_start, window_end in windows:
+        points = []
+        for start, end, category, _ in spans:
+            start, end = max(start, window_start), min(end, window_end)
+            if end > start:
+                points += [(start, 1, category), (end, -1, category)]
+        points.sort(key=lambda point: (point[0], point[1]))  # ends first at a tie
+        active, last = collections.Counter(), window_start
+        for time, delta, category in points:
+            if time > last:
+                running = sum(active.values())
+                if running:
+                    for name, count in active.items():
+                        totals[name] += (time - last) * count / running
+                else:
+                    idle += time - last
+                last = time
+            active[category] += delta
+        idle += window_end - last  # every span was clipped to the window
+    return totals, idle
+
+
+def _rates(paths, spans, windows, modules, layer_classes) -> dict[str, dict]:
+    """Per category: FLOPs and bytes per step from hlo_stats (devices with cost models)."""
+    try:
+        text = _tool(paths, "hlo_stats")
+    except Exception:  # a tool that fails on this device: no rates, the split stands
+        return {}
+    if not text:
+        return {}
+    table = json.loads(text)
+    if isinstance(table, list):
+        table = table[0] if table else {}
+    columns = [column.get("id") for column in table.get("cols", [])]
+    flops, bytes_moved = collections.Counter(), collections.Counter()
+    for row in table.get("rows", []):
+        values = dict(zip(columns, [cell.get("v") if isinstance(cell, dict) else None
+                                    for cell in row.get("c", [])]))
+        seconds = float(values.get("total_self_time") or 0) * 1e-6
+        op = None
+        for module_ops in modules.values():
+            op = module_ops.get(values.get("hlo_op_name"))
+            if op is not None:
+                break
+        category = (category_of_hlo(op, layer_classes) if op
+                    else "elementwise and other")
+        flops[category] += float(values.get("model_flop_rate") or 0) * 1e9 * seconds
+        bytes_moved[category] += float(values.get("measured_memory_bw") or 0) * 2**30 * seconds
+    return {"flops": flops, "bytes": bytes_moved}
+
+
+def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
+              steps_per_mark: int = 1, peak_flops: float = 0.0) -> dict:
+    """The step split by kind of work (see the module docstring), as summary.json keeps it.
+
+    Args:
+        profile_folder: logdir/plugins/profile (the newest session in it is read).
+        layer_classes: the model's layer names -> class names (normalization and
+            attention are known by the layer an op came from).
+        steps_per_mark: training steps in each step marker (the steps per execution).
+        peak_flops: the device's peak FLOP/s, for each category's share of it.
+
+    Raises:
+        ProfileError: no trace, or no step marker in it.
+    """
+    layer_classes = layer_classes or {}
+    paths = _session(profile_folder)
+    events = _events(paths)
+    marks = _steps(events)
+    if not marks:
+        raise ProfileError("the trace holds no step marker ('train N')")
+    windows = [(start, end) for start, end, _ in marks]
+    module_names = {str((e.get("args") or {}).get("hlo_module", "")).split("(")[0]
+                    for e in events if (e.get("args") or {}).get("hlo_module")}
+    modules = {name: parse_module(text)
+               for name, text in _modules_text(paths, module_names).items()}
+    spans = _op_spans(events, layer_classes, modules)
+    totals, idle = _share(spans, windows)
+    steps = len(marks) * max(int(steps_per_mark), 1)
+    step_us = sum(end - start for start, end in windows) / steps
+    rates = _rates(paths, spans, windows, modules, layer_classes) if spans else {}
+    # hlo_stats covers the whole trace; the split covers the markers: scale its
+    # per-step figures by the steps the trace holds (the markers' steps).
+    parts = {}
+    for name in CATEGORIES:
+        micros = idle if name == "idle" else totals.get(name, 0.0)
+        if micros <= 0:
+            continue
+        part = {"ms": round(micros / steps / 1e3, 4),
+                "share": round(micros / steps / step_us, 4) if step_us else 0.0}
+        if rates and name != "idle":
+            flops = rates["flops"].get(name, 0.0) / steps
+            moved = rates["bytes"].get(name, 0.0) / steps
+            seconds = micros / steps * 1e-6
+            if flops > 0 and seconds > 0:
+                part["tflops_per_sec"] = round(flops / seconds / 1e12, 3)
+                if peak_flops:
+                    part["of_peak"] = round(flops / seconds / peak_flops, 4)
+            if moved > 0 and seconds > 0:
+                part["gib_per_sec"] = round(moved / seconds / 2**30, 1)
+        parts[name] = part
+    return {"step_ms": round(step_us / 1e3, 4), "steps": steps,
+            "traced": [marks[0][2], marks[-1][2] + max(int(steps_per_mark), 1) - 1],
+            "ops": len(spans), "parts": parts}
+
+
+def line(result: dict, largest: int = 3) -> str:
+    """One line: 'step 31.2 ms: 48% convolutions at 41% of peak, 27% normalization, 9% idle'."""
+    parts = result.get("parts", {})
+    ranked = sorted(((name, part) for name, part in parts.items() if name != "idle"),
+                    key=lambda item: -item[1]["share"])[:largest]
+    words = []
+    for name, part in ranked:
+        word = f"{part['share']:.0%} {name}"
+        if "of_peak" in part:
+            word += f" at {part['of_peak']:.0%} of peak"
+        words.append(word)
+    if "idle" in parts:
+        words.append(f"{parts['idle']['share']:.0%} idle")
+    return f"step {result['step_ms']:.1f} ms: " + ", ".join(words)
+
+
+def largest_difference(first: dict, second: dict) -> tuple[str, float, float] | None:
+    """The category whose time per step differs most between two breakdowns:
+    (category, first ms, second ms), or None where either has no parts."""
+    a, b = first.get("parts") or {}, second.get("parts") or {}
+    if not a or not b:
+        return None
+    names = set(a) | set(b)
+    name = max(sorted(names), key=lambda n: abs(a.get(n, {}).get("ms", 0.0)
+                                                 - b.get(n, {}).get("ms", 0.0)))
+    return name, a.get(name, {}).get("ms", 0.0), b.get(name, {}).get("ms", 0.0)
