@@ -234,7 +234,6 @@ def fashion_mnist(folder: Folder, target: float = 0.93) -> dict:
                 "each timed from its process start, in turn in one call",
         "time_to_accuracy": (turns[0] if len(turns) == 1 else turns) or None,
         "file_cache": (folder.text("page_cache.txt") or "").strip() or None,
-        **_fashion_diagnosis(folder, target),
     }
 
 
@@ -249,44 +248,6 @@ def _app_epochs(folder: Folder, name: str, summary: dict | None) -> list[dict]:
         epochs.append({"epoch": record["epoch"], "val_top1": record.get("val_top1"),
                        "seconds": round(record["time"] - started, 2)})
     return epochs
-
-
-def _fashion_diagnosis(folder: Folder, target: float) -> dict:
-    """DIAG=1's runs: cold ones logging JAX's compiles (how many, how long, the
-    longest), with the persistent cache and without it, and a warm one at one step
-    per host call; DIAG=xla's cold runs under XLA flag variants (with the flags)."""
-    found = {}
-    variants = {}  # DIAG=xla: xlaN -> the XLA_FLAGS it ran with
-    for line in (folder.text("xla_variants.txt") or "").splitlines():
-        name, _, flags = line.partition(" ")
-        variants[name] = flags
-    for name in ("diag_cold", "diag_cold_no_cache", "diag_one_step_per_call", *variants):
-        summary = folder.json(f"{name}.json")
-        if summary is None:
-            continue
-        epochs = _app_epochs(folder, name, summary)
-        seconds, epoch = _seconds_to(epochs, target)
-        found[name] = {"seconds_to_target": seconds, "epoch_to_target": epoch,
-                       "first_epoch_ends_at_seconds": epochs[0]["seconds"] if epochs else None,
-                       "images_per_sec": summary.get("images_per_sec"),
-                       "steps_per_execution": summary.get("steps_per_execution")}
-        if name in variants:
-            found[name]["xla_flags"] = variants[name]
-        compiles = [(float(m.group(2)), m.group(1)) for m in re.finditer(
-            r"Finished XLA compilation of (\S+) in ([0-9.]+) sec", folder.text(f"{name}.log") or "")]
-        if compiles:
-            found[name]["xla_compilations"] = {
-                "count": len(compiles), "seconds": round(sum(c for c, _ in compiles), 2),
-                "longest": [[n, round(c, 2)] for c, n in sorted(compiles, reverse=True)[:6]]}
-    imports = []  # python -X importtime: (cumulative microseconds, module)
-    for line in (folder.text("importtime.txt") or "").splitlines():
-        parts = line.split("|")
-        if line.startswith("import time:") and len(parts) == 3 and parts[1].strip().isdigit():
-            imports.append((int(parts[1]), parts[2].strip()))
-    if imports:
-        found["import_keras_jax_seconds"] = {
-            name: round(us / 1e6, 2) for us, name in sorted(imports, reverse=True)[:12]}
-    return {"diagnosis": found} if found else {}
 
 
 def vit(folder: Folder) -> dict:

@@ -41,11 +41,12 @@
 #
 # Settings (environment): B (256) the batch of step's trace and of real_data, TRAIN
 # (20,480) the JPEGs made for real_data and scale, TESTS=0 and PEER=0 leave real_data's
-# GPU tests and DataLoader peer out, TURNS (2) fashion_mnist's app-then-peer turns (DIAG=1
-# adds cold app runs logging JAX's compiles, with and without its cache, and a warm one at
-# one step per call; DIAG=xla cold compiles under XLA flag variants, each in an empty
-# cache folder of its own),
-# COMMIT the git commit the copied tree is (else the copy's `git rev-parse HEAD`). The app's run folders go to
+# GPU tests and DataLoader peer out, TURNS (2) fashion_mnist's app-then-peer turns, COMMIT
+# the git commit the copied tree is (else the copy's `git rev-parse HEAD`). fashion_mnist's
+# one-off diagnoses are gone, their findings kept: where the cold start's compiles went
+# (DIAG=1, 2026-12-03-h200-fashion-mnist-9bf4239.json at 35cc76c) and what XLA's flags do
+# to the cold compile (DIAG=xla, 2026-12-03-h200-fashion-mnist-c6d3e37-xla.json); the
+# runner at commit c6d3e37 has both. The app's run folders go to
 # /tmp/bench/NAME, made afresh for every run (a warm machine keeps the last call's
 # folders, and resuming one would measure nothing); only their summaries come back.
 set -u
@@ -54,7 +55,6 @@ B=${B:-256}
 TRAIN=${TRAIN:-20480}
 FASHION=${FASHION:-$PWD/.data/fashion-mnist}
 TESTS=${TESTS:-1} PEER=${PEER:-1} TURNS=${TURNS:-2}  # real_data's GPU tests and peer; fashion's turns
-DIAG=${DIAG:-0}  # fashion_mnist: also a cold run logging JAX's compiles, one at one step per call
 OUT=${OUT:-$PWD/bench-out}
 R=$OUT/$RECIPE
 
@@ -93,7 +93,7 @@ mkdir -p "$R" /tmp/bench
 case "$RECIPE" in  # the settings the recipe reads, for the command it records
   step) SETTINGS="B=$B " ;;
   real_data) SETTINGS="B=$B TRAIN=$TRAIN TESTS=$TESTS PEER=$PEER " ;;
-  fashion_mnist) SETTINGS="TURNS=$TURNS $([ "$DIAG" != 0 ] && echo "DIAG=$DIAG ")" ;;
+  fashion_mnist) SETTINGS="TURNS=$TURNS " ;;
   scale) SETTINGS="TRAIN=$TRAIN " ;;
   batchnorm) SETTINGS=${BENCH_XLA:+"BENCH_XLA='$BENCH_XLA' "} ;;
   *) SETTINGS="" ;;
@@ -235,8 +235,7 @@ PY
     # So is the CUDA driver's JIT cache (~/.nv/ComputeCache by default, CUDA_CACHE_PATH),
     # one per side: what the driver compiles for one would warm every later process on
     # the machine, whoever runs it (it held under 1 MiB for the app, and did not explain
-    # the app's cold compile: 2026-12-03-h200-fashion-mnist-afb598d-jit.json, DIAG=jit at
-    # commit afb598d).
+    # the app's cold compile: 2026-12-03-h200-fashion-mnist-afb598d-jit.json at 35cc76c).
     CACHES=/tmp/bench/caches; rm -rf "$CACHES"; mkdir -p "$CACHES"
     # Compile caches cold, the file cache warm for both: every shared library either
     # side loads (JAX's, torch's, the CUDA libraries they share) is read once first, so
@@ -274,38 +273,6 @@ PY
       rc=$?; echo "peer$turn $rc" >> "$R/exits.txt"; echo "peer$turn exit $rc"
       grep -E "^\{'epoch'" "$R/peer$turn.log" | tail -2
     done
-    if [ "$DIAG" = 1 ]; then  # not timed against the peer: where the app's time goes
-      python3 -X importtime -c "import keras, jax; jax.devices()" 2> "$R/importtime.txt"
-      app diag_cold 1 240 JAX_COMPILATION_CACHE_DIR="$CACHES/xla-diag" JAX_LOG_COMPILES=1 -- \
-        --model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion \
-        --global_batch_size=512 --epochs=15 --target_top1=0.93
-      app diag_cold_no_cache 1 240 JAX_COMPILATION_CACHE_DIR= JAX_LOG_COMPILES=1 -- \
-        --model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion \
-        --global_batch_size=512 --epochs=15 --target_top1=0.93
-      app diag_one_step_per_call 1 240 JAX_COMPILATION_CACHE_DIR="$CACHES/xla" -- \
-        --model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion \
-        --global_batch_size=512 --epochs=15 --target_top1=0.93 --steps_per_execution=1
-    fi
-    if [ "$DIAG" = xla ]; then  # not timed against the peer: what XLA's flags do to the
-      # cold compile, 5 epochs each, each in an empty cache folder of its own (an empty
-      # JAX_COMPILATION_CACHE_DIR would not do: the app turns it off now, but JAX alone
-      # kept XLA's autotuning results in ./xla_gpu_per_fusion_autotune_cache_dir, where the
-      # next "uncached" run found them); the first also logs where its autotuning goes
-      SHORT="--model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion
-        --global_batch_size=512 --epochs=5"
-      i=0
-      for flags in "" "--xla_gpu_autotune_level=1" \
-          "--xla_gpu_experimental_enable_fusion_autotuner=false" \
-          "--xla_gpu_enable_triton_gemm=false" "--xla_gpu_enable_latency_hiding_scheduler=false" \
-          "--xla_gpu_autotune_level=1 --xla_gpu_experimental_enable_fusion_autotuner=false --xla_gpu_enable_triton_gemm=false"; do
-        i=$((i + 1)); echo "xla$i ${flags:-(none)}" >> "$R/xla_variants.txt"
-        extra=(); [ $i = 1 ] && extra=(TF_CPP_MIN_LOG_LEVEL=0
-          TF_CPP_VMODULE=gpu_compiler=1,autotuner=1,autotuner_pass=1,conv_algorithm_picker=1,gemm_fusion_autotuner=1,autotuner_util=1
-          "XLA_FLAGS=--xla_gpu_dump_autotune_logs_to=$R/autotune_logs.txt")
-        app "xla$i" 1 150 JAX_COMPILATION_CACHE_DIR="$CACHES/xla-variant$i" JAX_LOG_COMPILES=1 \
-          "XLA_FLAGS=$flags" ${extra[@]+"${extra[@]}"} -- $SHORT
-      done
-    fi
     ;;
   ladder)  # each rung a short measured run; a ladder cut by its limit keeps its rungs
     L="--dataset=synthetic --benchmark=ladder --steps_per_epoch=96"

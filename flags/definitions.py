@@ -192,7 +192,7 @@ def define_flags():
                            "deterministic choice (compiles 2-5x sooner, steps a few per "
                            "cent slower), auto = heuristic for the app's ResNets on "
                            "under 2 million images in all, else full (BUILD.md, "
-                           "Compiling).")
+                           "Start-up and compiling).")
     absl_flags.DEFINE_integer("seed", D["seed"],
                               "Random seed; unset = a fresh seed and a "
                               "non-deterministic (faster) input order.")

@@ -2,13 +2,15 @@
 XLA's own, op by op; both backends give the same figure; it equals a count by hand
 for the built-in models and others; where nothing can be counted, MFU is unknown."""
 
+import csv
 import json
 import os
+import re
 import textwrap
 import types
 
 import pytest
-from conftest import run_python
+from conftest import ROOT, run_python
 from flops_by_hand import train_flops_per_image as by_hand
 
 from app.engine import flops, models, recipe
@@ -201,3 +203,26 @@ def test_a_kept_count_is_read_back_and_anything_else_is_counted_again(monkeypatc
     calls.clear()
     assert flops.cached_train_flops_per_image(model, 16, folder=None) == counted
     assert len(calls) == 1
+
+
+def test_the_docs_give_the_apps_count_and_the_mfu_it_makes(jax_counts):
+    """README's and BUILD.md's training GFLOPs are what the app counts now, and README's
+    ResNet-50 MFU is the cited run's images/sec at that count over the H200's peak."""
+    def words(name):
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+            return " ".join(f.read().split())
+
+    readme, build = words("README.md"), words("BUILD.md")
+    resnet, vit = (jax_counts[name][0] / 1e9 for name in ("resnet50", "vit_b16"))
+    assert f"ResNet-50 {resnet:.2f} GFLOPs a training image" in build
+    assert f"ViT-B/16 {vit:.2f};" in build
+    assert f"the app's count of {resnet:.2f} training GFLOPs per image" in readme
+    assert f"at XLA's {vit:.1f} training GFLOPs per image" in readme
+    with open(os.path.join(ROOT, "app", "engine", "prices.csv"), encoding="utf-8") as f:
+        peaks = {float(row["peak_bf16_tflops_per_device"]) for row in csv.DictReader(f)
+                 if row["device"] == "H200"}
+    assert len(peaks) == 1, peaks
+    cited = re.search(r"\(`([\w-]+\.json)`; at 1024, MFU ([\d.]+)% at the app's count", readme)
+    with open(os.path.join(ROOT, "benchmarks", "results", cited[1]), encoding="utf-8") as f:
+        rate = json.load(f)["one_gpu"]["app_best_batch"]["images_per_sec"]
+    assert cited[2] == f"{100 * rate * resnet / (peaks.pop() * 1e3):.1f}"

@@ -163,7 +163,7 @@ def prepare_backend(config) -> None:
         # whole training steps queued by XLA: on an H200 the JPEG engines delivered
         # 3,900 img/s beside a training-sized GPU load, 15,000 with 32 queues, and the
         # pipeline went from 0.74 to 0.93 of synthetic data's images/sec, synthetic
-        # data unchanged (benchmarks/results/2026-12-01-h200-nvjpeg.json). Read when
+        # data unchanged (benchmarks/results/2026-12-01-h200-nvjpeg.json at 35cc76c). Read when
         # the CUDA context is made, so set here, before JAX starts; a user's setting stays.
         os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
         # Let XLA overlap collectives with compute in data-parallel steps. One GPU in one
@@ -418,7 +418,7 @@ def _persistent_compilation_cache(jax) -> str | None:
 
     As torch.compile's inductor does by default: on one H200 the default Fashion-MNIST
     job reached its first epoch's end 11.7 s after starting with the cache warm, 28.9 s
-    cold (benchmarks/results/2026-12-03-h200-fashion-mnist.json, its note). JAX keys
+    cold (benchmarks/results/2026-12-03-h200-fashion-mnist.json at 35cc76c, its note). JAX keys
     each entry by the program, its compile options and the devices, so a changed model
     or machine compiles afresh; a cache that cannot be written costs one warning.
     """

@@ -204,8 +204,8 @@ def count_train_flops(config, topology, model, num_classes: int, image_size: int
 
     The built-in ResNets are counted on a twin with Keras's 7x7 stem convolution: the
     app's space-to-depth stem computes the same products plus its zero channels
-    (12 padded to 16, the 7x7 kernel to 8x8), which would count 1.3% more on ResNet-50
-    at 224 px (XLA: 24.01 against 23.70 GFLOPs); MFU counts the model's math only.
+    (12 padded to 16, the 7x7 kernel to 8x8), which would count 1.5% more on ResNet-50
+    at 224 px (XLA: 23.81 against 23.46 GFLOPs); MFU counts the model's math only.
     """
     from app.engine import flops, models
 

@@ -175,7 +175,7 @@ def _mp_prefetch(ds, workers: _children.Workers, buffer_size: int):
 
 # Grain's read-ahead checks every buffered element each time it hands one out, so its
 # cost per image grows with the buffer: 28x28 JPEGs went from 1,641 to 5,780 images/sec
-# in one process when the buffer went from a batch of 512 to 64 (BUILD.md, "grain").
+# in one process when the buffer went from a batch of 512 to 64 (commit 60af067).
 # Two threads per process overlap file reads with decoding (simplejpeg and OpenCV
 # release the GIL); 64 images keep both busy.
 READ_AHEAD = 64

@@ -77,7 +77,7 @@ def assert_close_to(ours, theirs) -> None:
     """Two decoders' batches: the same labels (and weights), pixels within about a
     gray level on average. Two libjpeg set-ups (IDCT, chroma upsampling at the
     window's edge) differ that much: nvJPEG against the CPU decoder measured 0.73
-    (eval) and 0.96 (train) on an H200 (2026-11-30-h200-gpu-jpeg.json)."""
+    (eval) and 0.96 (train) on an H200 (2026-11-30-h200-gpu-jpeg.json at 35cc76c)."""
     assert all(np.array_equal(a, b) for a, b in zip(ours[1:], theirs[1:]))
     diff = np.abs(pixels_of(ours[0]) - pixels_of(theirs[0]))
     assert diff.mean() < 1.5 and diff.max() < MAX_TOLERANCE, (diff.mean(), diff.max())

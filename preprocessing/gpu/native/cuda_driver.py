@@ -98,7 +98,7 @@ class CudaDriver(LoadedOnce):
         High priority: its kernels are scheduled ahead of those of default-priority
         streams (XLA's). The decoders do their own GPU work on streams of their own,
         though: measured on an H200, this stream's priority changed nothing
-        (benchmarks/results/2026-12-01-h200-nvjpeg.json); the hardware queues did.
+        (benchmarks/results/2026-12-01-h200-nvjpeg.json at 35cc76c); the hardware queues did.
         """
         stream = ctypes.c_void_p()
         if high_priority:

@@ -1,10 +1,11 @@
 """nvImageCodec's C API through ctypes: a batch decoded into the caller's buffers.
 
 Why not the Python binding (`nvidia.nvimgcodec.Decoder`): measured on an H200 under
-training (benchmarks/results/2026-12-01-h200-decode-contention.json), its decode
+training (benchmarks/results/2026-12-01-h200-decode-contention.json at 35cc76c), its decode
 call takes the GIL once per image, and the decoder allocates and frees its working
 memory with cudaMalloc/cudaFree; a cudaFree waits for the whole GPU to drain and
-meanwhile blocks the training thread's launches. (Measured later, 2026-12-01-h200-nvjpeg.json:
+meanwhile blocks the training thread's launches. (Measured later,
+2026-12-01-h200-nvjpeg.json at 35cc76c:
 those frees were not what held decoding back, the hardware queues it shared with XLA
 were, see preprocessing/gpu/native/nvjpeg_c.py; with 32 queues this path gives 0.84 of synthetic
 data's images/sec, calling nvJPEG directly 0.93.) Here:

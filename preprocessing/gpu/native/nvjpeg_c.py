@@ -4,7 +4,7 @@ What nvImageCodec (preprocessing/gpu/native/nvimgcodec_c.py, and its Python bind
 the GPU's JPEG engines, called directly: `nvjpegDecodeBatchedEx` with each image's
 region of interest, interleaved 8-bit RGB written at a row pitch into canvas slots,
 buffers allocated once for the largest batch and image. Measured on an H200 while
-ResNet-50 trains (benchmarks/results/2026-12-01-h200-nvjpeg.json, call5): 0.93 of
+ResNet-50 trains (benchmarks/results/2026-12-01-h200-nvjpeg.json at 35cc76c, call5): 0.93 of
 synthetic data's images/sec against 0.84 through nvImageCodec's C API in the same
 call; the engines alone decode ~17,000-19,000 img/s on an idle GPU (same file,
 "decoding_under_contention").
@@ -95,18 +95,18 @@ class HardwareDecoder(ClosedWhenCollected):
         max_side: the image side nvjpegDecodeBatchedPreAllocate is given. It does not
             keep the hardware decoder from growing its buffers when a batch holds
             larger images than it has met (on an H200: 14 of 30 batches of 20,480
-            ImageNet-sized JPEGs did, after preallocating 1,024; 2026-12-01-h200-warm-up.json
-            call2); `warm` does.
+            ImageNet-sized JPEGs did, after preallocating 1,024;
+            2026-12-01-h200-warm-up.json at 35cc76c call2); `warm` does.
         flags: nvjpegCreateEx's flags; the default, FLAG_FANCY_UPSAMPLING, upsamples
             chroma by interpolation, as libjpeg-turbo (and so TensorFlow and PIL) does.
         padding: bytes nvJPEG adds to each device and pinned buffer it allocates
             (nvjpegSet{Device,Pinned}MemoryPadding); 0: nvJPEG's default. 64 MiB did
             not make the hardware decoder grow its buffers less often (H200, first
-            epoch: 57 of 80 batches against 65; 2026-12-01-h200-warm-up.json call1).
+            epoch: 57 of 80 batches against 65; 2026-12-01-h200-warm-up.json at 35cc76c call1).
 
     Its memory is nvJPEG's own: nvjpegCreateExV2 accepts stream-ordered allocators
     with the hardware backend but never calls them (on an H200: no block asked for
-    while creating, preallocating and decoding; 2026-12-01-h200-real-data-20k.json,
+    while creating, preallocating and decoding; 2026-12-01-h200-real-data-20k.json at 35cc76c,
     "nvjpeg_allocators_probe_call5"), so
     the pools the other decoders get (preprocessing/gpu/native/memory_pool.py) cannot be used.
     """

@@ -5,7 +5,7 @@ same bytes in the training process. Returned through the process pool's pipe the
 pickled there and unpickled here by one thread holding the GIL: a batch of 256
 ImageNet-sized JPEGs is ~29 MB, and on an H200 host (16 cores, 8 planning processes)
 that cost the training process 29 ms of CPU a batch and carried at most 33 batches a
-second, about the 31 a second ResNet-50 trains at (2026-12-01-h200-shared.json,
+second, about the 31 a second ResNet-50 trains at (2026-12-01-h200-shared.json at 35cc76c,
 "plan_transfer"). Here the training process makes a few blocks of shared memory; a
 planning process writes a batch's bytes into the block it is handed and returns only
 where each file lies (0.5 ms a batch, 420 batches a second, same measurement). The
