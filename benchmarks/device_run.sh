@@ -34,14 +34,18 @@
 # ladder        1     the effort ladder (--benchmark=ladder) of ResNet-50    (ladders)
 #                     (base batch 128) and ViT-B/16 (base 64), synthetic
 #                     data, 96 timed steps a rung
-# vit           1     ViT-B/16 at 256, bf16, synthetic, against the         (models)
-#                     torch.compile torchvision peer (torch_vit_peer.py);
-#                     whether cuDNN's flash attention takes its 196 tokens;
-#                     EfficientNetV2-S and ConvNeXt-T through applications:
+# models        1     every family against its torchvision twin             2026-12-04-h200-models.json
+#                     (torch_models_peer.py), side by side in turn, bf16,
+#                     batch 256, synthetic: ResNet-50, ViT-B/16, ConvNeXt-T,
+#                     EfficientNetV2-S, MobileNetV3-Large (app and twin), a
+#                     user's file model (app only); $PROFILE's families
+#                     profiled again for their step breakdown
 #
 # Settings (environment): B (256) the batch of step's trace and of real_data, TRAIN
 # (20,480) the JPEGs made for real_data and scale, TESTS=0 and PEER=0 leave real_data's
-# GPU tests and DataLoader peer out, TURNS (2) fashion_mnist's app-then-peer turns, COMMIT
+# GPU tests and DataLoader peer out, TURNS (2) fashion_mnist's app-then-peer turns,
+# FAMILIES (all six: the twins' torchvision names and "user") and PROFILE (convnext_tiny
+# vit_b_16) the models recipe's families and those it profiles, COMMIT
 # the git commit the copied tree is (else the copy's `git rev-parse HEAD`). fashion_mnist's
 # one-off diagnoses are gone, their findings kept: where the cold start's compiles went
 # (DIAG=1, 2026-12-03-h200-fashion-mnist-9bf4239.json at 35cc76c) and what XLA's flags do
@@ -59,9 +63,9 @@ OUT=${OUT:-$PWD/bench-out}
 R=$OUT/$RECIPE
 
 case "$RECIPE" in  # the GPUs of one host each recipe needs
-  step|real_data|digits|energy|fashion_mnist|vit|ladder) NEED=1 ;;
+  step|real_data|digits|energy|fashion_mnist|models|ladder) NEED=1 ;;
   batchnorm|scale) NEED=2 ;;
-  *) sed -n '2,41p' "$0" | cut -c3-; echo "error: unknown recipe '$RECIPE'" >&2; exit 2 ;;
+  *) sed -n '2,43p' "$0" | cut -c3-; echo "error: unknown recipe '$RECIPE'" >&2; exit 2 ;;
 esac
 HAVE=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$HAVE" -lt "$NEED" ]; then
@@ -279,24 +283,27 @@ PY
     app ladder_resnet50 1 290 -- $L --model=resnet50 --global_batch_size=128
     app ladder_vit_b16 1 290 -- $L --model=vit_b16 --global_batch_size=64
     ;;
-  vit)
-    python3 - > "$R/cudnn_probe.txt" 2>&1 <<'PY'
-import jax, jax.numpy as jnp
-from keras.src.backend.jax.nn import _can_use_flash_attention
-q = jnp.ones((256, 196, 12, 64), jnp.bfloat16)
-f = lambda q: jax.nn.dot_product_attention(q, q, q, implementation="cudnn").astype(jnp.float32).sum()
-print("cudnn fwd+bwd, 196 tokens:", bool(jnp.isfinite(jax.jit(jax.grad(f))(q)).all()))
-print("keras picks flash:", _can_use_flash_attention(q, q, q, None, raise_error=True))
-PY
-    cat "$R/cudnn_probe.txt" | tail -2
-    SYN="--dataset=synthetic --global_batch_size=256 --epochs=1 --steps_per_epoch=150 --validation_steps=-1"
-    app vit_b16 1 170 -- $SYN --model=vit_b16
-    CUDA_VISIBLE_DEVICES=0 timeout 170 python3 benchmarks/torch_vit_peer.py --batch_sizes=256 \
-      --steps=60 --out "$R/peer.json" > "$R/peer.log" 2>&1
-    rc=$?; echo "peer $rc" >> "$R/exits.txt"; echo "peer exit $rc"
-    grep -h '"images_per_sec"' "$R/peer.json" 2>/dev/null | cut -c1-300
-    app efficientnetv2s 1 150 -- $SYN --model=applications:EfficientNetV2S
-    app convnext_t 1 150 -- $SYN --model=applications:ConvNeXtTiny
+  models)  # each family, then its twin, in turn: the machine's drift hits both
+    FAMILIES=${FAMILIES:-"resnet50 vit_b_16 convnext_tiny efficientnet_v2_s mobilenet_v3_large user"}
+    PROFILE=${PROFILE:-"convnext_tiny vit_b_16"}
+    SYN="--dataset=synthetic --global_batch_size=256 --epochs=1 --steps_per_epoch=120
+      --validation_steps=-1"
+    for twin in $FAMILIES; do
+      if [ "$twin" = user ]; then
+        app user 1 150 -- $SYN --model=examples/my_model.py:make_model; continue
+      fi
+      model=$(cd benchmarks && python3 -c "from torch_models_peer import TWINS; print(TWINS['$twin'])")
+      app "$twin" 1 170 -- $SYN --model="$model"
+      CUDA_VISIBLE_DEVICES=0 timeout 200 python3 benchmarks/torch_models_peer.py --model="$twin" \
+        --steps=60 --out "$R/$twin.peer.json" > "$R/$twin.peer.log" 2>&1
+      rc=$?; echo "$twin.peer $rc" >> "$R/exits.txt"; echo "$twin.peer exit $rc"
+      grep -h '"images_per_sec"' "$R/$twin.peer.json" 2>/dev/null | head -1 | cut -c1-200
+      case " $PROFILE " in *" $twin "*)  # a profiled run dispatches synchronously: not timed
+        app "$twin.profiled" 1 150 -- $SYN --steps_per_epoch=40 --profile_steps=30,32 \
+          --model="$model"
+        grep -E "^breakdown" "$R/$twin.profiled.log" ;;
+      esac
+    done
     ;;
 esac
 ls "$R"
