@@ -44,13 +44,11 @@ class Profiler(keras.callbacks.Callback):
         backend: "tensorflow" or "jax".
         steps_per_epoch: training steps of a full epoch (0 = the fit's own).
         resume_step: global steps done before this attempt's first step.
-        peak_flops: one device's peak FLOP/s (0: unknown), for each kind's share of it.
         breakdown: whether to split the traced steps by kind of work at the end.
     """
 
     def __init__(self, logdir: str, start_step: int, stop_step: int, backend: str,
-                 steps_per_epoch: int = 0, resume_step: int = 0, peak_flops: float = 0.0,
-                 breakdown: bool = True):
+                 steps_per_epoch: int = 0, resume_step: int = 0, breakdown: bool = True):
         super().__init__()
         if not 1 <= start_step <= stop_step:
             raise ValueError(f"need 1 <= start_step <= stop_step, received "
@@ -68,7 +66,6 @@ class Profiler(keras.callbacks.Callback):
         self._marker = None
         self._epoch = 0
         self._steps_per_call = 1
-        self.peak_flops = peak_flops
         self.want_breakdown = breakdown
         self.breakdown = None  # the split, once the trace has stopped (see module docstring)
         self._marker_began = 0.0
@@ -160,7 +157,7 @@ class Profiler(keras.callbacks.Callback):
         try:
             result = step_breakdown.breakdown(
                 os.path.join(self.logdir, "plugins", "profile"), layers,
-                steps_per_mark=self._steps_per_call, peak_flops=self.peak_flops)
+                steps_per_mark=self._steps_per_call)
         except Exception as error:  # diagnostic: a trace the tools cannot read
             _warn(f"no step breakdown: {str(error).splitlines()[0] if str(error) else error!r}")
             return
@@ -183,14 +180,10 @@ def _card(folder: str, result: dict) -> None:
     step = result["traced"][-1]
     writer = events.EventWriter(folder, suffix=".breakdown")
     try:
-        rows = ["| kind of work | ms per step | share | achieved |", "|---|---:|---:|---|"]
+        rows = ["| kind of work | ms per step | share |", "|---|---:|---:|"]
         for name, part in result["parts"].items():
             writer.scalar(f"step_breakdown/{name}", part["ms"], step)
-            achieved = ", ".join(
-                ([f"{part['tflops_per_sec']} TFLOP/s"] if "tflops_per_sec" in part else [])
-                + ([f"{part['of_peak']:.1%} of peak"] if "of_peak" in part else [])
-                + ([f"{part['gib_per_sec']} GiB/s"] if "gib_per_sec" in part else []))
-            rows.append(f"| {name} | {part['ms']:.3f} | {part['share']:.1%} | {achieved} |")
+            rows.append(f"| {name} | {part['ms']:.3f} | {part['share']:.1%} |")
         writer.scalar("step_breakdown/step", result["step_ms"], step)
         text = (f"**{step_breakdown.line(result)}** (steps {result['traced'][0]}-"
                 f"{result['traced'][1]}; this step by the host's clock: "

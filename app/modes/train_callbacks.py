@@ -134,8 +134,7 @@ def make_callbacks(context, plan) -> RunCallbacks:
         if config.profile_range:
             parts.profiler = Profiler(logdir, *config.profile_range, backend=config.backend,
                                       steps_per_epoch=steps_per_epoch,
-                                      resume_step=state.global_step,
-                                      peak_flops=(billing.peak_tflops_per_device or 0) * 1e12)
+                                      resume_step=state.global_step)
     # Producers of figures first, then their readers; the guard before the checkpoint
     # (a diverged step must stop training before anything is saved); the sink before
     # the checkpoint (the logs are never behind a committed checkpoint). Progress

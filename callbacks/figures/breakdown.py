@@ -6,9 +6,11 @@ HLO op and module (XLA: JAX on every device, TensorFlow where it compiles with X
 or by its framework op ("path:Type", TensorFlow's executor on a CPU); its
 `graph_viewer` gives each traced HLO module as text, from which an op's opcode, its
 fused computation's opcodes, its custom-call target and its framework name (the
-Keras layer it came from) are read; `hlo_stats`, where the device has cost models
-(GPUs, TPUs), gives each op's FLOP rate and memory bandwidth. No kernel name is
-guessed at.
+Keras layer it came from) are read. No kernel name is guessed at.
+
+No achieved FLOP/s per kind yet: xprof's `hlo_stats` gave an H200's matrix products
+of ViT-B/16 1.49 PFLOP/s, 1.5x the chip's dense bf16 peak (its FLOP counts of cuBLAS
+calls are not the model's), so its rates are not copied here.
 
 Kinds of work (CATEGORIES), decided per op in this order:
 - collectives: all-reduce, all-gather, reduce-scatter, permutes, NCCL calls;
@@ -345,37 +347,8 @@ def _share(spans, windows) -> tuple[dict, float]:
     return totals, idle
 
 
-def _rates(paths, spans, windows, modules, layer_classes) -> dict[str, dict]:
-    """Per category: FLOPs and bytes per step from hlo_stats (devices with cost models)."""
-    try:
-        text = _tool(paths, "hlo_stats")
-    except Exception:  # a tool that fails on this device: no rates, the split stands
-        return {}
-    if not text:
-        return {}
-    table = json.loads(text)
-    if isinstance(table, list):
-        table = table[0] if table else {}
-    columns = [column.get("id") for column in table.get("cols", [])]
-    flops, bytes_moved = collections.Counter(), collections.Counter()
-    for row in table.get("rows", []):
-        values = dict(zip(columns, [cell.get("v") if isinstance(cell, dict) else None
-                                    for cell in row.get("c", [])]))
-        seconds = float(values.get("total_self_time") or 0) * 1e-6
-        op = None
-        for module_ops in modules.values():
-            op = module_ops.get(values.get("hlo_op_name"))
-            if op is not None:
-                break
-        category = (category_of_hlo(op, layer_classes) if op
-                    else "elementwise and other")
-        flops[category] += float(values.get("model_flop_rate") or 0) * 1e9 * seconds
-        bytes_moved[category] += float(values.get("measured_memory_bw") or 0) * 2**30 * seconds
-    return {"flops": flops, "bytes": bytes_moved}
-
-
 def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
-              steps_per_mark: int = 1, peak_flops: float = 0.0) -> dict:
+              steps_per_mark: int = 1) -> dict:
     """The step split by kind of work (see the module docstring), as summary.json keeps it.
 
     Args:
@@ -383,7 +356,6 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
         layer_classes: the model's layer names -> class names (normalization and
             attention are known by the layer an op came from).
         steps_per_mark: training steps in each step marker (the steps per execution).
-        peak_flops: the device's peak FLOP/s, for each category's share of it.
 
     Raises:
         ProfileError: no trace, or no step marker in it.
@@ -403,43 +375,25 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
     totals, idle = _share(spans, windows)
     steps = len(marks) * max(int(steps_per_mark), 1)
     step_us = sum(end - start for start, end in windows) / steps
-    rates = _rates(paths, spans, windows, modules, layer_classes) if spans else {}
-    # hlo_stats covers the whole trace; the split covers the markers: scale its
-    # per-step figures by the steps the trace holds (the markers' steps).
     parts = {}
     for name in CATEGORIES:
         micros = idle if name == "idle" else totals.get(name, 0.0)
-        if micros <= 0:
-            continue
-        part = {"ms": round(micros / steps / 1e3, 4),
-                "share": round(micros / steps / step_us, 4) if step_us else 0.0}
-        if rates and name != "idle":
-            flops = rates["flops"].get(name, 0.0) / steps
-            moved = rates["bytes"].get(name, 0.0) / steps
-            seconds = micros / steps * 1e-6
-            if flops > 0 and seconds > 0:
-                part["tflops_per_sec"] = round(flops / seconds / 1e12, 3)
-                if peak_flops:
-                    part["of_peak"] = round(flops / seconds / peak_flops, 4)
-            if moved > 0 and seconds > 0:
-                part["gib_per_sec"] = round(moved / seconds / 2**30, 1)
-        parts[name] = part
+        if micros > 0:
+            parts[name] = {"ms": round(micros / steps / 1e3, 4),
+                           "share": round(micros / steps / step_us, 4) if step_us else 0.0}
     return {"step_ms": round(step_us / 1e3, 4), "steps": steps,
             "traced": [marks[0][2], marks[-1][2] + max(int(steps_per_mark), 1) - 1],
             "ops": len(spans), "parts": parts}
 
 
 def line(result: dict, largest: int = 3) -> str:
-    """One line: 'step 31.2 ms: 48% convolutions at 41% of peak, 27% normalization, 9% idle'."""
+    """One line: 'step 31.2 ms: 48% convolutions, 27% normalization, 9% idle'."""
     parts = result.get("parts", {})
     ranked = sorted(((name, part) for name, part in parts.items() if name != "idle"),
                     key=lambda item: -item[1]["share"])[:largest]
     words = []
     for name, part in ranked:
-        word = f"{part['share']:.0%} {name}"
-        if "of_peak" in part:
-            word += f" at {part['of_peak']:.0%} of peak"
-        words.append(word)
+        words.append(f"{part['share']:.0%} {name}")
     if "idle" in parts:
         words.append(f"{parts['idle']['share']:.0%} idle")
     return f"step {result['step_ms']:.1f} ms: " + ", ".join(words)
