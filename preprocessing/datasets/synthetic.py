@@ -40,7 +40,7 @@ def known_shape(dataset: str, spec: InputSpec) -> tuple[int, int]:
 
 def make(dataset: str, spec: InputSpec) -> Datasets:
     size = spec.image_size or IMAGE_SIZE
-    val_batches = num_batches(VALIDATION_EXAMPLES // spec.num_processes, spec.batch_size)
+    val_batches = num_batches(spec.batch.largest_shard(VALIDATION_EXAMPLES), spec.batch_size)
     if spec.backend == "jax":
         train, validation = _jax_streams(spec, size, val_batches)
     else:
