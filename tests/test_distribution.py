@@ -123,6 +123,19 @@ def tpu_available():
     return os.path.exists("/dev/accel0") or os.path.exists("/dev/vfio/0")
 
 
+@pytest.mark.skipif(tpu_available(), reason="a Cloud TPU VM has a TPU")
+def test_no_local_tpu_on_tensorflow_is_one_line_and_tensorflow_never_starts(tmp_path):
+    """Checked before TensorFlow is imported: stderr is the error line alone (none of
+    TensorFlow's log lines after it), and no folder is made."""
+    done = run_cli("--accelerator=tpu", "--backend=tensorflow", "--dataset=synthetic",
+                   f"--logdir={tmp_path / 'run'}")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.splitlines() == [
+        "error: --accelerator=tpu --tpu=local: no TPU reachable (this host has no TPU device: "
+        "no /dev/accel* or /dev/vfio/*); use --accelerator=cpu, or --tpu=NAME for a TPU node"]
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.skipif(not tpu_available(), reason="needs a Cloud TPU VM (no /dev/accel0 here)")
 def test_tpu_strategy_trains_on_a_tpu_vm(digits_dir, tmp_path):
     done = run_cli(*tiny_flags(digits_dir, tmp_path / "tpu", "--accelerator=tpu",

@@ -261,6 +261,7 @@ def make_topology(config) -> Topology:
             global batch that the replicas cannot share evenly.
     """
     _check_gpu_present(config)
+    _check_local_tpu_present(config)
     _import(config.backend, config)
     if config.backend == "tensorflow":
         topology = _tensorflow_topology(config)
@@ -290,6 +291,30 @@ def _check_gpu_present(config) -> None:
     if not (_nvidia_gpu_files() or os.path.exists("/dev/kfd")):
         raise TopologyError("--accelerator=gpu but this host has no GPU (no /dev/nvidia* "
                             "or /dev/kfd device); use --accelerator=cpu")
+
+
+def _tpu_device_files() -> list[str]:
+    """A Cloud TPU VM's TPU device files: /dev/accel0... (TPU v2-v4), /dev/vfio/0...
+    (v5e and later), the ones libtpu opens."""
+    return glob.glob("/dev/accel[0-9]*") + glob.glob("/dev/vfio/[0-9]*")
+
+
+def _check_local_tpu_present(config) -> None:
+    """--accelerator=tpu --tpu=local on TensorFlow, on a host with no TPU device files,
+    fails here, before TensorFlow is imported: found by TPUClusterResolver, it took
+    the import (9-12 s on a 2-core host) and left 7 of TensorFlow's log lines after the
+    one-line error. (JAX finds no TPU in its own import, 2-3 s, and says so in one
+    line; a named --tpu is another host's, found only by asking for it.)
+
+    Raises:
+        TopologyError: no /dev/accel* or /dev/vfio/* device exists.
+    """
+    if (config.accelerator != "tpu" or config.backend != "tensorflow" or config.tpu != "local"
+            or _tpu_device_files()):
+        return
+    raise TopologyError("--accelerator=tpu --tpu=local: no TPU reachable (this host has no "
+                        "TPU device: no /dev/accel* or /dev/vfio/*); use --accelerator=cpu, "
+                        "or --tpu=NAME for a TPU node")
 
 
 def _import(module: str, config):
