@@ -54,7 +54,7 @@ def test_data_parallel_over_four_host_devices(digits_dir, tmp_path):
 def test_any_number_of_jax_host_devices_is_safe_on_a_small_machine(tmp_path, devices):
     """More devices than cores (CI has 2): the evaluation dispatches up to 200 steps ahead,
     past XLA's in-flight limit per device, which used to deadlock the all-reduce
-    and abort the process (see distribute.cpu_client_threads)."""
+    and abort the process (see environment.cpu_client_threads)."""
     logdir = tmp_path / f"host{devices}"
     done = run_cli("--backend=jax", f"--num_devices={devices}", "--dataset=synthetic",
                    "--image_size=32", "--global_batch_size=16", "--epochs=1",
@@ -254,8 +254,8 @@ def test_keras_is_imported_without_the_libraries_it_would_load_for_nothing(tmp_p
 NO_CACHE = """
 import json, jax
 from jax._src import compiler
-from app.engine import distribute
-folder = distribute._persistent_compilation_cache(jax)
+from app.engine import cold_start
+folder = cold_start.persistent_compilation_cache(jax)
 options = compiler.get_compile_options(1, 1)  # kept: debug_options is a view into it
 debug = options.executable_build_options.debug_options
 print(json.dumps({"folder": folder, "autotune_dir": debug.xla_gpu_per_fusion_autotune_cache_dir,
