@@ -31,9 +31,6 @@ import sys
 
 from preprocessing.spec import DataError, Datasets, InputSpec, Pixels
 
-PIPELINES = ("tf.data", "grain", "gpu")
-
-
 def nvimgcodec_installed() -> bool:
     try:
         return importlib.util.find_spec("nvidia.nvimgcodec") is not None

@@ -64,12 +64,6 @@ class GpuOptions:
     # with 3 and 7,469 with 2, 2026-12-01-h200-gc.json lanes_call1), 3 with "c", 1 for
     # the CPU decoder.
     decoders: int | None = None
-    # nvImageCodec's decoder options (api "c"; None: decoders.decoder_options, buffers
-    # preallocated for the batch and the largest canvas).
-    decoder_options: str | None = None
-    # Hand the decoders a CUDA stream of the highest priority. They run their kernels
-    # on streams of their own: no difference measured (2026-12-01-h200-nvjpeg.json call3).
-    high_priority: bool = True
     # Where the GPU decoder's input bytes are read (api "nvjpeg"): "shared" (the
     # planning processes, which read each file for its header anyway, write them into
     # shared memory, native/shared_bytes.py), "workers" (they send them with the plan,
