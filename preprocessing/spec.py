@@ -3,7 +3,8 @@
 Every `--dataset` builder (preprocessing/datasets/) takes an `InputSpec` (plain
 values, never the Config) and returns `Datasets`: the training and validation
 streams `fit` reads, with the facts the run records about them. `DataError` is
-every data mistake, in one line.
+every data mistake, in one line. `BatchShape` is the global batch and its shares per
+process and per device, divided and checked in one place.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ class Datasets:
     # relative to its root; a file refused at the door with its reason in parentheses),
     # or None where the records have no names (TFDS). `skipped_line` says them.
     skipped_names: object = None
-    input_pipeline: str = "none"  # which pipeline feeds it: tf.data, grain, gpu or none
+    input_pipeline: str = "none"  # which pipeline feeds it: tf.data, grain, gpu, device or none
     preset: str = "none"  # the augmentation preset chosen (augment.PRESETS)
     input_state: object = None  # fn(batches served) -> JSON state, where resumable
     restore_input: object = None  # fn(state) -> None: continue from a saved state
