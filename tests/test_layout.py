@@ -200,8 +200,10 @@ def _batch_arithmetic(tree) -> list[str]:
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             shares = any(BATCH_SHARE.search(ast.unparse(t)) for t in targets)
-            arithmetic = isinstance(node, ast.AugAssign) and isinstance(node.op, DIVIDING) or any(
-                isinstance(n, ast.BinOp) and isinstance(n.op, DIVIDING) for n in ast.walk(node.value))
+            arithmetic = any(isinstance(n, ast.BinOp) and isinstance(n.op, DIVIDING)
+                             for n in ast.walk(node.value))
+            if isinstance(node, ast.AugAssign) and isinstance(node.op, DIVIDING):
+                arithmetic = True
             if shares and arithmetic:
                 found.append(f"line {node.lineno}: {ast.unparse(node)}")
     return found
@@ -239,6 +241,7 @@ REDERIVED = [
     "ok = batch_size % len(self.devices)",
     "global_batch = self.batch_size * jax.process_count()",
     "per_device = self.batch_size // count",
+    "self.per_device //= count",
 ]
 NOT_THE_BATCH = [
     "workers = max(len(self.devices) * self.options.decoders, 4)",
