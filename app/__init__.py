@@ -1,3 +1,4 @@
-"""The app: entry point (main.py), backend and distribution (distribute.py), the
-model factory (models.py), the recipe (recipe.py), one run (train.py), the
-throughput sweep (sweep.py), the report (report.py), and their helpers."""
+"""The app: the entry point (main.py), the modes a run can be (modes/: training, the
+throughput sweep, the effort ladder, the input benchmark), what every mode shares
+(run/: the run folder, the context, the summary), the engine (engine/: backend and
+distribution, the model factory, the recipe, prices) and the report (report.py)."""

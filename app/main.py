@@ -70,7 +70,7 @@ def run(config, started_at: float | None = None) -> dict:
     """Checks the run, then runs the mode the config asks for; returns its summary.
 
     Raises:
-        ConfigError, TopologyError, RunDirError, DataError: user mistakes (USER_ERRORS).
+        ConfigError, TopologyError, RunDirError, DataError: user mistakes (`_user_errors`).
         callbacks.stops.Preempted, callbacks.stops.Diverged: see the exit codes.
     """
     from app.engine import prices
@@ -163,8 +163,10 @@ def _list_machines(pattern: str) -> int:
 
 
 def _resume_command(config) -> str:
-    """This process's command, with --logdir added when it was defaulted (the
-    default is time-stamped: rerun as is, the command would start a new run)."""
+    """This process's command, with --logdir added when it was defaulted. The default
+    folder is named by the config (runs/MODEL-DATASET-BACKEND-FINGERPRINT, see
+    flags/config.py), relative to the current folder: the command as run resumes it
+    only from the same folder, and the added --logdir names the folder to be in."""
     from app.run.summary import shell_command
 
     extra = [] if FLAGS.logdir else [f"--logdir={config.logdir}"]

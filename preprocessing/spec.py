@@ -3,7 +3,8 @@
 Every `--dataset` builder (preprocessing/datasets/) takes an `InputSpec` (plain
 values, never the Config) and returns `Datasets`: the training and validation
 streams `fit` reads, with the facts the run records about them. `DataError` is
-every data mistake, in one line.
+every data mistake, in one line. `BatchShape` is the global batch and its shares per
+process and per device, divided and checked in one place.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ class BatchShape:
 
     A step trains `global_size` images: each of `num_processes` processes feeds
     `per_process` of them, and each of its `devices_per_process` devices (replicas)
-    trains `per_replica`. Built from the topology (app/engine/distribute.py,
-    `Topology.batch_shape`); everything else reads it.
+    trains `per_replica`. Made by the topology (app/engine/distribute.py,
+    `Topology.batch_shape`); the pipelines read its fields by name and never multiply
+    or divide a batch by a process or device count themselves (tests/test_layout.py).
 
     Raises:
         BatchError: the replicas cannot share the batch evenly.
@@ -37,29 +39,31 @@ class BatchShape:
     global_size: int
     num_processes: int = 1
     devices_per_process: int = 1
+    # Derived once, here (not arguments):
+    num_replicas: int = dataclasses.field(init=False)  # devices over all processes
+    per_process: int = dataclasses.field(init=False)  # images a process feeds a step
+    per_replica: int = dataclasses.field(init=False)  # images a device trains a step
 
     def __post_init__(self):
         for name in ("global_size", "num_processes", "devices_per_process"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise BatchError(f"{name}={value!r} must be a positive integer")
-        if self.global_size % self.num_replicas:
+        replicas = self.num_processes * self.devices_per_process
+        if self.global_size % replicas:
             raise BatchError(
                 f"--global_batch_size={self.global_size} is not divisible by the "
-                f"{self.num_replicas} replicas ({self.num_processes} process(es) x "
-                f"{self.devices_per_process} device(s)); use a multiple of {self.num_replicas}")
+                f"{replicas} replicas ({self.num_processes} process(es) x "
+                f"{self.devices_per_process} device(s)); use a multiple of {replicas}")
+        object.__setattr__(self, "num_replicas", replicas)
+        object.__setattr__(self, "per_process", self.global_size // self.num_processes)
+        object.__setattr__(self, "per_replica", self.global_size // replicas)
 
-    @property
-    def num_replicas(self) -> int:
-        return self.num_processes * self.devices_per_process
-
-    @property
-    def per_process(self) -> int:
-        return self.global_size // self.num_processes
-
-    @property
-    def per_replica(self) -> int:
-        return self.global_size // self.num_replicas
+    def largest_shard(self, examples: int) -> int:
+        """The most of `examples` records one process holds when they are dealt out
+        round robin (process i takes records i, i + n, ...): every process runs as
+        many evaluation batches as this shard needs."""
+        return -(-examples // self.num_processes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +134,7 @@ class Datasets:
     # relative to its root; a file refused at the door with its reason in parentheses),
     # or None where the records have no names (TFDS). `skipped_line` says them.
     skipped_names: object = None
-    input_pipeline: str = "none"  # which pipeline feeds it: tf.data, grain, gpu or none
+    input_pipeline: str = "none"  # which pipeline feeds it: tf.data, grain, gpu, device or none
     preset: str = "none"  # the augmentation preset chosen (augment.PRESETS)
     input_state: object = None  # fn(batches served) -> JSON state, where resumable
     restore_input: object = None  # fn(state) -> None: continue from a saved state
@@ -201,6 +205,19 @@ def batch_layout(devices: list, sharding):
                                           jax.sharding.PartitionSpec(sharding.spec[0]))
     return jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devices), ("batch",)),
                                       jax.sharding.PartitionSpec("batch"))
+
+
+def check_devices(batch: BatchShape, devices: list) -> None:
+    """A stream's `devices` (this process's, where its slices of a batch go) must be the
+    ones `batch` was shared out over, or its slices would not add up to the batch.
+
+    Raises:
+        ValueError: naming both counts.
+    """
+    if len(devices) != batch.devices_per_process:
+        raise ValueError(f"the batch is shared over {batch.devices_per_process} device(s) "
+                         f"a process, but the sharding lays it over {len(devices)} of this "
+                         "process's devices")
 
 
 def device_batch(parts: list, layout):

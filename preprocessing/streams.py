@@ -31,9 +31,6 @@ import sys
 
 from preprocessing.spec import DataError, Datasets, InputSpec, Pixels
 
-PIPELINES = ("tf.data", "grain", "gpu")
-
-
 def nvimgcodec_installed() -> bool:
     try:
         return importlib.util.find_spec("nvidia.nvimgcodec") is not None
@@ -163,7 +160,7 @@ def make(train_records, validation_records, spec: InputSpec, *,
     build = {"tf.data": _tf_data, "grain": _grain, "gpu": _gpu, "device": _device}[pipeline]
     # Every process runs the same number of evaluation batches: size them for the
     # largest shard (the others pad with weight-0 images).
-    largest = -(-len(validation_records) // spec.num_processes) if validation_records else 0
+    largest = spec.batch.largest_shard(len(validation_records)) if validation_records else 0
     data = build(_shard(train_records, spec), validation_records and _shard(
         validation_records, spec), spec, preset, image_size, largest)
     data.num_classes, data.image_size = num_classes, image_size
@@ -188,7 +185,7 @@ def _validation_sample(records, spec: InputSpec):
     by class: its first N batches would be a few classes only."""
     if not records or spec.validation_steps <= 0:
         return records
-    wanted = spec.validation_steps * spec.batch_size * spec.num_processes
+    wanted = spec.validation_steps * spec.batch.global_size
     if wanted >= len(records):
         return records
     import numpy as np
@@ -318,12 +315,12 @@ def _device(train, validation, spec, preset, size, largest) -> Datasets:
     decode_seconds = time.perf_counter() - started
     sharding = _data_sharding(spec, size)
     data = _empty()
-    stream = DeviceStream(splits[0], spec.batch_size, size, preset, spec.seed, train=True,
+    stream = DeviceStream(splits[0], spec.batch, size, preset, spec.seed, train=True,
                           dtype=spec.dtype, sharding=sharding)
     data.train = Feed(stream, None)
     held = stream.nbytes
     if validation:
-        evaluation = DeviceStream(splits[1], spec.batch_size, size, preset, spec.seed,
+        evaluation = DeviceStream(splits[1], spec.batch, size, preset, spec.seed,
                                   train=False, dtype=spec.dtype, sharding=sharding,
                                   min_batches=_batches(largest, spec.batch_size))
         held += evaluation.nbytes
@@ -357,13 +354,13 @@ def _gpu(train, validation, spec, preset, size, largest) -> Datasets:
         raise DataError(f"--input_pipeline=gpu implements the standard preset (Inception "
                         f"crop, flip); --preprocessing={preset} needs grain or tf.data")
     sharding = _data_sharding(spec, size)
-    stream = GpuJpegStream(train, spec.batch_size, size, spec.seed, train=True,
+    stream = GpuJpegStream(train, spec.batch, size, spec.seed, train=True,
                            dtype=spec.dtype, sharding=sharding)
     streams = [stream]
     data = _empty()
     data.train = Feed(stream, None)
     if validation:
-        evaluation = GpuJpegStream(validation, spec.batch_size, size, spec.seed, train=False,
+        evaluation = GpuJpegStream(validation, spec.batch, size, spec.seed, train=False,
                                    dtype=spec.dtype, sharding=sharding)
         streams.append(evaluation)
         data.validation_batches = evaluation.num_batches
@@ -380,7 +377,7 @@ def _data_sharding(spec, size):
     distribution = keras.distribution.distribution()
     if distribution is None:
         return None
-    shape = (spec.batch_size * spec.num_processes, size, size, 3)
+    shape = (spec.batch.global_size, size, size, 3)
     return distribution.get_data_layout(shape).backend_layout
 
 

@@ -227,8 +227,8 @@ def test_the_bar_names_the_epoch_of_the_run_and_what_is_left(monkeypatch):
 
 
 def test_the_command_printed_after_sigterm_resumes_the_run(digits_dir, tmp_path):
-    """The default logdir is time-stamped: rerunning the same command would start a new
-    run, so the error line names the run folder."""
+    """The default logdir is named by the config (runs/MODEL-DATASET-BACKEND-FINGERPRINT),
+    relative to the current folder: the error line's command names it, and resumes it."""
     args = [sys.executable, os.path.join(ROOT, "app", "main.py"), f"--data_dir={digits_dir}",
             "--image_size=8", "--epochs=6", "--steps_per_epoch=4", "--validation_steps=2",
             "--verbose=0"]

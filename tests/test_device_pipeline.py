@@ -26,8 +26,9 @@ def _digit_split(digits_dir, split="validation"):
 
 def _stream(split, batch, size, preset, train, seed=5, **kw):
     from preprocessing.device.stream import DeviceStream
+    from preprocessing.spec import BatchShape
 
-    return DeviceStream(split, batch, size, preset, seed, train=train, **kw)
+    return DeviceStream(split, BatchShape(batch), size, preset, seed, train=train, **kw)
 
 
 def test_the_batch_functions_are_compiled_before_the_first_batch_is_asked_for(digits_dir):

@@ -54,7 +54,7 @@ def test_data_parallel_over_four_host_devices(digits_dir, tmp_path):
 def test_any_number_of_jax_host_devices_is_safe_on_a_small_machine(tmp_path, devices):
     """More devices than cores (CI has 2): the evaluation dispatches up to 200 steps ahead,
     past XLA's in-flight limit per device, which used to deadlock the all-reduce
-    and abort the process (see distribute.cpu_client_threads)."""
+    and abort the process (see environment.cpu_client_threads)."""
     logdir = tmp_path / f"host{devices}"
     done = run_cli("--backend=jax", f"--num_devices={devices}", "--dataset=synthetic",
                    "--image_size=32", "--global_batch_size=16", "--epochs=1",
@@ -121,6 +121,19 @@ def test_missing_accelerators_are_named_and_nothing_falls_back(digits_dir, tmp_p
 
 def tpu_available():
     return os.path.exists("/dev/accel0") or os.path.exists("/dev/vfio/0")
+
+
+@pytest.mark.skipif(tpu_available(), reason="a Cloud TPU VM has a TPU")
+def test_no_local_tpu_on_tensorflow_is_one_line_and_tensorflow_never_starts(tmp_path):
+    """Checked before TensorFlow is imported: stderr is the error line alone (none of
+    TensorFlow's log lines after it), and no folder is made."""
+    done = run_cli("--accelerator=tpu", "--backend=tensorflow", "--dataset=synthetic",
+                   f"--logdir={tmp_path / 'run'}")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.splitlines() == [
+        "error: --accelerator=tpu --tpu=local: no TPU reachable (this host has no TPU device: "
+        "no /dev/accel* or /dev/vfio/*); use --accelerator=cpu, or --tpu=NAME for a TPU node"]
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.skipif(not tpu_available(), reason="needs a Cloud TPU VM (no /dev/accel0 here)")
@@ -241,8 +254,8 @@ def test_keras_is_imported_without_the_libraries_it_would_load_for_nothing(tmp_p
 NO_CACHE = """
 import json, jax
 from jax._src import compiler
-from app.engine import distribute
-folder = distribute._persistent_compilation_cache(jax)
+from app.engine import cold_start
+folder = cold_start.persistent_compilation_cache(jax)
 options = compiler.get_compile_options(1, 1)  # kept: debug_options is a view into it
 debug = options.executable_build_options.debug_options
 print(json.dumps({"folder": folder, "autotune_dir": debug.xla_gpu_per_fusion_autotune_cache_dir,

@@ -9,10 +9,15 @@ Inside preprocessing/, the same rule, floor by floor (PREPROCESSING_RANK): the
 contract (spec, augment) <- gpu/native <- the pipeline wings (tfdata, host, gpu)
 and feed <- streams <- datasets. Only gpu/ imports gpu/native, the one place that
 calls C libraries; the top level holds the contract's few files and nothing else.
+
+The batch's shares (per process, per device) are divided out once, by BatchShape
+(preprocessing/spec.py, made by app/engine/distribute.py's topology): no other module
+of preprocessing/ multiplies or divides a batch by a process or device count.
 """
 
 import ast
 import os
+import re
 
 from conftest import ROOT
 
@@ -167,3 +172,90 @@ def test_the_checker_sees_a_planted_upward_import(tmp_path):
     planted = tmp_path / "bad.py"
     planted.write_text("def f():\n    from app.engine import prices\n")
     assert _imports(str(planted), {"app.engine.prices": ""}) == {"app.engine.prices"}
+
+
+# ---- the batch is divided in one place: BatchShape -------------------------------------
+# A process count, in any product or quotient; a device count, beside a batch.
+PROCESS_COUNT = re.compile(r"\b(num_processes|process_count)\b")
+DEVICE_COUNT = re.compile(r"\b(devices_per_process|num_replicas|local_device_count|device_count)\b"
+                          r"|\blen\([^()]*devices[^()]*\)")
+BATCH = re.compile(r"batch")
+# What a name holds when it is one of the batch's shares.
+BATCH_SHARE = re.compile(r"\b(per_device|per_process|per_replica|global_batch|global_size)\b")
+DIVIDING = (ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)
+BATCH_SHAPE_HOME = ("preprocessing.spec", "BatchShape")  # the one place allowed
+
+
+def _batch_arithmetic(tree) -> list[str]:
+    """The products, quotients and remainders in `tree` that re-derive the batch's shares:
+    one whose operand names a process count, one of a device count and a batch, and any
+    such arithmetic whose result is stored under the name of a share (per_device...)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, DIVIDING):
+            sides = [ast.unparse(node.left), ast.unparse(node.right)]
+            if any(PROCESS_COUNT.search(side) for side in sides) or any(
+                    DEVICE_COUNT.search(a) and BATCH.search(b) for a, b in (sides, sides[::-1])):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            shares = any(BATCH_SHARE.search(ast.unparse(t)) for t in targets)
+            arithmetic = any(isinstance(n, ast.BinOp) and isinstance(n.op, DIVIDING)
+                             for n in ast.walk(node.value))
+            if isinstance(node, ast.AugAssign) and isinstance(node.op, DIVIDING):
+                arithmetic = True
+            if shares and arithmetic:
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def _without_batch_shape(tree):
+    """The module's tree with the BatchShape class taken out (the one place that divides)."""
+    tree.body = [n for n in tree.body
+                 if not (isinstance(n, ast.ClassDef) and n.name == BATCH_SHAPE_HOME[1])]
+    return tree
+
+
+def test_only_the_batch_shape_divides_the_batch():
+    """Pipelines read BatchShape's fields (per_process, per_replica, global_size,
+    largest_shard) by name: a pipeline that multiplies its batch by the process count,
+    or divides it by its devices, has a second copy of the topology's arithmetic, and
+    a second place to disagree with it."""
+    found = []
+    for module, path in _modules().items():
+        if not module.startswith("preprocessing"):
+            continue
+        tree = ast.parse(open(path).read(), path)
+        if module == BATCH_SHAPE_HOME[0]:
+            tree = _without_batch_shape(tree)
+        found += [f"{module} {hit}" for hit in _batch_arithmetic(tree)]
+    assert not found, "the batch divided outside BatchShape:\n" + "\n".join(found)
+
+
+# What the pipelines did before BatchShape was read by name (each one line of theirs).
+REDERIVED = [
+    "wanted = spec.validation_steps * spec.batch_size * spec.num_processes",
+    "shape = (spec.batch_size * spec.num_processes, size, size, 3)",
+    "largest = -(-len(validation_records) // spec.num_processes)",
+    "self.per_device = batch_size // len(self.devices)",
+    "ok = batch_size % len(self.devices)",
+    "global_batch = self.batch_size * jax.process_count()",
+    "per_device = self.batch_size // count",
+    "self.per_device //= count",
+]
+NOT_THE_BATCH = [
+    "workers = max(len(self.devices) * self.options.decoders, 4)",
+    "start = batch * self.batch_size",
+    "steps = len(self.records) // batch_size",
+    "self.per_device = batch.per_replica",
+]
+
+
+def test_the_batch_check_sees_each_old_re_derivation():
+    for line in REDERIVED:
+        assert _batch_arithmetic(ast.parse(line)), line
+    for line in NOT_THE_BATCH:
+        assert not _batch_arithmetic(ast.parse(line)), line
+    home = ast.parse("class BatchShape:\n    def f(self):\n        return self.global_size // "
+                     "self.num_processes\n")
+    assert _batch_arithmetic(home) and not _batch_arithmetic(_without_batch_shape(home))

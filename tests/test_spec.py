@@ -10,6 +10,7 @@ def test_the_global_batch_is_divided_once_into_processes_and_replicas():
     assert (shape.num_replicas, shape.per_process, shape.per_replica) == (8, 256, 64)
     assert shape.per_process * shape.num_processes == shape.global_size
     assert shape.per_replica * shape.num_replicas == shape.global_size
+    assert [BatchShape(9, num_processes=3).largest_shard(n) for n in (0, 9, 10)] == [0, 3, 4]
 
 
 @pytest.mark.parametrize("global_size, processes, devices", [(63, 1, 2), (64, 3, 1), (96, 2, 5)])

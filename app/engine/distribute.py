@@ -2,12 +2,14 @@
 
 Two steps, in this order:
 
-1. `prepare_backend(config)` sets environment variables that must exist before
-   Keras (and with it TensorFlow or JAX) is first imported.
+1. `prepare_backend(config)` sets the environment variables that must exist before
+   Keras (and with it TensorFlow or JAX) is first imported (which ones, and why:
+   app/engine/environment.py).
 2. `make_topology(config)` finds the devices, checks them against the flags, and
    returns a `Topology`: a TensorFlow `tf.distribute` strategy (default,
    MirroredStrategy or TPUStrategy), or a `keras.distribution.DataParallel` on JAX,
-   plus the facts the summary records (processes, devices, device kind).
+   plus the facts the summary records (processes, devices, device kind). On the
+   way it applies the cold-start measures (app/engine/cold_start.py).
 
 Nothing else in the app knows these APIs. Every failure is a `TopologyError` with a
 one-line message naming what was asked for and what exists; there is never a
@@ -18,15 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import glob
 import importlib
-import importlib.abc
-import logging
 import os
 import sys
 import threading
 
-from app.engine import native_stderr
+from app.engine import cold_start, environment, native_stderr
 from preprocessing.spec import BatchError, BatchShape
 
 
@@ -69,6 +68,9 @@ class Topology:
     # The folder JAX keeps compiled programs in, None when it keeps none (TensorFlow has
     # none): a run that finds its programs there starts seconds sooner.
     compilation_cache_dir: str | None = None
+    # --global_batch_size shared out over these processes and devices: made and checked
+    # once, by make_topology; the input pipelines read its parts by name.
+    batch: BatchShape | None = None
 
     @property
     def num_replicas(self) -> int:
@@ -112,6 +114,7 @@ class Topology:
         return contextlib.nullcontext()
 
     def describe(self) -> dict:
+        """What summary.json records of where the run executed."""
         return {
             "backend": self.backend,
             "accelerator": self.accelerator,
@@ -138,143 +141,25 @@ def prepare_backend(config) -> None:
         raise TopologyError(
             f"--backend={config.backend} but Keras was already imported with the "
             f"{keras_module.backend.backend()} backend in this process")
-    os.environ["KERAS_BACKEND"] = config.backend
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF's C++ banner quiet
-    # JAX tries every platform it knows and logs each miss ("Unable to initialize
-    # backend 'tpu'"); a CPU run looks at the CPU only, and the others stay quiet.
-    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
-    if config.accelerator == "cpu":
-        os.environ["JAX_PLATFORMS"] = "cpu"
-    elif os.environ.get("JAX_PLATFORMS") == "cpu":  # the flag decides, not an old setting
-        del os.environ["JAX_PLATFORMS"]
-    if config.backend == "jax" and config.accelerator == "cpu" and config.num_devices > 1:
-        # JAX makes N host devices only when told before it starts.
-        if "jax" not in sys.modules:
-            flags = os.environ.get("XLA_FLAGS", "")
-            flag = f"--xla_force_host_platform_device_count={config.num_devices}"
-            if "xla_force_host_platform_device_count" not in flags:
-                os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
-            os.environ["PJRT_NPROC"] = str(cpu_client_threads(config.num_devices))
-    if config.backend == "jax" and config.accelerator == "gpu":
-        # CUDA runs every stream's work through CUDA_DEVICE_MAX_CONNECTIONS hardware
-        # queues (8 by default); streams beyond that share one, and work on a shared
-        # queue waits behind everything queued before it. nvJPEG decodes (the gpu
-        # input pipeline) on streams of its own, so with 8 its kernels waited behind
-        # whole training steps queued by XLA: on an H200 the JPEG engines delivered
-        # 3,900 img/s beside a training-sized GPU load, 15,000 with 32 queues, and the
-        # pipeline went from 0.74 to 0.93 of synthetic data's images/sec, synthetic
-        # data unchanged (benchmarks/results/2026-12-01-h200-nvjpeg.json at 35cc76c). Read when
-        # the CUDA context is made, so set here, before JAX starts; a user's setting stays.
-        os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
-        # Let XLA overlap collectives with compute in data-parallel steps. One GPU in one
-        # process has no collective to overlap, and the scheduler still costs its
-        # compile: on one H200 the small ResNet's training step compiled in 10.0 s
-        # without it, 12.3 s with it (cold, 2026-12-03-h200-fashion-mnist-c6d3e37-xla.json).
-        flags = os.environ.get("XLA_FLAGS", "")
-        if config.profile_steps and "xla_gpu_enable_command_buffer" not in flags:
-            # A profiled run runs its kernels outside XLA's command buffers (CUDA
-            # graphs): in a graph a kernel is traced under the graph's name, not its HLO
-            # op's, and the step breakdown could not say what it computes
-            # (callbacks/figures/breakdown.py). A profiled step dispatches synchronously
-            # anyway (callbacks/profiler.py): it shows where time goes, not the speed.
-            flags = f"{flags} --xla_gpu_enable_command_buffer=".strip()
-            os.environ["XLA_FLAGS"] = flags
-        if "xla_gpu_enable_latency_hiding_scheduler" not in flags and not _one_gpu(config):
-            os.environ["XLA_FLAGS"] = (
-                f"{flags} --xla_gpu_enable_latency_hiding_scheduler=true").strip()
-
-
-def _one_gpu(config) -> bool:
-    """Whether this run trains on exactly one NVIDIA GPU in one process: --num_devices=1,
-    or one GPU visible (CUDA_VISIBLE_DEVICES, else the host's /dev/nvidiaN files)."""
-    if config.num_processes > 1:
-        return False
-    if config.num_devices == 1:
-        return True
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([d for d in visible.split(",") if d.strip()]) == 1
-    return len(_nvidia_gpu_files()) == 1
-
-
-def _nvidia_gpu_files() -> list[str]:
-    """The host's NVIDIA GPU device files, one per GPU (/dev/nvidia0, /dev/nvidia1, ...)."""
-    return glob.glob("/dev/nvidia[0-9]*")
-
-
-# Imported by Keras whenever installed, for parts the app never uses (its scikit-learn
-# wrappers, its image-gallery plots, pandas DataFrames as model inputs, its
-# RemoteMonitor callback): 1.6 s and 1.1 s of `import keras` on a 2-core host for the
-# first two; 0.78, 0.48, 0.40 and 0.18 s on the H200 host. make_topology imports Keras
-# (`_import`) without them.
-KERAS_UNUSED_IMPORTS = ("sklearn", "matplotlib", "pandas", "requests")
-
-
-class _Unimportable(importlib.abc.MetaPathFinder):
-    """Makes the named top-level modules raise ModuleNotFoundError while installed."""
-
-    def __init__(self, names):
-        self.names = set(names)
-
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in self.names:
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
-@contextlib.contextmanager
-def _without_unused_imports(module: str):
-    """While Keras is imported, those of KERAS_UNUSED_IMPORTS not imported yet raise
-    ModuleNotFoundError: Keras then takes them for absent (its sklearn wrappers,
-    gallery plots, DataFrame inputs and RemoteMonitor are unusable in this process;
-    nothing in the app uses them), and they import as usual afterwards (the digits
-    dataset and the charts import their own)."""
-    absent = [name for name in KERAS_UNUSED_IMPORTS if name not in sys.modules]
-    if module != "keras" or "keras" in sys.modules or not absent:
-        yield
-        return
-    finder = _Unimportable(absent)
-    sys.meta_path.insert(0, finder)
-    try:
-        yield
-    finally:
-        sys.meta_path.remove(finder)
-
-
-def cpu_client_threads(num_devices: int) -> int:
-    """Threads XLA's CPU client needs so that N host devices never deadlock.
-
-    The client (xla/pjrt/cpu/cpu_client.cc) runs every step on one thread pool of
-    max(PJRT_NPROC or the cores, N) threads, "enough for one collective": each of
-    the N devices' step blocks a thread until all N reach the all-reduce. But with
-    asynchronous dispatch the launches of later steps, one per device, wait in the
-    same pool for a free slot of the device's in-flight limit, holding up to N more
-    threads. With fewer than 2N threads (4 devices on 2 cores: 4) the last device's
-    step never gets one: "Expected 4 threads to join the rendezvous, but only 3 of
-    them arrived", then SIGABRT. So 2N, and never fewer than the cores.
-    """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    requested = int(os.environ.get("PJRT_NPROC") or 0)
-    return max(cores, 2 * num_devices, requested)
+    environment.set_before_keras(config)
 
 
 def make_topology(config) -> Topology:
-    """Finds and checks the devices; returns the Topology to train on.
+    """Finds and checks the devices; returns the Topology to train on, with its batch
+    (`Topology.batch`: --global_batch_size shared out over them).
 
     Raises:
         TopologyError: for missing devices, unreachable TPUs or coordinators, or a
             global batch that the replicas cannot share evenly.
     """
     _check_gpu_present(config)
+    _check_local_tpu_present(config)
     _import(config.backend, config)
     if config.backend == "tensorflow":
         topology = _tensorflow_topology(config)
     else:
         topology = _jax_topology(config)
-    topology.batch_shape(config.global_batch_size)  # fails here, before Keras is imported
+    topology.batch = topology.batch_shape(config.global_batch_size)  # before Keras imports
     _import("keras", config)  # after the devices: importing it takes seconds
     native_stderr.release()
     return topology
@@ -295,15 +180,33 @@ def _check_gpu_present(config) -> None:
         raise TopologyError("--accelerator=gpu but CUDA_VISIBLE_DEVICES="
                             f"{os.environ['CUDA_VISIBLE_DEVICES']!r} hides every GPU from "
                             "this process")
-    if not (_nvidia_gpu_files() or os.path.exists("/dev/kfd")):
+    if not (environment.nvidia_gpu_files() or os.path.exists("/dev/kfd")):
         raise TopologyError("--accelerator=gpu but this host has no GPU (no /dev/nvidia* "
                             "or /dev/kfd device); use --accelerator=cpu")
+
+
+def _check_local_tpu_present(config) -> None:
+    """--accelerator=tpu --tpu=local on TensorFlow, on a host with no TPU device files,
+    fails here, before TensorFlow is imported: found by TPUClusterResolver, it took
+    the import (9-12 s on a 2-core host) and left 7 of TensorFlow's log lines after the
+    one-line error. (JAX finds no TPU in its own import, 2-3 s, and says so in one
+    line; a named --tpu is another host's, found only by asking for it.)
+
+    Raises:
+        TopologyError: no /dev/accel* or /dev/vfio/* device exists.
+    """
+    if (config.accelerator != "tpu" or config.backend != "tensorflow" or config.tpu != "local"
+            or environment.tpu_device_files()):
+        return
+    raise TopologyError("--accelerator=tpu --tpu=local: no TPU reachable (this host has no "
+                        "TPU device: no /dev/accel* or /dev/vfio/*); use --accelerator=cpu, "
+                        "or --tpu=NAME for a TPU node")
 
 
 def _import(module: str, config):
     """Imports a framework, or says in one line how to install it."""
     try:
-        with _without_unused_imports(module):
+        with cold_start.without_unused_imports(module):
             return importlib.import_module(module)
     except ImportError as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
@@ -400,54 +303,10 @@ def _tpu_strategy(config, tf):
 
 
 # ---------------------------------------------------------------------------- JAX
-CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
-
-
-def compilation_cache_dir() -> str:
-    """Where JAX keeps compiled XLA programs between runs: $JAX_COMPILATION_CACHE_DIR when
-    set (empty: no cache), else ~/.cache/keras-accelerator-bench/xla."""
-    if CACHE_ENV in os.environ:
-        return os.environ[CACHE_ENV]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "keras-accelerator-bench", "xla")
-
-
-def _persistent_compilation_cache(jax) -> str | None:
-    """Keeps every compiled program on disk, so that a run's second time starts warm;
-    returns the folder, or None where there is none.
-
-    As torch.compile's inductor does by default: on one H200 the default Fashion-MNIST
-    job reached its first epoch's end 11.7 s after starting with the cache warm, 28.9 s
-    cold (benchmarks/results/2026-12-03-h200-fashion-mnist.json at 35cc76c, its note). JAX keys
-    each entry by the program, its compile options and the devices, so a changed model
-    or machine compiles afresh; a cache that cannot be written costs one warning.
-    """
-    folder = compilation_cache_dir()
-    if not folder:
-        # Off for JAX too: it reads JAX_COMPILATION_CACHE_DIR="" as a folder named "" and
-        # then keeps XLA's autotuning results in ./xla_gpu_per_fusion_autotune_cache_dir,
-        # in whatever folder the run started from (where a later run finds them: on an
-        # H200 the training step compiled in 1.3 s instead of 13 s, "with no cache").
-        jax.config.update("jax_compilation_cache_dir", None)
-        jax.config.update("jax_enable_compilation_cache", False)
-        return None
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as error:
-        sys.stderr.write(f"warning: no XLA compilation cache ({folder}: {error.strerror}); "
-                         f"every program compiles afresh\n")
-        return None
-    jax.config.update("jax_compilation_cache_dir", folder)
-    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
-        # The initializers' and metrics' small programs too: ~40 of them, 6 s cold on GPU.
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-    return folder
-
-
 def _jax_topology(config) -> Topology:
     import jax
 
-    cache = _persistent_compilation_cache(jax)
+    cache = cold_start.persistent_compilation_cache(jax)
     if config.num_processes > 1:
         _initialize_multi_host(config)
     platform = config.accelerator
@@ -459,7 +318,8 @@ def _jax_topology(config) -> Topology:
     per_process = _wanted(config, len(local), what)
     reserving = None
     if platform == "gpu":  # the GPUs' memory is reserved while Keras imports
-        reserving = threading.Thread(target=_reserve_memory, args=(jax, local[:per_process]),
+        reserving = threading.Thread(target=cold_start.reserve_memory,
+                                     args=(jax, local[:per_process]),
                                      name="reserve-gpu-memory", daemon=True)
         reserving.start()
     keras = _import("keras", config)
@@ -480,19 +340,6 @@ def _jax_topology(config) -> Topology:
     kind = local[0].device_kind if platform != "cpu" else "cpu"
     return Topology("jax", config.accelerator, num_processes, jax.process_index(),
                     per_process, kind, distribution=distribution, compilation_cache_dir=cache)
-
-
-def _reserve_memory(jax, devices) -> None:
-    """Puts one number on each of `devices`: JAX's allocator reserves its share of a
-    GPU's memory (75% by default) at the first array, 2 s on an H200 (2026-12-03, the
-    first array of the device pipeline), which here overlaps Keras's import."""
-    import numpy as np
-
-    try:
-        for device in devices:
-            jax.device_put(np.zeros((), np.int32), device).block_until_ready()
-    except Exception:  # noqa: BLE001 - the run's first array meets it again, and says so
-        pass
 
 
 def _initialize_multi_host(config) -> None:

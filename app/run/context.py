@@ -78,8 +78,8 @@ def prepare(config, started_at: float) -> RunContext:
         xla_autotune = autotune.choose(config, train_examples)
         autotune.apply(xla_autotune)  # before JAX compiles anything
         topology = distribute.make_topology(config)
-        # The batch's shares once the devices are known: checked there, read everywhere.
-        spec = dataclasses.replace(spec, batch=topology.batch_shape(config.global_batch_size))
+        # The batch's shares, made and checked with the devices, read everywhere.
+        spec = dataclasses.replace(spec, batch=topology.batch)
         check_batch_fits(spec)
         if config.benchmark != "input":  # (the input benchmark builds no model)
             check_model_builds(config, known_shape(config.dataset, spec))

@@ -64,12 +64,6 @@ def add_sums(first: dict, second: dict) -> dict:
     return {k: first.get(k, 0) + second.get(k, 0) for k in {*first, *second}}
 
 
-def step_time_spread(gaps: list) -> dict:
-    """Step time over a window, from its (steps, seconds) gaps between marks (see
-    `spread_of`)."""
-    return spread_of(gap_sums(gaps))
-
-
 def spread_of(sums: dict) -> dict:
     """Step time from `gap_sums` (one window's, or several added up).
 

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import itertools
 
-import keras  # imported after app.engine.distribute.prepare_backend chose the backend
-
-from preprocessing.feed import Feed
 from preprocessing.spec import Datasets, InputSpec, num_batches
 
 IMAGE_SIZE = 224
@@ -40,7 +37,7 @@ def known_shape(dataset: str, spec: InputSpec) -> tuple[int, int]:
 
 def make(dataset: str, spec: InputSpec) -> Datasets:
     size = spec.image_size or IMAGE_SIZE
-    val_batches = num_batches(VALIDATION_EXAMPLES // spec.num_processes, spec.batch_size)
+    val_batches = num_batches(spec.batch.largest_shard(VALIDATION_EXAMPLES), spec.batch_size)
     if spec.backend == "jax":
         train, validation = _jax_streams(spec, size, val_batches)
     else:
@@ -59,7 +56,10 @@ def make(dataset: str, spec: InputSpec) -> Datasets:
 
 def _jax_streams(spec, size, val_batches):
     import jax
+    import keras  # here, not at the top: `check` runs before the framework is chosen
     import numpy as np
+
+    from preprocessing.feed import Feed
 
     shape = (spec.batch_size, size, size, 3)
     key = jax.random.PRNGKey(spec.seed or 0)

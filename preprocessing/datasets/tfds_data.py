@@ -363,7 +363,7 @@ def _make_tf_data(dataset: str, spec: InputSpec) -> Datasets:
     if spec.with_validation:
         split = "validation" if "validation" in info.splits else "test"
         val_count = info.splits[split].num_examples
-        largest = -(-val_count // spec.num_processes)
+        largest = spec.batch.largest_shard(val_count)
         val_records, _ = records(split, False)
         val_ds, val_batches = tf_pipeline.eval_stream(
             val_records, largest, tf_images.eval_transform(preset, size, spec.dtype),

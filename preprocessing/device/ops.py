@@ -25,9 +25,6 @@ import functools
 
 from preprocessing import augment
 
-F32_ASPECT = (augment.ASPECT_RANGE[0], augment.ASPECT_RANGE[1])
-
-
 def _lrint(jnp, value):
     """C's lrintf: float32 rounded to the nearest integer, ties to even."""
     return jnp.rint(value.astype(jnp.float32)).astype(jnp.int32)

@@ -27,7 +27,7 @@ import numpy as np
 
 from preprocessing.device.decode import MAX_PIXELS, DecodedSplit
 from preprocessing.device.ops import make_augment, make_permute
-from preprocessing.spec import batch_layout, device_batch
+from preprocessing.spec import BatchShape, batch_layout, check_devices, device_batch
 
 
 class DeviceStream:
@@ -35,7 +35,8 @@ class DeviceStream:
 
     Args:
         split: this process's images.
-        batch_size: images per batch of this process (all its devices together).
+        batch: the batch's shares (its per_process images a batch of this process,
+            per_replica on each of its devices_per_process devices).
         image_size: output side in pixels.
         preset: "small" or "standard" (augment.PRESETS; heavy is not implemented here).
         seed: decides the orders and the augmentation (None: a fresh seed).
@@ -47,7 +48,7 @@ class DeviceStream:
             many as the one with the largest shard; the rest is weight-0 padding).
     """
 
-    def __init__(self, split: DecodedSplit, batch_size: int, image_size: int, preset: str,
+    def __init__(self, split: DecodedSplit, batch: BatchShape, image_size: int, preset: str,
                  seed: int | None, train: bool, dtype: str = "float32", sharding=None,
                  min_batches: int = 1):
         import jax
@@ -55,16 +56,13 @@ class DeviceStream:
         if len(split.flat) > MAX_PIXELS:
             raise ValueError(f"{len(split.flat):,} pixels exceed the device pipeline's int32 "
                              f"indices ({MAX_PIXELS:,})")
-        self.batch_size, self.image_size, self.train = batch_size, image_size, train
+        self.batch_size, self.image_size, self.train = batch.per_process, image_size, train
         self.dtype = dtype
         self.seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else int(seed)
         self.sharding = sharding
-        self.devices = self._devices(jax, sharding, batch_size, image_size)
+        self.devices = self._devices(jax, sharding, batch, image_size)
         self._layout = batch_layout(self.devices, sharding) if sharding is not None else None
-        if batch_size % len(self.devices):
-            raise ValueError(f"batch_size {batch_size} is not divisible by this process's "
-                             f"{len(self.devices)} devices")
-        self.per_device = batch_size // len(self.devices)
+        self.per_device = batch.per_replica
         count = len(self.devices)
         shards = [split.shard(i, count) if count > 1 else split for i in range(count)]
         smallest = min(len(s) for s in shards)
@@ -89,14 +87,17 @@ class DeviceStream:
         self._compiling.start()
 
     @staticmethod
-    def _devices(jax, sharding, batch_size: int, image_size: int):
+    def _devices(jax, sharding, batch: BatchShape, image_size: int):
         """This process's devices, in the order of their slices of the batch."""
         if sharding is None:  # the default device, where Keras keeps the model's state
-            return list(jax.device_put(np.zeros((), np.int32)).devices())
-        shape = (batch_size * jax.process_count(), image_size, image_size, 3)
-        starts = {device: index[0].start or 0 for device, index in
-                  sharding.addressable_devices_indices_map(shape).items()}
-        return sorted(starts, key=starts.get)
+            devices = list(jax.device_put(np.zeros((), np.int32)).devices())
+        else:
+            shape = (batch.global_size, image_size, image_size, 3)
+            starts = {device: index[0].start or 0 for device, index in
+                      sharding.addressable_devices_indices_map(shape).items()}
+            devices = sorted(starts, key=starts.get)
+        check_devices(batch, devices)
+        return devices
 
     @staticmethod
     def _put(jax, split: DecodedSplit, device):

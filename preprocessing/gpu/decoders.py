@@ -94,13 +94,10 @@ def make_canvases(device, options: GpuOptions, per_device: int, commit: bool):
     keep = math.ceil((options.prefetch + options.decoders) / options.decoders) + 1
     side = options.canvas_sides[-1]
     if options.api == "nvjpeg":
-        return NvjpegCanvases(device, keep=keep, high_priority=options.high_priority,
-                              preallocate=(per_device, side), commit=commit)
-    chosen = options.decoder_options
-    return NvImageCodecCanvases(
-        device, backend=options.backend, keep=keep, high_priority=options.high_priority,
-        options=decoder_options(per_device, side) if chosen is None else chosen,
-        hw_share=options.hw_share, commit=commit)
+        return NvjpegCanvases(device, keep=keep, preallocate=(per_device, side), commit=commit)
+    return NvImageCodecCanvases(device, backend=options.backend, keep=keep,
+                                options=decoder_options(per_device, side),
+                                hw_share=options.hw_share, commit=commit)
 
 
 def _write_pixels(canvas: np.ndarray, slots) -> None:
@@ -152,13 +149,11 @@ class DeviceCanvases:
     Args:
         device: the jax Device.
         keep: canvases kept per shape for reuse (the batches in flight).
-        high_priority: hand the decoder a stream of the highest priority (see
-            CudaDriver.new_stream: no difference measured).
         commit: the canvases are committed to `device`; False (only for the default
             device): uncommitted, and so are the images the step makes of them.
     """
 
-    def __init__(self, device, keep: int = 4, high_priority: bool = True, commit: bool = True):
+    def __init__(self, device, keep: int = 4, commit: bool = True):
         self.device, self.keep, self.commit = device, keep, commit
         self.on_gpu = device.platform == "gpu"
         self.cuda = self.ordinal = self.stream = None
@@ -167,7 +162,9 @@ class DeviceCanvases:
             self.ordinal = int(device.id if hardware_id is None else hardware_id)
             self.cuda = CudaDriver.get()
             self.cuda.use(self.ordinal)
-            self.stream, _ = self.cuda.new_stream(high_priority)
+            # The highest priority: the decoders run their kernels on streams of their
+            # own, so it made no difference measured (2026-12-01-h200-nvjpeg.json at 35cc76c call3).
+            self.stream, _ = self.cuda.new_stream(high_priority=True)
         self.free = {}  # canvas shape -> [(canvas, done)], oldest first
         self.allocations = 0  # canvases made (each waits for XLA's queue once)
         self.decoded = 0  # images the decoder decoded (the others: the CPU, or skipped)
@@ -264,12 +261,11 @@ class NvjpegCanvases(DeviceCanvases):
         preallocate: (images, side) nvJPEG's buffers are made for up front.
     """
 
-    def __init__(self, device, keep: int = 4, high_priority: bool = True,
-                 preallocate=(256, 1024), commit: bool = True):
+    def __init__(self, device, keep: int = 4, preallocate=(256, 1024), commit: bool = True):
         if device.platform != "gpu":
             raise ValueError(f"api='nvjpeg' decodes on GPUs only, got a {device.platform} "
                              "device (api='c' can decode on the CPU)")
-        super().__init__(device, keep, high_priority, commit)
+        super().__init__(device, keep, commit)
         self.refused_batches = 0  # batches nvJPEG refused (then bisected)
         self.warmed_up = False  # warm() ran
         from preprocessing.gpu.native.nvjpeg_c import HardwareDecoder
@@ -341,11 +337,10 @@ class NvImageCodecCanvases(DeviceCanvases):
     """
 
     def __init__(self, device, backend: str = "default", options: str = DECODER_OPTIONS,
-                 keep: int = 4, high_priority: bool = True, hw_share: float = 0.75,
-                 commit: bool = True):
+                 keep: int = 4, hw_share: float = 0.75, commit: bool = True):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        super().__init__(device, keep, high_priority, commit)
+        super().__init__(device, keep, commit)
         from preprocessing.gpu.native import nvimgcodec_c
 
         if not self.on_gpu:

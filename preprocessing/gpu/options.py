@@ -36,7 +36,7 @@ class GpuOptions:
     # CUDA), "hw" (the hardware JPEG engines only; what they refuse, progressive or
     # unusual chroma subsampling, is decoded on the CPU), "hybrid" (nvJPEG's CUDA
     # decoder), "hw+cuda" (each batch split between the two, `hw_share` to the engines
-    # first). "hw" was the fastest under load (2026-11-30-h200-gpu-jpeg.json at 35cc76c, run_2).
+    # first). "hw" was the fastest under load (2026-11-30-h200-gpu-jpeg.json, run_2).
     # (GPU_ONLY alone could not create a decoder on the H200, "Code: 7".)
     backend: str = "hw"
     # With backend "hw+cuda", the engines' first share of each batch (nvImageCodec then
@@ -56,7 +56,7 @@ class GpuOptions:
     # this process (its Python then competes with training for the GIL). None: for the
     # GPU decoder half the cores, at most 8 (on an H200's 16 cores: 7,156 img/s with 4,
     # whose last epochs waited for plans, 7,188 with 8 and no wait;
-    # 2026-12-01-h200-warm-up.json at 35cc76c call4), all cores but two for the CPU one.
+    # 2026-12-01-h200-warm-up.json call4), all cores but two for the CPU one.
     # They are spawned: the program's main module must be safe to import.
     workers: int | None = None
     # Batches decoded at the same time (lanes), each with its own decoder, CUDA stream
@@ -64,19 +64,12 @@ class GpuOptions:
     # with 3 and 7,469 with 2, 2026-12-01-h200-gc.json lanes_call1), 3 with "c", 1 for
     # the CPU decoder.
     decoders: int | None = None
-    # nvImageCodec's decoder options (api "c"; None: decoders.decoder_options, buffers
-    # preallocated for the batch and the largest canvas).
-    decoder_options: str | None = None
-    # Hand the decoders a CUDA stream of the highest priority. They run their kernels
-    # on streams of their own: no difference measured (2026-12-01-h200-nvjpeg.json at
-    # 35cc76c call3).
-    high_priority: bool = True
     # Where the GPU decoder's input bytes are read (api "nvjpeg"): "shared" (the
     # planning processes, which read each file for its header anyway, write them into
     # shared memory, native/shared_bytes.py), "workers" (they send them with the plan,
     # through the process pool's pipe: 29 ms of this process's CPU a batch of 256 and
     # at most 33 batches a second, against 0.5 ms through shared memory,
-    # 2026-12-01-h200-shared.json at 35cc76c plan_transfer) or "stream" (a thread of this process
+    # 2026-12-01-h200-shared.json plan_transfer) or "stream" (a thread of this process
     # reads each file again). None: "shared" with api "nvjpeg" ("workers" without
     # planning processes: the bytes are here already); "stream" with api "c", which
     # reads its files itself.
@@ -85,7 +78,7 @@ class GpuOptions:
     # up before their first batch: each decodes batches of made-up JPEGs as large as the
     # largest of these (planning.warm_up_jpegs), so it grows its buffers then and not in
     # training (without it nvJPEG took memory in 65 of the first epoch's 80 batches,
-    # with it in 3; 2026-12-01-h200-warm-up.json at 35cc76c call1 and call3). A failed warm-up
+    # with it in 3; 2026-12-01-h200-warm-up.json call1 and call3). A failed warm-up
     # warns; training goes on. 0: none.
     warm_up: int = 1024
 

@@ -43,7 +43,7 @@ from preprocessing.gpu.options import GpuOptions
 from preprocessing.gpu.planning import (PlanSpec, host_decode, host_window, plan_batch, read_file,
                                         warm_up_jpegs)
 from preprocessing.gpu.threads import END, Running, Work, process_pool
-from preprocessing.spec import batch_layout, device_batch
+from preprocessing.spec import BatchShape, batch_layout, check_devices, device_batch
 
 _DTYPES = ("float32", "bfloat16", "float16")
 
@@ -53,7 +53,8 @@ class GpuJpegStream:
 
     Args:
         records: this process's (path, label) pairs.
-        batch_size: images per batch of this process (all its devices together).
+        batch: the batch's shares (its per_process images a batch of this process,
+            per_replica on each of its devices_per_process devices).
         image_size: output side in pixels.
         seed: decides the shuffles, crops and flips (None: a fresh random seed).
         train: True: endless, reshuffled every epoch, random crops and flips, the
@@ -62,7 +63,7 @@ class GpuJpegStream:
             with weight-0 zeros, yields (images, labels, weights); iterate it again
             for each evaluation.
         dtype: of the images: "float32", "bfloat16" or "float16".
-        sharding: a NamedSharding of the global batch (batch_size x processes) over
+        sharding: a NamedSharding of the global batch (batch.global_size) over
             devices, this process's among them (keras.distribution.DataParallel's
             data layout); each local device decodes its own slice. None: one device.
         options: how to decode (GpuOptions: the decoder, lanes, planning processes...).
@@ -75,18 +76,19 @@ class GpuJpegStream:
             sharding, the default device, and the batches are uncommitted there.
     """
 
-    def __init__(self, records, batch_size: int, image_size: int, seed: int | None,
+    def __init__(self, records, batch: BatchShape, image_size: int, seed: int | None,
                  train: bool, dtype: str = "float32", sharding=None,
                  options: GpuOptions = GpuOptions()):
         import jax
 
         self.records = [(str(path), int(label)) for path, label in records]
+        batch_size = batch.per_process
         self._check(batch_size, image_size, train, dtype, options)
         self.batch_size, self.image_size, self.train, self.dtype = (
             batch_size, image_size, train, dtype)
         self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
         self.sharding = sharding
-        self.devices = self._local_devices(jax, sharding)
+        self.devices = self._local_devices(jax, sharding, batch)
         self._layout = batch_layout(self.devices, sharding) if sharding is not None else None
         # Without a sharding the batches stay uncommitted (on the default device), as
         # Keras's state is: a committed batch would commit the state the first step
@@ -94,7 +96,7 @@ class GpuJpegStream:
         # each epoch's end) makes JAX compile the training step again (ResNet-50 on
         # an H200: ~10 s each).
         self._commit = sharding is not None
-        self.per_device = self._per_device(options)
+        self.per_device = self._per_device(batch, options)
         self.options = options.resolved(self._pick_decoder(options))
         self.steps_per_epoch = len(self.records) // batch_size if train else 0
         self.num_batches = -(-len(self.records) // batch_size) if not train else 0
@@ -182,9 +184,8 @@ class GpuJpegStream:
         """The arguments' checks that GpuOptions cannot make alone."""
         if not self.records:
             raise ValueError("records is empty: there is nothing to read")
-        if batch_size < 1 or image_size < 1:
-            raise ValueError(f"batch_size and image_size must be >= 1, got {batch_size}, "
-                             f"{image_size}")
+        if image_size < 1:
+            raise ValueError(f"image_size must be >= 1, got {image_size}")
         if train and len(self.records) < batch_size:
             raise ValueError(f"{len(self.records)} training records cannot fill one batch of "
                              f"{batch_size} (the last partial batch is dropped)")
@@ -194,11 +195,13 @@ class GpuJpegStream:
             raise ValueError(f"image_size {image_size} exceeds the largest canvas side "
                              f"{options.canvas_sides[-1]}")
 
-    def _local_devices(self, jax, sharding):
+    def _local_devices(self, jax, sharding, batch: BatchShape):
         """This process's devices in the order of their slices of the batch."""
         if sharding is None:  # the default device: where Keras keeps the model's state
-            return list(jax.device_put(np.zeros((), np.int32)).devices())
-        global_batch = self.batch_size * jax.process_count()
+            devices = list(jax.device_put(np.zeros((), np.int32)).devices())
+            check_devices(batch, devices)
+            return devices
+        global_batch = batch.global_size
         shape = (global_batch, self.image_size, self.image_size, 3)
         starts = {}
         for device, index in sharding.addressable_devices_indices_map(shape).items():
@@ -208,14 +211,13 @@ class GpuJpegStream:
                 raise ValueError(f"sharding {sharding} does not split the batch axis")
             starts[device] = start
         devices = sorted(starts, key=starts.get)
-        if self.batch_size % len(devices):
-            raise ValueError(f"batch_size {self.batch_size} is not divisible by this "
-                             f"process's {len(devices)} devices")
+        check_devices(batch, devices)
         return devices
 
-    def _per_device(self, options: GpuOptions) -> int:
+    @staticmethod
+    def _per_device(batch: BatchShape, options: GpuOptions) -> int:
         """Images per device of a batch (the canvas step indexes them with int32)."""
-        per_device = self.batch_size // len(self.devices)
+        per_device = batch.per_replica
         if per_device * options.canvas_sides[-1] ** 2 >= 2**31:
             raise ValueError(f"{per_device} images per device of canvases up to "
                              f"{options.canvas_sides[-1]}^2 overflow int32 indices; lower "

@@ -9,6 +9,7 @@ from photos import assorted_jpegs, encode, photo
 from preprocessing import augment
 from preprocessing.gpu.options import GpuOptions
 from preprocessing.gpu.stream import GpuJpegStream
+from preprocessing.spec import BatchShape
 
 STD = np.asarray(augment.STDDEV_RGB, np.float32)
 COLORS = [(200, 40, 40), (40, 200, 40), (40, 40, 200), (200, 200, 40)]
@@ -60,7 +61,7 @@ def cpu(**options) -> GpuOptions:
 
 def small_stream(records, batch: int, train: bool, **options) -> GpuJpegStream:
     """32-pixel images, seed 4, planned in this process unless `workers` says."""
-    return GpuJpegStream(records, batch, 32, seed=4, train=train,
+    return GpuJpegStream(records, BatchShape(batch), 32, seed=4, train=train,
                          options=GpuOptions(**{"workers": 0, **options}))
 
 

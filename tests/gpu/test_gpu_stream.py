@@ -21,6 +21,7 @@ from gpu_helpers import (COLORS, MAX_TOLERANCE, MEAN_TOLERANCE, STD,  # noqa: F4
 from preprocessing.gpu.canvas import resize_bilinear_host
 from preprocessing.gpu.options import GpuOptions
 from preprocessing.gpu.stream import GpuJpegStream
+from preprocessing.spec import BatchShape
 
 NO_TF = os.path.join(ROOT, "tests", "no_tensorflow")
 
@@ -43,7 +44,7 @@ def test_eval_images_equal_the_tf_data_eval_transform(jpegs):
     from preprocessing.tfdata import images as tf_images
 
     transform = tf_images.eval_transform("standard", 48)
-    stream = GpuJpegStream(jpegs, 16, 48, seed=0, train=False, options=cpu())
+    stream = GpuJpegStream(jpegs, BatchShape(16), 48, seed=0, train=False, options=cpu())
     got = [b for b in stream]
     images = np.concatenate([np.asarray(b[0]) for b in got])[:len(jpegs)]
     labels = np.concatenate([np.asarray(b[1]) for b in got])[:len(jpegs)]
@@ -56,7 +57,7 @@ def test_eval_images_equal_the_tf_data_eval_transform(jpegs):
 
 def test_train_batches_use_the_planned_windows_and_flips(jpegs):
     """The images are the planned crops, resized and flipped (host reference)."""
-    stream = GpuJpegStream(jpegs, 8, 32, seed=5, train=True, options=cpu(prefetch=1))
+    stream = GpuJpegStream(jpegs, BatchShape(8), 32, seed=5, train=True, options=cpu(prefetch=1))
     plan = planned(stream, (0, 0))
     images, labels = (np.asarray(a) for a in next(stream))
     from preprocessing.host import images as host_images
@@ -77,7 +78,7 @@ def test_windows_too_large_for_any_canvas_are_resized_on_the_host(jpegs):
 
     transform = tf_images.eval_transform("standard", 32)
     big = [(p, l) for p, l in jpegs if min(Image.open(p).size) * 0.875 > 64][:6]
-    stream = GpuJpegStream(big, 6, 32, seed=0, train=False, options=cpu(canvas_sides=(32, 64)))
+    stream = GpuJpegStream(big, BatchShape(6), 32, seed=0, train=False, options=cpu(canvas_sides=(32, 64)))
     images = np.asarray(next(iter(stream))[0])
     for image, (path, _) in zip(images, big):
         expected = transform(tf.constant(open(path, "rb").read())).numpy()
@@ -90,13 +91,13 @@ def test_windows_too_large_for_any_canvas_are_resized_on_the_host(jpegs):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_shapes_dtypes_and_eval_padding(jpegs, dtype):
-    train = GpuJpegStream(jpegs, 10, 32, seed=1, train=True, dtype=dtype, options=cpu())
+    train = GpuJpegStream(jpegs, BatchShape(10), 32, seed=1, train=True, dtype=dtype, options=cpu())
     images, labels = next(train)
     assert images.shape == (10, 32, 32, 3) and str(images.dtype) == dtype
     assert labels.shape == (10,) and str(labels.dtype) == "int32"
     assert train.steps_per_epoch == 2
     train.close()
-    evaluation = GpuJpegStream(jpegs, 10, 32, seed=1, train=False, dtype=dtype, options=cpu())
+    evaluation = GpuJpegStream(jpegs, BatchShape(10), 32, seed=1, train=False, dtype=dtype, options=cpu())
     assert evaluation.num_batches == 3
     for _ in range(2):  # every evaluation reads everything again
         got = list(evaluation)
@@ -109,10 +110,10 @@ def test_shapes_dtypes_and_eval_padding(jpegs, dtype):
 
 def test_odd_files_are_decoded_on_the_cpu_or_skipped_and_counted(odd_files):
     records = [(path, label) for path, label, _ in odd_files]
-    assert_odd_files_handled(GpuJpegStream(records, 4, 16, seed=0, train=False, options=cpu()),
+    assert_odd_files_handled(GpuJpegStream(records, BatchShape(4), 16, seed=0, train=False, options=cpu()),
                              odd_files)
 
-    train = GpuJpegStream(records * 3, 6, 16, seed=0, train=True, options=cpu())
+    train = GpuJpegStream(records * 3, BatchShape(6), 16, seed=0, train=True, options=cpu())
     for _ in range(9):  # 3 epochs: each bad file met 9 times, counted once
         images, labels = (np.asarray(a) for a in next(train))
         assert images.shape[0] == 6
@@ -124,7 +125,7 @@ def test_odd_files_are_decoded_on_the_cpu_or_skipped_and_counted(odd_files):
 
 def test_a_seed_decides_everything_and_state_resumes_the_same_sequence(jpegs):
     def stream(seed):
-        return GpuJpegStream(jpegs, 7, 24, seed=seed, train=True, options=cpu())
+        return GpuJpegStream(jpegs, BatchShape(7), 24, seed=seed, train=True, options=cpu())
 
     first, again, other = stream(11), stream(11), stream(12)
     a, b, c = batches(first, 5), batches(again, 5), batches(other, 5)
@@ -152,8 +153,8 @@ def test_a_seed_decides_everything_and_state_resumes_the_same_sequence(jpegs):
 
 
 def test_planning_in_worker_processes_or_in_process_gives_the_same_batches(jpegs):
-    here = GpuJpegStream(jpegs, 6, 24, seed=2, train=True, options=cpu(workers=0))
-    there = GpuJpegStream(jpegs, 6, 24, seed=2, train=True, options=cpu(workers=2))
+    here = GpuJpegStream(jpegs, BatchShape(6), 24, seed=2, train=True, options=cpu(workers=0))
+    there = GpuJpegStream(jpegs, BatchShape(6), 24, seed=2, train=True, options=cpu(workers=2))
     for x, y in zip(batches(here, 5), batches(there, 5)):
         np.testing.assert_array_equal(x[0], y[0])
         np.testing.assert_array_equal(x[1], y[1])
@@ -163,14 +164,14 @@ def test_planning_in_worker_processes_or_in_process_gives_the_same_batches(jpegs
 
 def test_several_decoding_lanes_hand_out_the_same_batches_in_the_same_order(jpegs):
     """Lanes finish out of order; the consumer still gets one lane's sequence."""
-    one = GpuJpegStream(jpegs, 6, 24, seed=2, train=True, options=cpu(decoders=1))
-    three = GpuJpegStream(jpegs, 6, 24, seed=2, train=True, options=cpu(decoders=3, prefetch=1))
+    one = GpuJpegStream(jpegs, BatchShape(6), 24, seed=2, train=True, options=cpu(decoders=1))
+    three = GpuJpegStream(jpegs, BatchShape(6), 24, seed=2, train=True, options=cpu(decoders=3, prefetch=1))
     assert (one.options.decoders, three.options.decoders) == (1, 3)
     for x, y in zip(batches(one, 9), batches(three, 9)):
         np.testing.assert_array_equal(x[0], y[0])
         np.testing.assert_array_equal(x[1], y[1])
     assert one.get_state() == three.get_state()
-    evaluation = [GpuJpegStream(jpegs, 4, 24, seed=2, train=False, options=cpu(decoders=n))
+    evaluation = [GpuJpegStream(jpegs, BatchShape(4), 24, seed=2, train=False, options=cpu(decoders=n))
                   for n in (1, 3)]
     for _ in range(2):  # each pass ends, and a new one starts from the beginning
         passes = [[tuple(np.asarray(a) for a in batch) for batch in stream]
@@ -189,7 +190,7 @@ def test_the_step_is_compiled_for_every_canvas_shape_up_front(jpegs):
     by hand (the CPU decoder does not warm up), no batch then compiles anything."""
     from preprocessing.gpu.canvas import canvas_step
 
-    stream = GpuJpegStream(jpegs, 4, 23, seed=0, train=True,
+    stream = GpuJpegStream(jpegs, BatchShape(4), 23, seed=0, train=True,
                            options=cpu(workers=0, canvas_sides=(64, 128)))
     assert stream.warmed is None
     step = canvas_step(23, "float32")
@@ -214,17 +215,20 @@ def test_a_warm_up_whose_jpegs_were_not_made_warns_and_counts_as_done():
 def test_arguments_are_checked(jpegs):
     """The stream's own checks (GpuOptions checks its fields, test_options.py)."""
     with pytest.raises(ValueError, match="records is empty"):
-        GpuJpegStream([], 4, 32, seed=0, train=True, options=cpu())
+        GpuJpegStream([], BatchShape(4), 32, seed=0, train=True, options=cpu())
     with pytest.raises(ValueError, match="cannot fill one batch"):
-        GpuJpegStream(jpegs[:3], 4, 32, seed=0, train=True, options=cpu())
-    with pytest.raises(ValueError, match="batch_size and image_size must be >= 1, got 4, 0"):
-        GpuJpegStream(jpegs, 4, 0, seed=0, train=True, options=cpu())
+        GpuJpegStream(jpegs[:3], BatchShape(4), 32, seed=0, train=True, options=cpu())
+    with pytest.raises(ValueError, match="image_size must be >= 1, got 0"):
+        GpuJpegStream(jpegs, BatchShape(4), 0, seed=0, train=True, options=cpu())
     with pytest.raises(ValueError, match="dtype must be one of"):
-        GpuJpegStream(jpegs, 4, 32, seed=0, train=True, dtype="int8", options=cpu())
+        GpuJpegStream(jpegs, BatchShape(4), 32, seed=0, train=True, dtype="int8", options=cpu())
     with pytest.raises(ValueError, match="image_size 300 exceeds the largest canvas side 256"):
-        GpuJpegStream(jpegs, 4, 300, seed=0, train=True, options=cpu(canvas_sides=(128, 256)))
+        GpuJpegStream(jpegs, BatchShape(4), 300, seed=0, train=True, options=cpu(canvas_sides=(128, 256)))
     with pytest.raises(ValueError, match="needs GPU devices"):
-        GpuJpegStream(jpegs, 4, 32, seed=0, train=True, options=GpuOptions(decoder="nvimgcodec"))
+        GpuJpegStream(jpegs, BatchShape(4), 32, seed=0, train=True, options=GpuOptions(decoder="nvimgcodec"))
+    with pytest.raises(ValueError, match="shared over 2 device.* over 1 of this process's"):
+        GpuJpegStream(jpegs, BatchShape(4, devices_per_process=2), 32, seed=0, train=True,
+                      options=cpu())
 
 
 # ---- in fresh processes: no TensorFlow, and two devices --------------------------------
@@ -235,7 +239,8 @@ def test_the_pipeline_imports_no_tensorflow(jpegs):
         "import json, sys\n"
         f"sys.path.insert(0, {ROOT!r})\n"
         "from preprocessing.gpu.stream import GpuJpegStream\n"
-        f"s = GpuJpegStream({jpegs!r}, 8, 32, seed=0, train=True)\n"
+        "from preprocessing.spec import BatchShape\n"
+        f"s = GpuJpegStream({jpegs!r}, BatchShape(8), 32, seed=0, train=True)\n"
         "x, y = next(s)\n"
         "print(json.dumps({'tf': 'tensorflow' in sys.modules, 'decoder': s.options.decoder,"
         " 'shape': list(x.shape)}))\n")
@@ -250,12 +255,13 @@ def test_two_devices_get_their_slices_of_a_sharded_batch(jpegs):
         "from jax.sharding import Mesh, NamedSharding, PartitionSpec as P\n"
         "from preprocessing.gpu.options import GpuOptions\n"
         "from preprocessing.gpu.stream import GpuJpegStream\n"
+        "from preprocessing.spec import BatchShape\n"
         "sharding = NamedSharding(Mesh(np.array(jax.devices()), ('batch',)), P('batch'))\n"
         f"records = {jpegs!r}\n"
         "cpu = GpuOptions(decoder='cpu')\n"
-        "two = GpuJpegStream(records, 8, 16, seed=4, train=True, sharding=sharding,"
+        "two = GpuJpegStream(records, BatchShape(8, devices_per_process=2), 16, seed=4, train=True, sharding=sharding,"
         " options=cpu)\n"
-        "one = GpuJpegStream(records, 8, 16, seed=4, train=True, options=cpu)\n"
+        "one = GpuJpegStream(records, BatchShape(8), 16, seed=4, train=True, options=cpu)\n"
         "result = {'devices': len(jax.devices())}\n"
         "for _ in range(3):\n"
         "    (x, y), (x1, y1) = next(two), next(one)\n"
@@ -265,7 +271,7 @@ def test_two_devices_get_their_slices_of_a_sharded_batch(jpegs):
         "    result['same'] = bool(np.array_equal(np.asarray(x), np.asarray(x1))"
         " and np.array_equal(np.asarray(y), np.asarray(y1)))\n"
         "    assert result['same']\n"
-        "ev = GpuJpegStream(records, 10, 16, seed=4, train=False, sharding=sharding,"
+        "ev = GpuJpegStream(records, BatchShape(10, devices_per_process=2), 16, seed=4, train=False, sharding=sharding,"
         " options=cpu)\n"
         "result['eval_weights'] = float(sum(np.asarray(w).sum() for _, _, w in ev))\n"
         "print(json.dumps(result))\n")
@@ -282,6 +288,7 @@ import keras
 from preprocessing.feed import Feed
 from preprocessing.gpu.options import GpuOptions
 from preprocessing.gpu.stream import GpuJpegStream
+from preprocessing.spec import BatchShape
 compiles = []
 
 class Count(logging.Handler):
@@ -296,7 +303,7 @@ if {devices} > 1:
     distribution = keras.distribution.DataParallel(devices=jax.devices())
     keras.distribution.set_distribution(distribution)
     sharding = distribution.get_data_layout((8, 16, 16, 3)).backend_layout
-stream = GpuJpegStream({records!r}, 8, 16, seed=1, train=True, dtype="float32",
+stream = GpuJpegStream({records!r}, BatchShape(8, devices_per_process={devices}), 16, seed=1, train=True, dtype="float32",
                        sharding=sharding, options=GpuOptions(decoder="cpu", workers=0))
 x, _ = next(stream)
 model = keras.Sequential([keras.Input((16, 16, 3)), keras.layers.Conv2D(4, 3),

@@ -13,7 +13,7 @@ What it needs around it (found on the way, same file): nvJPEG converts each deco
 image with a CUDA kernel on streams it makes itself, so the caller's stream and its
 priority do not matter (measured: none), but the number of hardware queues does:
 with CUDA's default 8 (CUDA_DEVICE_MAX_CONNECTIONS) those kernels share a queue with
-XLA's and wait behind whole training steps; app/engine/distribute.py sets 32.
+XLA's and wait behind whole training steps; app/engine/environment.py sets 32.
 
 Only what preprocessing/gpu/decoders.py needs. Signatures and structs follow `nvjpeg.h`
 of nvidia-nvjpeg 13 (shipped in the wheel's include/).

@@ -1,0 +1,115 @@
+"""What makes a run start sooner: its cold-start measures, each with the figure behind it.
+
+- `without_unused_imports`: Keras imported without the libraries it loads for parts
+  the app never uses (seconds on a small host);
+- `persistent_compilation_cache`: JAX keeps every compiled program on disk, so that a
+  run's second time starts warm;
+- `reserve_memory`: the GPUs' memory reserved while Keras imports.
+
+app/engine/distribute.py applies them while it finds the devices. Nothing here imports
+a framework: each function is handed the module it works on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import os
+import sys
+
+# Imported by Keras whenever installed, for parts the app never uses (its scikit-learn
+# wrappers, its image-gallery plots, pandas DataFrames as model inputs, its
+# RemoteMonitor callback): 1.6 s and 1.1 s of `import keras` on a 2-core host for the
+# first two; 0.78, 0.48, 0.40 and 0.18 s on the H200 host. distribute.make_topology
+# imports Keras (its `_import`) without them.
+KERAS_UNUSED_IMPORTS = ("sklearn", "matplotlib", "pandas", "requests")
+
+
+class _Unimportable(importlib.abc.MetaPathFinder):
+    """Makes the named top-level modules raise ModuleNotFoundError while installed."""
+
+    def __init__(self, names):
+        self.names = set(names)
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+@contextlib.contextmanager
+def without_unused_imports(module: str):
+    """While Keras (`module` "keras") is imported, those of KERAS_UNUSED_IMPORTS not
+    imported yet raise ModuleNotFoundError: Keras then takes them for absent (its
+    sklearn wrappers, gallery plots, DataFrame inputs and RemoteMonitor are unusable
+    in this process; nothing in the app uses them), and they import as usual
+    afterwards (the digits dataset and the charts import their own). Any other
+    module, or Keras imported already: nothing changes."""
+    absent = [name for name in KERAS_UNUSED_IMPORTS if name not in sys.modules]
+    if module != "keras" or "keras" in sys.modules or not absent:
+        yield
+        return
+    finder = _Unimportable(absent)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
+CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
+
+
+def compilation_cache_dir() -> str:
+    """Where JAX keeps compiled XLA programs between runs: $JAX_COMPILATION_CACHE_DIR when
+    set (empty: no cache), else ~/.cache/keras-accelerator-bench/xla ($XDG_CACHE_HOME
+    in place of ~/.cache where set)."""
+    if CACHE_ENV in os.environ:
+        return os.environ[CACHE_ENV]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "keras-accelerator-bench", "xla")
+
+
+def persistent_compilation_cache(jax) -> str | None:
+    """Keeps every compiled program on disk, so that a run's second time starts warm;
+    returns the folder, or None where there is none.
+
+    As torch.compile's inductor does by default: on one H200 the default Fashion-MNIST
+    job reached its first epoch's end 11.7 s after starting with the cache warm, 28.9 s
+    cold (benchmarks/results/2026-12-03-h200-fashion-mnist.json, its note). JAX keys
+    each entry by the program, its compile options and the devices, so a changed model
+    or machine compiles afresh; a cache that cannot be written costs one warning.
+    """
+    folder = compilation_cache_dir()
+    if not folder:
+        # Off for JAX too: it reads JAX_COMPILATION_CACHE_DIR="" as a folder named "" and
+        # then keeps XLA's autotuning results in ./xla_gpu_per_fusion_autotune_cache_dir,
+        # in whatever folder the run started from (where a later run finds them: on an
+        # H200 the training step compiled in 1.3 s instead of 13 s, "with no cache").
+        jax.config.update("jax_compilation_cache_dir", None)
+        jax.config.update("jax_enable_compilation_cache", False)
+        return None
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as error:
+        sys.stderr.write(f"warning: no XLA compilation cache ({folder}: {error.strerror}); "
+                         f"every program compiles afresh\n")
+        return None
+    jax.config.update("jax_compilation_cache_dir", folder)
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+        # The initializers' and metrics' small programs too: ~40 of them, 6 s cold on GPU.
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    return folder
+
+
+def reserve_memory(jax, devices) -> None:
+    """Puts one number on each of `devices`: JAX's allocator reserves its share of a
+    GPU's memory (75% by default) at the first array, 2 s on an H200 (2026-12-03, the
+    first array of the device pipeline); run in a thread, it overlaps Keras's import."""
+    import numpy as np
+
+    try:
+        for device in devices:
+            jax.device_put(np.zeros((), np.int32), device).block_until_ready()
+    except Exception:  # noqa: BLE001 - the run's first array meets it again, and says so
+        pass
