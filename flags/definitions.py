@@ -50,7 +50,8 @@ scikit-learn's handwritten digits on the CPU in about a minute.
 examples:
   python app/main.py --backend=jax
   python app/main.py --model=resnet50 --dataset=synthetic --sweep_batch_sizes=64,128,256
-  python app/main.py --flagfile=configs/imagenet_resnet50.flags --manual_dir=/data/imagenet
+  python app/main.py --flagfile=configs/imagenet_resnet50.flags --accelerator=gpu \
+      --backend=jax --manual_dir=/data/imagenet
 """
 
 
