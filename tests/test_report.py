@@ -279,21 +279,21 @@ def test_a_run_stopped_early_shows_its_status_and_epochs_and_is_named_in_the_cav
                          epochs=4)
     content = report.write([report.load_run(done), report.load_run(stopped)], [0.99],
                            str(tmp_path / "r"))
-    assert [r["label"] for r in content["rows"]] == ["base_learning_rate=0.4",
-                                                      "base_learning_rate=0.1"]
+    assert [r["label"] for r in content["rows"]] == ["learning rate 0.4",
+                                                      "learning rate 0.1"]
     first, second = content["rows"]
     assert (first["status"], first["epochs"], first["epochs_planned"], first["complete"]) \
         == ("completed", 15, 15, True)
     assert (second["status"], second["epochs"], second["epochs_planned"], second["complete"]) \
         == ("interrupted", 4, 15, False)
     assert content["caveats"] == [
-        "Incomplete: base_learning_rate=0.1 interrupted after 4 of 15 epochs; its accuracy, "
+        "Incomplete: learning rate 0.1 interrupted after 4 of 15 epochs; its accuracy, "
         "time and cost are those of the epochs it ran, not of a finished run."]
     md = (tmp_path / "r" / "report.md").read_text()
-    assert "> - Incomplete: base\\_learning\\_rate=0.1 interrupted after 4 of 15 epochs" in md
-    assert ("| base\\_learning\\_rate=0.1 | interrupted | 4 of 15 | 90.00% (epoch 4) | "
+    assert "> - Incomplete: learning rate 0.1 interrupted after 4 of 15 epochs" in md
+    assert ("| learning rate 0.1 | interrupted | 4 of 15 | 90.00% (epoch 4) | "
             "not reached in 4 of 15 epochs (incomplete) |") in md
-    assert "| base\\_learning\\_rate=0.4 | completed | 15 of 15 |" in md
+    assert "| learning rate 0.4 | completed | 15 of 15 |" in md
     assert "id='caveats'" in (tmp_path / "r" / "report.html").read_text()
 
 
@@ -307,9 +307,9 @@ def test_runs_in_hashed_folders_are_labelled_by_the_settings_that_differ(tmp_pat
                for h, c in (("00000001", {}), ("00000002", {"seed": 2}),
                             ("00000003", {"seed": 2, "label_smoothing": 0.0}))]
     runs = [report.load_run(f) for f in folders]
-    assert report.labels_of(runs) == ["label_smoothing=0.1, seed=1",
-                                      "label_smoothing=0.1, seed=2",
-                                      "label_smoothing=0.0, seed=2"]
+    assert report.labels_of(runs) == ["label smoothing 0.1, seed 1",
+                                      "label smoothing 0.1, seed 2",
+                                      "label smoothing 0.0, seed 2"]
     named = run_folder(tmp_path / "baseline", config=config)
     assert report.labels_of([runs[0], report.load_run(named)]) == [
         "small_resnet-digits-jax-00000001", "baseline"]
