@@ -303,7 +303,7 @@ def labels_of(runs: list[dict]) -> list[str]:
     """Short, distinct names: what differs ("8 x TPU v2", "JAX, batch 256"); where
     that is not enough, the folder's name, or, where the folders have the app's
     hashed default names (small_resnet-digits-jax-1a2b3c4d), the settings that differ
-    ("precision=mixed_bfloat16, global_batch_size=512")."""
+    ("precision mixed_bfloat16, batch 512"; SETTING_NAMES)."""
     aspects = differing(runs)
     labels = [", ".join(ASPECTS[a](run["summary"]) for a in aspects) for run in runs]
     names = [run["name"] for run in runs]
@@ -313,7 +313,7 @@ def labels_of(runs: list[dict]) -> list[str]:
         keys = differing_settings(runs, [k for a in aspects for k in ASPECT_SETTINGS[a]])
         settings = [settings_of(run) for run in runs]
         for count in range(1, len(keys) + 1):  # the fewest settings that tell them apart
-            extra = [", ".join(f"{k}={_setting(s.get(k))}" for k in keys[:count])
+            extra = [", ".join(f"{setting_name(k)} {_setting(s.get(k))}" for k in keys[:count])
                      for s in settings]
             if len(set(zip(labels, extra))) == len(runs):
                 break
@@ -331,6 +331,16 @@ def labels_of(runs: list[dict]) -> list[str]:
             seen[label] = seen.get(label, 0) + 1
             labels[index] = f"{label} ({seen[label]})"
     return labels
+
+
+# How a setting is named in a label where its flag's name says it less plainly; any
+# other is its flag's name with spaces ("label_smoothing" -> "label smoothing").
+SETTING_NAMES = {"global_batch_size": "batch", "base_learning_rate": "learning rate",
+                 "num_devices": "devices", "sweep_batch_sizes": "batches"}
+
+
+def setting_name(key: str) -> str:
+    return SETTING_NAMES.get(key, key.replace("_", " "))
 
 
 def _setting(value) -> str:

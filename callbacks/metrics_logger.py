@@ -5,7 +5,8 @@ after them, writes what it finds:
 - `metrics.jsonl`: one JSON line per epoch (epoch numbers are 1-based);
 - TensorBoard scalars laid out as Keras's own TensorBoard callback lays them out
   (callbacks/records/dashboard.py): runs `train/` and `validation/`, `epoch_*` tags at
-  step = epoch, and every `log_every_steps` training steps the live figures
+  step = epoch, and every `log_every_steps` training steps (rounded up to a
+  multiple of the model's steps per execution: `every_steps`) the live figures
   (throughput, cost, loss) as `batch_*` tags at step = global training step;
   each tag with its description and unit;
 - at the start of a new run, the HParams plugin's record of the run's settings, in
@@ -27,7 +28,7 @@ import time
 
 import keras
 
-from callbacks.figures.steps import global_step, steps_before
+from callbacks.figures.steps import every_whole_call, global_step, steps_before
 from callbacks.records import events, faults
 from callbacks.records import hparams as hparams_record
 from callbacks.records.dashboard import TRAIN, VALIDATION, figure_of
@@ -57,7 +58,9 @@ class MetricsLogger(keras.callbacks.Callback):
 
     Args:
         logdir: the run folder.
-        log_every_steps: interval of the step-level series.
+        log_every_steps: interval of the step-level series asked for; the one used,
+            `every_steps`, is rounded up to a multiple of the model's
+            steps_per_execution (figures/steps.py every_whole_call) when training begins.
         hparams: settings to record for TensorBoard's HParams dashboard (a flat
             dict of str/int/float/bool; None values are left out), or None to
             write none (a resumed run has its record).
@@ -78,6 +81,7 @@ class MetricsLogger(keras.callbacks.Callback):
             raise ValueError(f"log_every_steps must be >= 1, received {log_every_steps}")
         self.logdir = logdir
         self.log_every_steps = log_every_steps
+        self.every_steps = log_every_steps  # the interval used (on_train_begin)
         self.hparams = dict(hparams or {})
         self.descriptions = dict(descriptions or {})
         self.started_at = started_at
@@ -106,6 +110,7 @@ class MetricsLogger(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         # Read here, on the main thread: on JAX, `self.model` syncs the training state.
         self._steps_per_call = getattr(self.model, "steps_per_execution", 1) or 1
+        self.every_steps = every_whole_call(self.log_every_steps, self._steps_per_call)
         os.makedirs(self.logdir, exist_ok=True)
         self._file = open(self.path, "a")
         if self.hparams:
@@ -120,16 +125,18 @@ class MetricsLogger(keras.callbacks.Callback):
             self._epoch_start = steps_before(epoch, self._epoch_steps(), self.resume_step)
 
     def _due(self, step: int) -> bool:
-        """Whether `step` is the call that covers a multiple of `log_every_steps`.
+        """Whether `step` is the call that covers a multiple of `every_steps`.
 
         Decided from the step alone, never from the calls seen before: on JAX, Keras
         runs batch hooks in a pool of worker threads when every callback is
         `async_safe`, so step 13's hook can run before step 12's. Each call covers
         the `steps_per_execution` steps that end at `step` (none before the epoch's
-        start), and logs when one of them is a multiple of the interval.
+        start), and logs when one of them is a multiple of the interval: the call's
+        last step, as the interval is a multiple of the steps per call, except in an
+        epoch resumed from a step that is not a multiple of them.
         """
         covered_from = max(step - self._steps_per_call, self._epoch_start)
-        return step // self.log_every_steps > covered_from // self.log_every_steps
+        return step // self.every_steps > covered_from // self.every_steps
 
     def on_train_batch_end(self, batch, logs=None):
         with self._lock:

@@ -14,12 +14,14 @@ import threading
 
 class Preempted(Exception):
     """Training stopped after SIGTERM or SIGINT; a checkpoint was saved first if
-    there was a step to save. `kept` replaces the line's part about the checkpoint
-    where something else was kept (a sweep's finished points)."""
+    there was a step to save. `where` and `kept` replace the line's parts about the
+    step and the checkpoint in a mode that measures points, not steps (a sweep: "at
+    point 2 of 3", its finished points); the line never says how to resume (the
+    caller adds the one command that does)."""
 
     def __init__(self, step: int | None, path: str | None, signal_name: str = "SIGTERM",
-                 kept: str | None = None):
-        where = f"at step {step}" if step else "before training started"
+                 kept: str | None = None, where: str | None = None):
+        where = where or (f"at step {step}" if step else "before training started")
         saved = kept or (f"checkpoint {path}" if path else "no checkpoint yet")
         super().__init__(f"preempted ({signal_name}) {where}; {saved}")
         self.step, self.path, self.signal_name = step, path, signal_name

@@ -50,7 +50,8 @@ scikit-learn's handwritten digits on the CPU in about a minute.
 examples:
   python app/main.py --backend=jax
   python app/main.py --model=resnet50 --dataset=synthetic --sweep_batch_sizes=64,128,256
-  python app/main.py --flagfile=configs/imagenet_resnet50.flags --manual_dir=/data/imagenet
+  python app/main.py --flagfile=configs/imagenet_resnet50.flags --accelerator=gpu \
+      --backend=jax --manual_dir=/data/imagenet
 """
 
 
@@ -210,7 +211,10 @@ def define_flags():
                               "epoch; 0 = at epoch ends only.")
     absl_flags.DEFINE_integer("log_every_steps", D["log_every_steps"],
                               "Write the step-level TensorBoard series (batch_* tags: "
-                              "throughput, cost, loss) every N steps.")
+                              "throughput, cost, loss) every N steps, rounded up to a "
+                              "multiple of the steps per execution (Keras reports once "
+                              "per call; the banner says when it rounds, e.g. 5 at 4 per "
+                              "call: every 8 steps).")
     absl_flags.DEFINE_enum("verbose", D["verbose"], list(choices.VERBOSITIES),
                            "Progress while training (loss, top-1, images/sec, dollars; "
                            "every figure goes to the logs): 1 = a bar, 2 = a line per "

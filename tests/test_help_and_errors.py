@@ -61,3 +61,30 @@ def test_a_near_miss_or_a_missing_piece_is_one_line_in_seconds(tmp_path, args, e
     assert seconds < 10  # no framework is started to find these (it takes 5-20 s)
     if "jax" in args[0]:
         assert 'pip install -U jax (CPU), "jax[cuda13]" (NVIDIA GPU)' in errors[0]
+
+
+def test_the_help_examples_are_valid_configs_and_imagenet_names_its_accelerator():
+    """Each example of `--help` (as printed, its continuation lines joined) is a
+    config the app accepts; the ImageNet one asks for an accelerator (the default is
+    the CPU, where ResNet-50's 90 epochs would take months)."""
+    import shlex
+
+    from flags import FLAGS, config_from_flags, define_flags
+
+    done = run_cli("--help")
+    assert done.returncode == 0, done.stderr[-2000:]
+    section = done.stdout.split("\nexamples:\n")[1].split("\n\n")[0]
+    examples = [shlex.split(line) for line in section.replace("\\\n", " ").splitlines()]
+    assert len(examples) == 3 and all(e[:2] == ["python", "app/main.py"] for e in examples)
+    define_flags()
+    configs = []
+    for argv in examples:
+        FLAGS.unparse_flags()
+        argv = [a.replace("configs/", os.path.join(ROOT, "configs") + "/") for a in argv]
+        FLAGS(["main", *argv[2:], "--logdir=/tmp/unused"])
+        try:
+            configs.append(config_from_flags(FLAGS))
+        finally:
+            FLAGS.unparse_flags()
+    imagenet = configs[2]
+    assert imagenet.dataset == "imagenet2012" and imagenet.accelerator == "gpu"

@@ -279,21 +279,21 @@ def test_a_run_stopped_early_shows_its_status_and_epochs_and_is_named_in_the_cav
                          epochs=4)
     content = report.write([report.load_run(done), report.load_run(stopped)], [0.99],
                            str(tmp_path / "r"))
-    assert [r["label"] for r in content["rows"]] == ["base_learning_rate=0.4",
-                                                      "base_learning_rate=0.1"]
+    assert [r["label"] for r in content["rows"]] == ["learning rate 0.4",
+                                                      "learning rate 0.1"]
     first, second = content["rows"]
     assert (first["status"], first["epochs"], first["epochs_planned"], first["complete"]) \
         == ("completed", 15, 15, True)
     assert (second["status"], second["epochs"], second["epochs_planned"], second["complete"]) \
         == ("interrupted", 4, 15, False)
     assert content["caveats"] == [
-        "Incomplete: base_learning_rate=0.1 interrupted after 4 of 15 epochs; its accuracy, "
+        "Incomplete: learning rate 0.1 interrupted after 4 of 15 epochs; its accuracy, "
         "time and cost are those of the epochs it ran, not of a finished run."]
     md = (tmp_path / "r" / "report.md").read_text()
-    assert "> - Incomplete: base\\_learning\\_rate=0.1 interrupted after 4 of 15 epochs" in md
-    assert ("| base\\_learning\\_rate=0.1 | interrupted | 4 of 15 | 90.00% (epoch 4) | "
+    assert "> - Incomplete: learning rate 0.1 interrupted after 4 of 15 epochs" in md
+    assert ("| learning rate 0.1 | interrupted | 4 of 15 | 90.00% (epoch 4) | "
             "not reached in 4 of 15 epochs (incomplete) |") in md
-    assert "| base\\_learning\\_rate=0.4 | completed | 15 of 15 |" in md
+    assert "| learning rate 0.4 | completed | 15 of 15 |" in md
     assert "id='caveats'" in (tmp_path / "r" / "report.html").read_text()
 
 
@@ -307,11 +307,51 @@ def test_runs_in_hashed_folders_are_labelled_by_the_settings_that_differ(tmp_pat
                for h, c in (("00000001", {}), ("00000002", {"seed": 2}),
                             ("00000003", {"seed": 2, "label_smoothing": 0.0}))]
     runs = [report.load_run(f) for f in folders]
-    assert report.labels_of(runs) == ["label_smoothing=0.1, seed=1",
-                                      "label_smoothing=0.1, seed=2",
-                                      "label_smoothing=0.0, seed=2"]
+    assert report.labels_of(runs) == ["label smoothing 0.1, seed 1",
+                                      "label smoothing 0.1, seed 2",
+                                      "label smoothing 0.0, seed 2"]
     named = run_folder(tmp_path / "baseline", config=config)
     assert report.labels_of([runs[0], report.load_run(named)]) == [
         "small_resnet-digits-jax-00000001", "baseline"]
     assert report.labels_of([runs[0], runs[0]]) == [  # the same folder twice: numbered
         "small_resnet-digits-jax-00000001 (1)", "small_resnet-digits-jax-00000001 (2)"]
+
+
+def test_real_runs_one_preempted_are_reported_with_status_epochs_and_labels_by_batch(
+        digits_dir, tmp_path):
+    """Issue 42 item 5, as a user meets it: two real runs (batch 32 finished, batch 64
+    stopped by SIGTERM after some of its 15 epochs), then `python app/report.py A B
+    --out DIR`: each run is labelled by the setting that differs, its status and
+    epochs done of planned are those of its summary.json, and the caveats name the
+    stopped run."""
+    import signal
+
+    from conftest import run_cli, tiny_flags
+    from processes import start, until
+
+    from callbacks.records.metrics_file import read_metrics
+
+    finished, stopped = tmp_path / "first", tmp_path / "second"
+    done = run_cli(*tiny_flags(digits_dir, finished, "--global_batch_size=32"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    process = start(tiny_flags(digits_dir, stopped, "--global_batch_size=64", "--epochs=15"))
+    until(process, lambda: read_metrics(str(stopped)), "the first epoch in metrics.jsonl")
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 75, stderr[-2000:]
+    summary = json.loads((stopped / "summary.json").read_text())
+    assert summary["status"] == "preempted" and summary["epochs_completed"] < 15
+    epochs = summary["epochs_completed"]
+
+    made = subprocess.run([sys.executable, os.path.join(ROOT, "app", "report.py"),
+                           str(finished), str(stopped), "--out", str(tmp_path / "report")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert made.returncode == 0, made.stderr[-2000:]
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert md.startswith("# batch 32 vs batch 64: ")
+    assert "| batch 32 | completed | 2 of 2 |" in md
+    assert f"| batch 64 | preempted | {epochs} of 15 |" in md
+    assert (f"> - Incomplete: batch 64 preempted after {epochs} of 15 epochs; its accuracy, "
+            "time and cost are those of the epochs it ran, not of a finished run.") in md
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "preempted" in page and f"{epochs} of 15" in page and "first" not in md

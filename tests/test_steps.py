@@ -93,9 +93,9 @@ def test_the_step_series_holds_when_worker_threads_run_batch_hooks_out_of_order(
 
 
 def test_with_steps_per_execution_each_call_logs_when_its_steps_hold_a_multiple(tmp_path):
-    """One hook per 4 steps and an interval of 3: the hooks for steps 4, 8 and 12 cover
-    3, 6 and 9-12, so each logs once; a resumed epoch (from step 16) covers 18 and 21
-    with the hooks for steps 20 and 24."""
+    """One hook per 4 steps and an interval of 3, rounded up to 4 (a multiple of the
+    steps per call): the hooks for steps 4, 8 and 12 each log once; a resumed epoch
+    (from step 16) logs at the hooks for steps 20 and 24."""
     model = _tiny_model()
     model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy",
                   steps_per_execution=4)
@@ -107,3 +107,21 @@ def test_with_steps_per_execution_each_call_logs_when_its_steps_hold_a_multiple(
     model.fit(_data(), epochs=2, initial_epoch=1, steps_per_epoch=8, verbose=0,
               callbacks=[resumed])
     assert _step_series(tmp_path / "resumed" / "train") == [20, 24]
+
+
+def test_a_run_asked_to_log_every_5_steps_at_4_per_call_logs_every_8_and_says_so(tmp_path):
+    """A real run on the digits (held on the device: auto steps per execution, 4 of
+    the epoch's 44 steps per call on a CPU) with --log_every_steps=5: the series sits
+    at multiples of 8, each the figures of that step, and the banner says why."""
+    from processes import run
+
+    logdir = tmp_path / "run"
+    done = run(["--backend=jax", "--dataset=digits", "--model=small_resnet",
+                "--image_size=16", "--global_batch_size=32", "--epochs=1",
+                "--validation_steps=-1", "--log_every_steps=5", f"--logdir={logdir}"],
+               env={"KERAS_BACKEND": "jax"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    banner = next(line for line in done.stdout.splitlines() if line.startswith("[small_resnet"))
+    assert ("steps_per_execution=4 [log_every_steps=5 rounded up to 8: a multiple of "
+            "steps_per_execution]" in banner), banner
+    assert _step_series(logdir / "train") == [8, 16, 24, 32, 40]

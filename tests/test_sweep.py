@@ -86,8 +86,12 @@ def test_ctrl_c_stops_a_sweep_in_seconds_keeps_its_points_and_the_rerun_does_the
     _until(first, "[sweep] global batch 8:")
     time.sleep(0.2)
     seconds, line = _interrupted(first)
-    assert seconds < 20 and "preempted (SIGINT)" in line, (seconds, line)
-    assert f"1 finished point(s) kept in {logdir}/sweep.json" in line
+    assert seconds < 20, (seconds, line)
+    # one honest line: where it stopped, what is done, the one command that resumes
+    said, resume = line.split("; resume with: ")
+    assert said == ("error: preempted (SIGINT) at point 2 of 3 (global_batch_size=16); "
+                    f"1 of 3 points done, kept in {logdir}/sweep.json"), line
+    assert resume.endswith(" ".join(args)) and "app/main.py" in resume, line
     kept = rows()
     assert list(kept) == [8] and kept[8]["status"] == "ok"
     assert strict_json(logdir / "sweep.json")["sizes_left"] == [16, 32]
@@ -98,7 +102,8 @@ def test_ctrl_c_stops_a_sweep_in_seconds_keeps_its_points_and_the_rerun_does_the
     _until(second, "[sweep] small_resnet")  # the model is built: size 16 is next
     time.sleep(2)
     seconds, line = _interrupted(second)
-    assert seconds < 20 and "stopped at global_batch_size=16" in line, (seconds, line)
+    assert seconds < 20 and "at point 2 of 3 (global_batch_size=16); 1 of 3 points done" \
+        in line, (seconds, line)
     assert rows() == kept  # size 16 was not finished: dropped, size 8 kept as it was
 
     done = run(args)
@@ -189,7 +194,8 @@ def test_ctrl_c_after_the_first_point_keeps_it_and_the_rerun_measures_the_other_
     first = start(args)
     _until(first, "[sweep] precision float32, global batch 8:")
     seconds, line = _interrupted(first)
-    assert "1 finished point(s) kept" in line and seconds < 20, (seconds, line)
+    assert "at point 2 of 4 (" in line and "1 of 4 points done, kept" in line, line
+    assert line.count("resume") == 1 and seconds < 20, (seconds, line)
     kept = strict_json(logdir / "sweep.json")
     assert [r["settings"] for r in kept["sweep"]] == GRID_POINTS[:1]
     assert len(kept["points_left"]) == 3

@@ -170,3 +170,30 @@ def test_the_time_series_and_hparams_render_in_a_browser(server, tmp_path):
                region=(200, 1100, 350, 1300), attempts=4)  # the charts
     screenshot(server + "/?forceSVG=true#hparams", "tensorboard-hparams.png", tmp_path / "hp",
                (1600, 900), 30000, region=(150, 300, 330, 1600), attempts=4)  # the table
+
+
+def test_a_preempted_run_reads_running_in_hparams_and_its_batch_is_the_integer(
+        digits_dir, tmp_path):
+    """Issue 42, item 8: a run stopped by SIGTERM is Running (unfinished: its rerun
+    resumes the session), not Unknown, as TensorBoard's own hparams plugin serves it;
+    the batch is exactly 32 (a number: the protocol has no integer type)."""
+    import signal
+
+    from processes import start, until
+
+    from callbacks.records.metrics_file import read_metrics
+
+    logdir = tmp_path / "preempted"
+    process = start(tiny_flags(digits_dir, logdir, "--backend=jax", "--epochs=20",
+                               "--steps_per_epoch=8", "--global_batch_size=32"))
+    until(process, lambda: read_metrics(str(logdir)), "the first epoch in metrics.jsonl")
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 75, stderr[-2000:]
+    assert json.loads((logdir / "summary.json").read_text())["status"] == "preempted"
+    with serving([sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp_path)]) as base:
+        _, sessions = hparams_table(base)
+    (session,) = sessions.values()
+    assert session["status"] == "STATUS_RUNNING"
+    batch = session["hparams"]["global_batch_size"]
+    assert batch == 32 and float(batch).is_integer()

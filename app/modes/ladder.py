@@ -156,10 +156,10 @@ def run(context) -> dict:
                 rows[rung.name] = _climb(bench, rung, before, config)
             except Preempted as error:
                 _finish(summary, rows, context, "preempted")
-                raise Preempted(None, None, error.signal_name, kept=(
-                    f"stopped at rung {rung.name}; {len(rows)} finished rung(s) kept in "
-                    f"{os.path.join(run_dir.path, LADDER_FILE)}; rerun the same command "
-                    "for the rest")) from None
+                raise Preempted(None, None, error.signal_name, where=(
+                    f"at rung {len(rows) + 1} of {len(RUNGS)} ({rung.name})"), kept=(
+                    f"{len(rows)} of {len(RUNGS)} rungs done, kept in "
+                    f"{os.path.join(run_dir.path, LADDER_FILE)}")) from None
             _finish(summary, rows, context, "running")
         if rows[rung.name]["status"] == "ok":
             before = rows[rung.name]["settings"]  # the next rung keeps this one's

@@ -154,13 +154,12 @@ def run(context) -> dict:
         try:
             PROCESS_STOP.raise_if_requested()
             rows[name] = points.measure(bench, settings, name)
-        except Preempted as error:
-            kept = [r for r in rows.values() if r["status"] == "ok"]
+        except Preempted as error:  # app/main.py adds the one command that resumes
             _finish(summary, rows, plan, context, "preempted")
-            raise Preempted(None, None, error.signal_name, kept=(
-                f"stopped at {name}; {len(kept)} finished point(s) kept in "
-                f"{os.path.join(run_dir.path, SWEEP_FILE)}; rerun the same command for the "
-                "rest")) from None
+            raise Preempted(None, None, error.signal_name, where=(
+                f"at point {len(rows) + 1} of {len(plan)} ({name})"), kept=(
+                f"{len(rows)} of {len(plan)} points done, kept in "
+                f"{os.path.join(run_dir.path, SWEEP_FILE)}")) from None
         _finish(summary, rows, plan, context, "running")  # each finished point is kept
     summary = _finish(summary, rows, plan, context, "completed")
     if topology.is_chief:

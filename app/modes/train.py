@@ -29,6 +29,7 @@ from app.modes.train_callbacks import hparams_of, make_callbacks
 from app.run import context as run_context
 from app.run import resume, rundir, summary
 from app.run.ledger import Ledger, attempts_before
+from callbacks.figures.steps import every_whole_call
 from callbacks.heap import frozen_heap
 from callbacks.records import durable, hparams
 from callbacks.stops import PROCESS_STOP, Diverged
@@ -56,11 +57,14 @@ def banner(context, data, steps_per_epoch: int) -> str:
     held = f" [held in {facts['held_in']}]" if facts.get("held_in") else ""
     nominal = " [synthetic data's nominal epoch]" if (
         data.epoch_steps and not config.steps_per_epoch) else ""
+    every = every_whole_call(config.log_every_steps, config.steps_per_execution)
+    rounded = (f" [log_every_steps={config.log_every_steps} rounded up to {every}: a "
+               "multiple of steps_per_execution]" if every != config.log_every_steps else "")
     return (f"[{config.model} on {config.dataset}] backend={config.backend} "
             f"accelerator={config.accelerator} ({topology.device_kind}) "
             f"replicas={topology.num_replicas} ({topology.num_processes} process(es)) "
             f"global_batch={context.batch.global_size} per_replica_batch={context.batch.per_replica} "
-            f"steps_per_execution={config.steps_per_execution} "
+            f"steps_per_execution={config.steps_per_execution}{rounded} "
             f"epochs={config.epochs} steps_per_epoch={steps_per_epoch}{nominal} "
             f"{f'xla_autotune={context.xla_autotune} ' if context.xla_autotune else ''}"
             f"image_size={data.image_size} input_pipeline={data.input_pipeline}{held} "

@@ -25,3 +25,12 @@ def steps_before(epoch: int, steps_per_epoch: int, resume_step: int = 0) -> int:
 def global_step(epoch: int, batch: int, steps_per_epoch: int, resume_step: int = 0) -> int:
     """1-based global number of the step with (0-based) index `batch` in `epoch`."""
     return steps_before(epoch, steps_per_epoch, resume_step) + batch + 1
+
+
+def every_whole_call(every_steps: int, steps_per_execution: int) -> int:
+    """`every_steps` rounded up to a multiple of `steps_per_execution`: with N steps
+    per call Keras runs batch hooks once per N steps, after the call's last step, so
+    a series asked for every 5 steps at 4 per call is written every 8 (steps 8, 16,
+    ...), each point the figures at that step, not every 5 at the next call's end."""
+    steps_per_execution = max(1, steps_per_execution)
+    return -(-every_steps // steps_per_execution) * steps_per_execution

@@ -11,9 +11,19 @@ name):
   whatever it measured;
 - the run's figures (summary.json's) are tags "run/<key>" in the run folder
   itself, with an empty group, so session and folder are one;
-- the status goes in a session-end record: completed -> success, diverged or
-  failed -> failure; a run stopped by a signal has none (unknown: rerunning
-  resumes it).
+- the status goes in a session-end record: completed -> Success, diverged or
+  failed -> Failure, and a run stopped by a signal (preempted, interrupted) ->
+  Running. TensorBoard has four statuses (Unknown, Success, Failure, Running); such
+  a run has not failed and its session is not over: rerunning the command resumes it
+  in the same folder, and the record is then replaced with how it ended. "Running"
+  there means unfinished, not that a process is training now (summary.json's
+  status says which); Unknown is left to a run still in its first attempt;
+- every number is a number: TensorBoard's HParams protocol has no integer type
+  (summary_v2 writes an int as FLOAT64, its "TODO(#1998): Add int dtype"), and its
+  table prints every number to 5 significant digits, so a batch of 64 reads
+  "64.000" there. Settings stay numbers all the same (as text, 128 would sort before
+  64 and the interval filter and the parallel-coordinates axis would be lost); read
+  back, 64 is exactly 64.
 TensorBoard keeps the first metadata it reads of a tag, so a run's record is
 written whole, into a new file, and the older files are removed: at the start of
 a new run (settings, no figures yet), then at the end of each attempt.
@@ -33,8 +43,10 @@ from tensorboard.plugins.hparams import summary_v2 as hp
 from callbacks.records import events
 from callbacks.records.dashboard import HPARAM_FIGURES, RUN, SETTINGS
 
+# summary.json's status -> TensorBoard's (module docstring: why a stopped run is Running)
 STATUSES = {"completed": "STATUS_SUCCESS", "diverged": "STATUS_FAILURE",
-            "failed": "STATUS_FAILURE"}
+            "failed": "STATUS_FAILURE", "preempted": "STATUS_RUNNING",
+            "interrupted": "STATUS_RUNNING"}
 
 
 def figure_tag(key: str) -> str:
@@ -52,8 +64,8 @@ def write_record(logdir: str, settings: dict, figures: dict | None = None,
     Args:
         settings: {name: str/int/float/bool or None} (None values are left out).
         figures: {HPARAM_FIGURES key: number or None}, e.g. the summary dict.
-        status: how the run (this attempt) ended: completed, diverged, failed, or
-            anything else for no status.
+        status: how the run (this attempt) ended: a STATUSES key, or anything else
+            for no status (Unknown).
         started_at: `time.time()` when the run's first attempt started.
         step: where the figures sit on the x axis (epochs completed).
         columns: {setting: description} the table declares; default SETTINGS.
