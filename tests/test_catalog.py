@@ -119,11 +119,30 @@ def test_the_named_families_exist_with_a_price_or_a_note_saying_why_not(family, 
         assert row.price_per_hour_usd("on_demand") > 0
 
 
-def test_commitment_prices_left_empty_say_where_they_are_published():
-    for name in ("gcp-tpu-v4", "gcp-tpu-v5e", "gcp-tpu-v5p", "gcp-tpu-v6e"):
-        row = prices.load_catalog()[name]
-        if row.price_per_hour_usd("one_year") is None:
-            assert "https://cloud.google.com/tpu/pricing" in row.note, name
+PUBLISHED_AT = {"gcp-tpu": "https://cloud.google.com/tpu/pricing",
+                "gcp": "https://cloud.google.com/compute/gpus-pricing",
+                "aws": "https://aws.amazon.com/ec2/pricing/reserved-instances/pricing/",
+                "azure": "https://azure.microsoft.com/pricing/details/virtual-machines/linux/"}
+
+
+@pytest.mark.parametrize("family, machine", sorted(NAMED.items()))
+def test_commitment_prices_left_empty_name_the_page_checked(family, machine):
+    """Issue 41: a 1-year or 3-year price is copied where a source publishes it; left
+    empty, the row's note says so and names the provider's page that was checked."""
+    row = prices.load_catalog()[machine]
+    if None in (row.price_per_hour_usd("one_year"), row.price_per_hour_usd("three_year")):
+        page = PUBLISHED_AT["gcp-tpu" if machine.startswith("gcp-tpu") else row.provider]
+        assert "1-year and 3-year" in row.note and page in row.note, family
+
+
+def test_an_unpublished_price_names_the_page_that_shows_it():
+    """'unpublished' is a claim about the provider: the note names a page to check it
+    by, and the row's on-demand price is empty."""
+    marked = [row for row in prices.load_catalog().values() if "unpublished" in row.note]
+    assert marked
+    for row in marked:
+        assert re.search(r"unpublished: .*https://", row.note), row.machine
+        assert row.price_per_hour_usd("on_demand") is None, row.machine
 
 
 # --- The reader. -------------------------------------------------------------------
