@@ -83,6 +83,32 @@ def test_summed_prices_equal_the_figures_they_were_copied_from():
                 row.machine, option)
 
 
+def test_a_spot_price_is_the_catalog_figure_its_source_quotes():
+    """A spot price copied from a SkyPilot catalog row quotes that row's SpotPrice (on
+    AWS, the Availability Zone it is from); a per-GPU row is the machine's figure / 8."""
+    quoted = [row for row in prices.load_catalog().values() if "SpotPrice $" in row.source]
+    assert len(quoted) >= 10
+    for row in quoted:
+        figure = float(re.search(r"SpotPrice \$([\d.]+)/h spot", row.source)[1])
+        divisor = 8 if "both / 8" in row.source else 1
+        assert row.price_per_hour_usd("spot") == pytest.approx(figure / divisor, abs=1e-9), (
+            row.machine)
+        if row.provider == "aws":
+            assert re.search(r"spot in zone use\d-az\d, the", row.source), row.machine
+
+
+def test_spot_and_commitment_prices_are_below_on_demand():
+    for row in prices.load_catalog().values():
+        on_demand = row.price_per_hour_usd("on_demand")
+        for option in ("spot", "one_year", "three_year"):
+            price = row.price_per_hour_usd(option)
+            if price is not None:
+                assert on_demand is not None and price < on_demand, (row.machine, option)
+        one_year, three_year = (row.price_per_hour_usd(p) for p in ("one_year", "three_year"))
+        if one_year is not None and three_year is not None:
+            assert three_year < one_year, row.machine
+
+
 @pytest.mark.parametrize("family, machine", sorted(NAMED.items()))
 def test_the_named_families_exist_with_a_price_or_a_note_saying_why_not(family, machine):
     row = prices.load_catalog()[machine]
@@ -93,11 +119,30 @@ def test_the_named_families_exist_with_a_price_or_a_note_saying_why_not(family, 
         assert row.price_per_hour_usd("on_demand") > 0
 
 
-def test_commitment_prices_left_empty_say_where_they_are_published():
-    for name in ("gcp-tpu-v4", "gcp-tpu-v5e", "gcp-tpu-v5p", "gcp-tpu-v6e"):
-        row = prices.load_catalog()[name]
-        if row.price_per_hour_usd("one_year") is None:
-            assert "https://cloud.google.com/tpu/pricing" in row.note, name
+PUBLISHED_AT = {"gcp-tpu": "https://cloud.google.com/tpu/pricing",
+                "gcp": "https://cloud.google.com/compute/gpus-pricing",
+                "aws": "https://aws.amazon.com/ec2/pricing/reserved-instances/pricing/",
+                "azure": "https://azure.microsoft.com/pricing/details/virtual-machines/linux/"}
+
+
+@pytest.mark.parametrize("family, machine", sorted(NAMED.items()))
+def test_commitment_prices_left_empty_name_the_page_checked(family, machine):
+    """Issue 41: a 1-year or 3-year price is copied where a source publishes it; left
+    empty, the row's note says so and names the provider's page that was checked."""
+    row = prices.load_catalog()[machine]
+    if None in (row.price_per_hour_usd("one_year"), row.price_per_hour_usd("three_year")):
+        page = PUBLISHED_AT["gcp-tpu" if machine.startswith("gcp-tpu") else row.provider]
+        assert "1-year and 3-year" in row.note and page in row.note, family
+
+
+def test_an_unpublished_price_names_the_page_that_shows_it():
+    """'unpublished' is a claim about the provider: the note names a page to check it
+    by, and the row's on-demand price is empty."""
+    marked = [row for row in prices.load_catalog().values() if "unpublished" in row.note]
+    assert marked
+    for row in marked:
+        assert re.search(r"unpublished: .*https://", row.note), row.machine
+        assert row.price_per_hour_usd("on_demand") is None, row.machine
 
 
 # --- The reader. -------------------------------------------------------------------

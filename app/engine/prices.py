@@ -484,8 +484,8 @@ def list_machines(pattern: str | None = None, today: datetime.date | None = None
                        for i, (cell, w) in enumerate(zip(line, widths))).rstrip()
              for line in table]
     lines.append("US dollars per machine-hour (host VM included); peak: dense bf16 TFLOP/s "
-                 "per device; - : not sold or not published (see the row's note in "
-                 "app/engine/prices.csv)")
+                 "per device; - : not sold, not published or not sourced (the row's note in "
+                 "app/engine/prices.csv says which)")
     if any(stale(r, today) for r in rows):
         lines.append(f"* read over {STALE_AFTER_MONTHS} months ago: check the provider's page")
     return "\n".join(lines)
