@@ -33,7 +33,8 @@ def test_a_profiled_run_says_where_its_trace_went(runs, backend):
     the folder TensorBoard's Profile tab reads, and the trace is there."""
     summary = json.loads((runs / backend / "summary.json").read_text())
     folder = str(runs / backend / "plugins" / "profile")
-    assert summary["profile"] == {"steps": [3, 5], "folder": folder}
+    assert {k: v for k, v in summary["profile"].items() if k != "breakdown"} == {
+        "steps": [3, 5], "folder": folder}
     assert list((runs / backend / "plugins" / "profile").glob("*/*.xplane.pb"))
     assert (f"profile: steps 3-5 traced to {folder} (TensorBoard's Profile tab, with the view "
             "command below)") in (runs / f"{backend}.stdout").read_text().splitlines()
@@ -197,3 +198,15 @@ def test_a_preempted_run_reads_running_in_hparams_and_its_batch_is_the_integer(
     assert session["status"] == "STATUS_RUNNING"
     batch = session["hparams"]["global_batch_size"]
     assert batch == 32 and float(batch).is_integer()
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_the_step_breakdown_card_is_served(server, runs, backend):
+    """Issue 39: the profiled steps' breakdown as scalars (ms per step by kind of work)
+    and a table under the Text tab, read back by the real server."""
+    tags = fetch(server + "/data/plugin/scalars/tags")[backend + "/train"]
+    kinds = {tag.split("/", 1)[1] for tag in tags if tag.startswith("step_breakdown/")}
+    summary = json.loads((runs / backend / "summary.json").read_text())
+    assert kinds == set(summary["profile"]["breakdown"]["parts"]) | {"step"}
+    texts = fetch(server + "/data/plugin/text/tags")
+    assert "step_breakdown" in texts[backend + "/train"]

@@ -186,8 +186,11 @@ def _innermost_layer(name: str, layer_classes: dict[str, str]) -> str:
     """The class of the innermost Keras layer named in a framework op name ('' if none)."""
     best = ""
     for part in re.split(r"[/()]", name):
-        if part in layer_classes:
-            best = layer_classes[part]
+        # TensorFlow's name scopes add "_1" to a layer's name: stage1_bn1_1 is stage1_bn1
+        for candidate in (part, re.sub(r"_\d+$", "", part)):
+            if candidate in layer_classes:
+                best = layer_classes[candidate]
+                break
     return best
 
 

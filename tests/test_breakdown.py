@@ -1,0 +1,149 @@
+"""The step breakdown (callbacks/figures/breakdown.py): each profiled step split by kind
+of work, read from real traces of real runs on both backends, its parts summing to
+the step, the step equal to the Profiler's own clock; the sharing of concurrent ops
+against a hand count; the kinds of HLO and TensorFlow ops."""
+
+import json
+import textwrap
+
+import pytest
+from conftest import run_cli
+
+from callbacks.figures import breakdown
+
+SYNTHETIC = ["--dataset=synthetic", "--image_size=32", "--global_batch_size=16",
+             "--epochs=1", "--steps_per_epoch=8", "--validation_steps=-1",
+             "--profile_steps=4,6", "--verbose=0"]
+
+
+def test_ops_at_once_share_each_moment_and_the_rest_is_idle():
+    """A hand count: in a 100 us step, a convolution over 10-50 and a matrix product over
+    30-70 share 30-50 equally: 30 us each, 40 us idle."""
+    spans = [(10.0, 50.0, "convolutions", "a"), (30.0, 70.0, "matrix products", "b"),
+             (90.0, 130.0, "elementwise and other", "c")]  # half outside the step
+    totals, idle = breakdown._share(spans, [(0.0, 100.0)])
+    assert totals == {"convolutions": 30.0, "matrix products": 30.0,
+                      "elementwise and other": 10.0}
+    assert idle == 30.0
+    assert sum(totals.values()) + idle == 100.0
+
+
+def test_the_kind_of_an_hlo_op_is_what_it_computes_then_the_layer_it_came_from():
+    layers = {"stem_bn": "BatchNorm", "block_attention": "SelfAttention", "head": "Dense"}
+    kind = breakdown.category_of_hlo
+    Op = breakdown.Op
+    assert kind(Op("convolution"), layers) == "convolutions"
+    assert kind(Op("custom-call", "__cudnn$convForward"), layers) == "convolutions"
+    assert kind(Op("fusion", fused=frozenset({"convolution", "add"})), layers) == "convolutions"
+    assert kind(Op("custom-call", "__cublas$lt$matmul"), layers) == "matrix products"
+    assert kind(Op("fusion", fused=frozenset({"dot", "multiply"}),
+                   op_name="jit(train_step)/jvp(head)/dot_general"), layers) == "matrix products"
+    assert kind(Op("custom-call", "__cudnn$fmhaSoftmax"), layers) == "attention"
+    assert kind(Op("fusion", fused=frozenset({"reduce", "exponential"}),
+                   op_name="jit(train_step)/jvp(block_attention)/softmax"), layers) == "attention"
+    assert kind(Op("fusion", fused=frozenset({"reduce"}),
+                   op_name="jit(train_step)/transpose(jvp(stem_bn))/reduce_sum"),
+                layers) == "normalization"
+    assert kind(Op("all-reduce-start"), layers) == "collectives"
+    assert kind(Op("fusion", fused=frozenset({"add", "maximum"})), layers) == \
+        "elementwise and other"
+
+
+def test_the_kind_of_a_tensorflow_op_is_its_type_then_its_layer():
+    layers = {"stem_bn": "BatchNormalization"}
+    kind = breakdown.category_of_tf_op
+    assert kind("model/stem_conv/convolution:Conv2D", layers) == "convolutions"
+    assert kind("gradient_tape/model/stem_conv/Conv2DBackpropFilter:Conv2DBackpropFilter",
+                layers) == "convolutions"
+    assert kind("model/head/MatMul:MatMul", layers) == "matrix products"
+    assert kind("model/stem_bn/moments/mean:Mean", layers) == "normalization"
+    assert kind("model/relu/Relu:Relu", layers) == "elementwise and other"
+
+
+def test_a_module_text_gives_each_fusion_what_it_holds():
+    """graph_viewer's pbtxt, cut to what the reader uses: a fusion calling a computation
+    that holds a convolution, with its framework name."""
+    text = textwrap.dedent('''\
+        hlo_module {
+          computations {
+            name: "fused_computation"
+            instructions {
+              name: "conv.1"
+              opcode: "convolution"
+            }
+            id: 7
+          }
+          computations {
+            name: "main"
+            instructions {
+              name: "fusion.2"
+              opcode: "fusion"
+              metadata {
+                op_name: "jit(train_step)/jvp(stem_conv)/conv_general_dilated"
+              }
+              called_computation_ids: 7
+            }
+            id: 8
+          }
+        }
+        ''')
+    ops = breakdown.parse_module(text)
+    assert ops["fusion.2"].fused == {"convolution"}
+    assert ops["fusion.2"].op_name == "jit(train_step)/jvp(stem_conv)/conv_general_dilated"
+    assert breakdown.category_of_hlo(ops["fusion.2"], {}) == "convolutions"
+
+
+def _profiled(tmp_path, backend, model, *extra):
+    logdir = tmp_path / f"{backend}-{model.replace('/', '_').replace(':', '_')}"
+    done = run_cli(f"--backend={backend}", f"--model={model}", f"--logdir={logdir}",
+                   *SYNTHETIC, *extra)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((logdir / "summary.json").read_text()), done.stdout
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+@pytest.mark.parametrize("model,work", [("small_resnet", {"convolutions", "normalization"}),
+                                        ("vit_ti16", {"matrix products", "normalization"})])
+def test_the_parts_sum_to_the_step_and_the_step_is_the_profilers_own_clock(
+        tmp_path, backend, model, work):
+    summary, stdout = _profiled(tmp_path, backend, model)
+    result = summary["profile"]["breakdown"]
+    assert result["traced"] == [4, 6] and result["steps"] == 3
+    parts = result["parts"]
+    assert set(parts) <= set(breakdown.CATEGORIES)
+    assert sum(part["ms"] for part in parts.values()) == pytest.approx(result["step_ms"],
+                                                                       rel=1e-3)
+    assert sum(part["share"] for part in parts.values()) == pytest.approx(1.0, abs=2e-3)
+    # A second clock: the Profiler's perf_counter around the same step markers.
+    assert result["step_ms"] == pytest.approx(result["host_clock_ms"], rel=0.05)
+    assert work <= set(parts), parts
+    assert f"breakdown: {breakdown.line(result)}" in stdout.splitlines()
+
+
+def test_a_model_of_only_matrix_products_is_matrix_products(tmp_path):
+    """A file model of Dense layers only (no convolution, no normalization): the work
+    the breakdown finds is matrix products first, and none of the other named kinds."""
+    source = tmp_path / "dense_only.py"
+    source.write_text(textwrap.dedent('''\
+        import keras
+
+        def make_model(num_classes, image_size):
+            inputs = keras.Input((image_size, image_size, 3))
+            x = keras.layers.Flatten()(inputs)
+            for i in range(4):
+                x = keras.layers.Dense(1024, name=f"wide_{i}")(x)
+            return keras.Model(inputs, keras.layers.Dense(num_classes, dtype="float32")(x))
+        '''))
+    summary, _ = _profiled(tmp_path, "jax", f"{source}:make_model", "--global_batch_size=256")
+    parts = summary["profile"]["breakdown"]["parts"]
+    work = {name: part for name, part in parts.items() if name != "idle"}
+    assert max(work, key=lambda name: work[name]["ms"]) == "matrix products", parts
+    assert not {"convolutions", "normalization", "attention"} & set(parts), parts
+
+
+def test_the_largest_difference_between_two_breakdowns_is_named():
+    first = {"parts": {"convolutions": {"ms": 30.0}, "idle": {"ms": 5.0}}}
+    second = {"parts": {"convolutions": {"ms": 18.0}, "normalization": {"ms": 4.0},
+                        "idle": {"ms": 6.0}}}
+    assert breakdown.largest_difference(first, second) == ("convolutions", 30.0, 18.0)
+    assert breakdown.largest_difference(first, {}) is None
