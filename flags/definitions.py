@@ -134,7 +134,8 @@ def define_flags():
                            "After warm-up: cosine decay to 0, or /10 at 30, 60, 80 "
                            "percent of the run.")
     absl_flags.DEFINE_float("warmup_epochs", D["warmup_epochs"],
-                            "Linear warm-up length in epochs. Unset = 1 with sgd, 5 with adamw.")
+                            "Linear warm-up length in epochs, at most a fifth of the run. "
+                            "Unset = 1 with sgd, 5 with adamw.")
     absl_flags.DEFINE_float("momentum", D["momentum"], "SGD momentum (sgd only).")
     absl_flags.DEFINE_float("weight_decay", D["weight_decay"],
                             "Decoupled weight decay (w -= lr * wd * w each step), not applied "

@@ -297,3 +297,18 @@ def test_the_bar_never_counts_back_when_hooks_run_out_of_order(monkeypatch):
         bar.on_train_batch_end(batch, {"loss": 1.0})
     drawn = [int(m) for m in re.findall(r"step (\d+)/20", stream.getvalue())]
     assert drawn == [1, 2, 4, 4, 5]
+
+
+@pytest.mark.parametrize("top1, marked", [(0.1, True), (0.108, True), (0.12, False),
+                                          (0.93, False)])
+def test_a_top1_at_chance_is_marked_not_yet_meaningful(top1, marked):
+    """10 classes, 10,000 images: within 3 standard errors (0.009) of 0.1 is chance."""
+    from app.run.summary import at_chance
+
+    assert at_chance(top1, 10, 10_000) is marked
+    summary = {"images_per_sec": 10.0, "images_per_sec_per_device": 10.0, "num_replicas": 1,
+               "mfu": None, "val_top1_by_epoch": [top1], "targets": [], "cost_usd": None,
+               "status": "completed", "logdir": "runs/x", "num_classes": 10,
+               "val_top1_at_chance": at_chance(top1, 10, 10_000)}
+    assert ("(at chance for 10 classes: not yet meaningful; train longer)"
+            in closing_lines(summary)) is marked

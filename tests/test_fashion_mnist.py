@@ -98,3 +98,43 @@ def test_debians_fashion_mnist_trains_two_epochs(backend, tmp_path):
     assert summary["input_pipeline"] == "device" and summary["status"] == "completed"
     assert (backend == "jax") == ("tensorflow" not in summary["versions"])
     assert summary["steps_per_execution"] == 1  # auto: 6 steps would leave too few calls
+
+
+def _short_run(backend, tmp_path, *flags):
+    done = run_cli(f"--backend={backend}", "--dataset=fashion_mnist", "--verbose=0",
+                   f"--logdir={tmp_path / 'run'}", f"--data_dir={tmp_path / 'empty'}", *flags,
+                   env=NO_TF if backend == "jax" else None)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((tmp_path / "run" / "summary.json").read_text()), done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
+def test_one_epoch_of_300_steps_validates_meaningfully(backend, tmp_path):
+    """Issue 42 item 7: one epoch of 300 steps at the default batch (19,200 images) once
+    warmed up for all 300 steps and ended at the peak rate, with BatchNorm's moving
+    statistics behind the weights: val top-1 0.43-0.62. Now the warm-up is a fifth of
+    the run and the rate decays to zero: 0.7492 on JAX and 0.7500 on TensorFlow at this
+    seed, 0.7479 at another (~80 s each on an idle 2-core CPU). Not >= 0.75 every
+    time: what limits 300 steps now is the recipe's rate (0.4 per 256 images; 0.8
+    gave 0.774), so the bar here is 0.72, 0.1 above every run before the fix."""
+    summary, stdout = _short_run(backend, tmp_path, "--epochs=1", "--steps_per_epoch=300",
+                                 "--seed=0")
+    assert summary["global_batch_size"] == 64 and summary["validation_examples"] == 10000
+    assert summary["warmup_steps"] == 60 and summary["batchnorm_momentum"] == 0.9
+    assert summary["val_top1"] >= 0.72, stdout[-2000:]
+    assert summary["val_top1_at_chance"] is False and "not yet meaningful" not in stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
+def test_two_epochs_of_20_steps_are_not_at_chance(backend, tmp_path):
+    """Two 20-step epochs: BatchNorm's horizon is 4 steps (momentum 0.75), so the first
+    epoch's moving statistics no longer hold 12% of their initial values; the warm-up
+    is 8 of the 40 steps. 2,560 images teach little: the figure is above chance, and
+    were it not, the closing line would say it is not yet meaningful."""
+    summary, stdout = _short_run(backend, tmp_path, "--epochs=2", "--steps_per_epoch=20",
+                                 "--seed=0")
+    assert summary["warmup_steps"] == 8 and summary["batchnorm_momentum"] == 0.75
+    assert summary["val_top1_at_chance"] is False and summary["val_top1"] > 0.2, stdout[-2000:]
+    assert "not yet meaningful" not in stdout

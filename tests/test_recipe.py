@@ -90,3 +90,33 @@ def test_the_schedule_gives_a_plain_step_the_rate_its_compiled_form_gives(kind, 
         host = schedule(step)
         assert isinstance(host, float)
         assert host == pytest.approx(device, rel=1e-5, abs=1e-7), (kind, step)
+
+
+@pytest.mark.parametrize("epochs, steps_per_epoch, warmup_epochs, expected", [
+    (1, 300, 1.0, 60),    # a one-epoch run warms up for a fifth of itself, then decays
+    (2, 20, 1.0, 8),
+    (15, 22, 1.0, 22),    # the default digits run: 1 of 15 epochs, as asked
+    (90, 100, 5.0, 500),  # ImageNet's recipe: 5 of 90 epochs, as asked
+    (1, 300, 0.0, 0),
+])
+def test_the_warm_up_is_at_most_a_fifth_of_the_run(epochs, steps_per_epoch, warmup_epochs,
+                                                   expected):
+    config = Config(epochs=epochs, warmup_epochs=warmup_epochs, logdir="x")
+    assert recipe.warmup_steps_for(config, steps_per_epoch) == expected
+    assert recipe.recipe_facts(config, steps_per_epoch)["warmup_steps"] == expected
+    schedule = recipe.WarmupSchedule(1.0, expected, epochs * steps_per_epoch)
+    assert schedule.host_value(epochs * steps_per_epoch - 1) < 0.01  # it ends decayed
+
+
+@pytest.mark.parametrize("steps_per_epoch, momentum", [(300, 0.9), (20, 0.75), (5, 0.5)])
+def test_batchnorm_averages_over_a_fifth_of_an_epoch_at_most(steps_per_epoch, momentum):
+    """The moving statistics forget their initial values within the first epoch, nested
+    models' too; a momentum already lower is kept."""
+    inner = models.make_model("small_resnet", 10, 8)
+    outer = keras.Sequential([keras.Input((8, 8, 3)), inner])
+    recipe.fit_batchnorm_to_epoch(outer, steps_per_epoch)
+    found = [layer.momentum for layer in inner.layers
+             if isinstance(layer, keras.layers.BatchNormalization)]
+    assert len(found) == 9 and found == pytest.approx([momentum] * 9)
+    assert recipe.batchnorm_momentum(outer) == pytest.approx(momentum)
+    assert momentum ** (steps_per_epoch) < 0.05  # what the first epoch's statistics hold

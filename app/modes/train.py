@@ -24,7 +24,12 @@ import time
 from app.engine import precompile
 from app.engine.data import steps_for, steps_per_execution, unused_images_note
 from app.engine.flops import model_facts
-from app.engine.recipe import build_compiled_model, count_train_flops, recipe_facts
+from app.engine.recipe import (
+    batchnorm_momentum,
+    build_compiled_model,
+    count_train_flops,
+    recipe_facts,
+)
 from app.modes.train_callbacks import hparams_of, make_callbacks
 from app.run import context as run_context
 from app.run import resume, rundir, summary
@@ -187,7 +192,8 @@ def _set_up(context, data, steps_per_epoch, validation_steps, facts, ledger, fin
     if context.run_dir.resuming:
         state = resume.restore(model, context.logdir, topology.scope(),
                                rewind=topology.is_chief and not finished)
-    facts_of_model = {**model_facts(model, train_flops), **recipe_facts(config)}
+    facts_of_model = {**model_facts(model, train_flops), **recipe_facts(config, steps_per_epoch),
+                      "batchnorm_momentum": batchnorm_momentum(model)}
     if finished:
         return model, None, Plan(data, steps_per_epoch, validation_steps, train_flops, state,
                                  0.0, facts, facts_of_model), None

@@ -17,6 +17,7 @@ epoch.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import shlex
@@ -103,6 +104,8 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         "val_top1": measured[-1]["top1"] if measured else None,
         "best_val_top1": parts.targets.best_top1,
         "val_top1_by_epoch": [h["top1"] for h in history],
+        "val_top1_at_chance": at_chance(measured[-1]["top1"], data.num_classes,
+                                        data.validation_examples) if measured else None,
         "val_top5_by_epoch": [h.get("top5") for h in history]
         if data.num_classes >= 100 else None,
         # Each target with its billed hours priced under every pricing the row sells
@@ -224,6 +227,18 @@ def shell_command(*args: str) -> str:
     return " ".join(shlex.quote(a) for a in (_from_here(sys.executable), *args))
 
 
+def at_chance(top1: float, num_classes: int, images: int) -> bool:
+    """Whether `top1` over `images` validation images cannot be told from guessing one of
+    `num_classes` classes: within 3 standard errors of 1/num_classes (a binomial
+    proportion). Such a figure is not yet meaningful: the model has learned nothing
+    that carries to unseen images, or its BatchNorm moving statistics do not describe
+    its weights yet (issue 42 item 7)."""
+    if num_classes < 2 or images < 1:
+        return False
+    chance = 1.0 / num_classes
+    return top1 <= chance + 3.0 * math.sqrt(chance * (1.0 - chance) / images)
+
+
 def _accuracy(summary: dict) -> str:
     """Last and best top-1 with their epochs, then each target."""
     by_epoch = [(epoch, top1) for epoch, top1 in enumerate(summary["val_top1_by_epoch"], 1)
@@ -235,6 +250,9 @@ def _accuracy(summary: dict) -> str:
     line = (f"top-1: {last:.4f} after epoch {last_epoch} (the best)" if best_epoch == last_epoch
             else f"top-1: {last:.4f} after epoch {last_epoch}; best {best:.4f} at epoch "
                  f"{best_epoch}")
+    if summary.get("val_top1_at_chance"):
+        line += (f" (at chance for {summary['num_classes']} classes: not yet meaningful; "
+                 "train longer)")
     for target in summary["targets"]:
         line += (f"; {target['target_top1']:.3f} reached at epoch {target['epoch']} "
                  f"({_target_cost(target, summary.get('pricing'))})" if target["reached"]

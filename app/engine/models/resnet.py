@@ -8,7 +8,8 @@ equal torchvision's `resnet50`.
 The models output float32 logits (the softmax lives in the loss), use channels-last
 layout, He-normal (fan-out) initialization, and BatchNorm with momentum 0.9: with
 Keras's default of 0.99 the moving statistics lag badly on small datasets, whose
-epochs are a few dozen steps. The last BatchNorm of every residual branch starts at
+epochs are a few dozen steps (and lower still for short epochs: the recipe caps every
+BatchNorm's horizon at a fifth of an epoch, app/engine/recipe.py). The last BatchNorm of every residual branch starts at
 zero (gamma = 0), so each block starts as the identity; this speeds up early
 training, as in Goyal et al. 2017.
 """
