@@ -250,28 +250,50 @@ def _app_epochs(folder: Folder, name: str, summary: dict | None) -> list[dict]:
     return epochs
 
 
-def vit(folder: Folder) -> dict:
-    peer_row = peer(folder)
-    models = {}
-    for name in ("vit_b16", "efficientnetv2s", "convnext_t"):
+def models(folder: Folder) -> dict:
+    """Each family against its torchvision twin (torch_models_peer.py), in the same call;
+    a profiled family's step breakdown (callbacks/figures/breakdown.py)."""
+    families = {}
+    for log in sorted(n for n in os.listdir(folder.path) if n.endswith(".log")
+                      and "." not in n[:-4]):
+        name = log[:-4]
         summary = folder.json(f"{name}.json")
-        models[name] = summary and {
+        twin = folder.json(f"{name}.peer.json")
+        twin_row = twin["rows"][0] if twin and twin.get("rows") else None
+        profiled = folder.json(f"{name}.profiled.json") or {}
+        entry = summary and {
             "model": summary.get("model"), "images_per_sec": summary.get("images_per_sec"),
             "train_gflops_per_image": summary.get("train_gflops_per_image"),
             "mfu": summary.get("mfu"), "parameters": summary.get("parameters"),
-            "peak_tflops_per_device": summary.get("peak_tflops_per_device")}
-    if models["vit_b16"]:
-        models["vit_b16"].update({
-            "peer_images_per_sec": rate(peer_row),
-            "peer_mfu": peer_row and peer_row.get("mfu"),
-            "speedup_over_peer": ratio(models["vit_b16"]["images_per_sec"], rate(peer_row), 3)})
+            "step_time_ms": summary.get("step_time_ms")}
+        if entry is None:
+            families[name] = None
+            continue
+        if twin_row:
+            entry.update({
+                "twin": twin.get("peer"), "twin_images_per_sec": rate(twin_row),
+                "twin_step_time_ms": twin_row.get("step_time_ms"),
+                # the twin's MFU at the app's FLOP count (XLA's) of the same maths
+                "twin_mfu": ratio(entry["mfu"] * rate(twin_row), entry["images_per_sec"], 4)
+                if entry["mfu"] and entry["images_per_sec"] and rate(twin_row) else None,
+                "speedup_over_twin": ratio(entry["images_per_sec"], rate(twin_row), 3)})
+        breakdown = (profiled.get("profile") or {}).get("breakdown")
+        if breakdown:
+            sys.path.insert(0, ROOT)
+            from callbacks.figures.breakdown import line
+            # (the rates hlo_stats gave at f776d161 are dropped: 1.5x the chip's peak)
+            parts = {kind: {k: v for k, v in part.items() if k in ("ms", "share")}
+                     for kind, part in breakdown.get("parts", {}).items()}
+            entry["breakdown"] = {**breakdown, "parts": parts,
+                                  "line": line({**breakdown, "parts": parts})}
+        families[name] = entry
     return {
-        "what": "one GPU, synthetic data, 224 px, batch 256, bf16, every callback on: the app's "
-                "ViT-B/16 (JAX, cuDNN flash attention over 196 tokens) against torchvision's "
-                "vit_b_16 with torch.compile (benchmarks/torch_vit_peer.py) in the same call; "
-                "EfficientNetV2-S and ConvNeXt-T through applications:",
-        "cudnn_probe": (folder.text("cudnn_probe.txt") or "").strip().splitlines()[-2:],
-        "models": models,
+        "what": "one H200, synthetic data, 224 px, batch 256, bf16, every callback on: each "
+                "family with the app (JAX) then its torchvision twin (bf16 autocast, "
+                "channels-last for convolutional networks, torch.compile, the app's recipe "
+                "family: benchmarks/torch_models_peer.py), in turn in one call; a profiled "
+                "family's step breakdown from a second, profiled run (synchronous, not timed)",
+        "families": families,
     }
 
 
@@ -303,7 +325,7 @@ RECIPES = {
     "batchnorm": batchnorm,
     "scale": scale,
     "fashion_mnist": fashion_mnist,
-    "vit": vit,
+    "models": models,
     "ladder": ladder,
 }
 
