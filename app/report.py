@@ -38,6 +38,7 @@ if __name__ == "__main__":  # `python app/report.py`: the packages live one leve
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from app import report_page  # noqa: E402
+from callbacks.figures import breakdown  # noqa: E402
 from callbacks.figures.money import usd_per_million_images  # noqa: E402
 from callbacks.records import untrusted  # noqa: E402
 from callbacks.records.durable import dumps, strict  # noqa: E402
@@ -153,6 +154,30 @@ def _figures(record: dict, where: str, notes: list, invalid: set) -> dict:
     return out
 
 
+def _breakdown(record: dict, where: str, notes: list) -> dict | None:
+    """summary.json's profile.breakdown, checked: a step time and each known kind of
+    work's ms and share, finite and in range; anything else is a caveat and no breakdown."""
+    profile = record.get("profile") if isinstance(record, dict) else None
+    found = profile.get("breakdown") if isinstance(profile, dict) else None
+    if found is None:
+        return None
+
+    def number(value, top):
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value) and 0 <= value <= top)
+
+    parts = found.get("parts") if isinstance(found, dict) else None
+    if (not isinstance(parts, dict) or not number(found.get("step_ms"), 1e9)
+            or not all(kind in breakdown.CATEGORIES and isinstance(part, dict)
+                       and number(part.get("ms"), 1e9) and number(part.get("share"), 1.0)
+                       for kind, part in parts.items())):
+        notes.append(f"{where}: its step breakdown is not one the app writes: left out")
+        return None
+    return {"step_ms": found["step_ms"],
+            "parts": {kind: {"ms": part["ms"], "share": part["share"]}
+                      for kind, part in parts.items()}}
+
+
 def _settings(config: dict) -> dict:
     """config.json's scalar settings (lists joined), the per-attempt ones left out."""
     from flags.config import RESUMABLE_FIELDS
@@ -247,6 +272,7 @@ def load_run(folder: str) -> dict:
     notes, invalid = [], set()
     name = "summary.json" if summary is not None else "sweep.json"
     figures = _figures(summary if summary is not None else sweep, name, notes, invalid)
+    figures["breakdown"] = _breakdown(summary, name, notes) if summary is not None else None
     if sweep is not None and not figures["sweep"]:
         figures["sweep"] = _figures(sweep, "sweep.json", notes, invalid)["sweep"]
     if figures["epochs"] is None:  # the planned epochs: summary.json's, else config.json's
@@ -448,7 +474,7 @@ def build(runs: list[dict], targets=None) -> dict:
             "epochs": s.get("epochs_completed"), "epochs_planned": s.get("epochs"),
             "status": s.get("status"), "complete": complete(s), "cost_usd": s.get("cost_usd"),
             "has_sweep": bool(run["sweep"]), "targets": target_rows(run, targets),
-            "ladder": run.get("ladder") or [],
+            "ladder": run.get("ladder") or [], "breakdown": s.get("breakdown"),
             "invalid": sorted(run["invalid"]), "notes": run["notes"],
         })
     slowest = min((r["images_per_sec"] for r in rows if r["images_per_sec"]), default=None)

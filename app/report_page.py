@@ -18,6 +18,7 @@ import os
 import re
 
 from app.run.summary import PRICING_WORDS, percent
+from callbacks.figures import breakdown
 
 MISSING = "—"
 INVALID = "n/a"  # a figure the run folder holds, but of the wrong kind or out of range
@@ -121,6 +122,21 @@ def _ladder_findings(rows: dict, quote) -> list[str]:
     return out
 
 
+def _breakdown_findings(rows: dict, quote) -> list[str]:
+    """Two or more profiled runs: each against the first, the kind of work whose time a
+    step differs most (callbacks/figures/breakdown.py), with both steps in one line."""
+    profiled = [r for r in rows.values() if r.get("breakdown")]
+    out = []
+    for other in profiled[1:]:
+        first = profiled[0]
+        kind, a, b = breakdown.largest_difference(first["breakdown"], other["breakdown"])
+        out.append(f"Step breakdown: {kind} differs most, {a:.1f} ms a step on "
+                   f"{quote(first['label'])} against {b:.1f} ms on {quote(other['label'])} "
+                   f"({quote(first['label'])}: {breakdown.line(first['breakdown'])}; "
+                   f"{quote(other['label'])}: {breakdown.line(other['breakdown'])}).")
+    return out
+
+
 def findings(content: dict, quote=_same) -> list[str]:
     """The rankings in words: fastest, cheapest per image, cheapest and quickest to
     each target, each with its figures, and how far noise can explain them.
@@ -148,6 +164,7 @@ def findings(content: dict, quote=_same) -> list[str]:
                        f"as much ({money(rows[o]['usd_per_million_images'])})"
                        for o in order[1:]) + ".")
     out += _ladder_findings(rows, quote)
+    out += _breakdown_findings(rows, quote)
     accurate = sorted((r for r in rows.values() if r["best_val_top1"] is not None),
                       key=lambda r: -r["best_val_top1"])
     if len(accurate) > 1:

@@ -147,3 +147,33 @@ def test_the_largest_difference_between_two_breakdowns_is_named():
                         "idle": {"ms": 6.0}}}
     assert breakdown.largest_difference(first, second) == ("convolutions", 30.0, 18.0)
     assert breakdown.largest_difference(first, {}) is None
+
+
+def test_the_report_of_two_profiled_runs_names_the_kind_that_differs_most(tmp_path):
+    """Issue 39: two runs on different models, side by side in the report: one sentence
+    names the kind of work whose time differs most, with both steps' lines; a damaged
+    breakdown in a third folder is a caveat, not a traceback."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    resnet, _ = _profiled(tmp_path, "jax", "small_resnet")
+    vit, _ = _profiled(tmp_path, "jax", "vit_ti16")
+    kind, a, b = breakdown.largest_difference(resnet["profile"]["breakdown"],
+                                              vit["profile"]["breakdown"])
+    damaged = tmp_path / "damaged"
+    shutil.copytree(tmp_path / "jax-vit_ti16", damaged)
+    summary = json.loads((damaged / "summary.json").read_text())
+    summary["profile"]["breakdown"]["parts"] = {"convolutions": {"ms": -1, "share": 7}}
+    (damaged / "summary.json").write_text(json.dumps(summary))
+    done = subprocess.run([sys.executable, "app/report.py", str(tmp_path / "jax-small_resnet"),
+                           str(tmp_path / "jax-vit_ti16"), str(damaged),
+                           "--out", str(tmp_path / "report")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    page = (tmp_path / "report" / "report.md").read_text()
+    assert f"Step breakdown: {kind} differs most, {a:.1f} ms a step on " in page
+    assert f"against {b:.1f} ms on " in page
+    assert "its step breakdown is not one the app writes: left out" in page
