@@ -41,6 +41,10 @@ def test_the_kind_of_an_hlo_op_is_what_it_computes_then_the_layer_it_came_from()
     assert kind(Op("custom-call", "__cudnn$fmhaSoftmax"), layers) == "attention"
     assert kind(Op("fusion", fused=frozenset({"reduce", "exponential"}),
                    op_name="jit(train_step)/jvp(block_attention)/softmax"), layers) == "attention"
+    # an attention layer's projections are matrix products, on a GPU's cuBLAS too
+    assert kind(Op("custom-call", "__cublas$lt$matmul",
+                   op_name="jit(train_step)/jvp(block_attention)/qkv/dot_general"),
+                layers) == "matrix products"
     assert kind(Op("fusion", fused=frozenset({"reduce"}),
                    op_name="jit(train_step)/transpose(jvp(stem_bn))/reduce_sum"),
                 layers) == "normalization"

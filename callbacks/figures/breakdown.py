@@ -14,10 +14,12 @@ calls are not the model's), so its rates are not copied here.
 
 Kinds of work (CATEGORIES), decided per op in this order:
 - collectives: all-reduce, all-gather, reduce-scatter, permutes, NCCL calls;
-- attention: cuDNN's fused attention, or an op of an attention layer (a Keras layer
-  whose class name has "Attention") outside its projections;
+- attention: cuDNN's fused attention, or any other op that is not a convolution or a
+  matrix product of an attention layer (a Keras layer whose class name has
+  "Attention": its softmax, scaling, masking);
 - convolutions: a convolution, a cuDNN convolution, or a fusion holding one;
-- matrix products: a dot, a cuBLAS call, or a fusion holding a dot;
+- matrix products: a dot, a cuBLAS call, or a fusion holding a dot (an attention
+  layer's projections and, without a fused kernel, its scores);
 - normalization: an op of a normalization layer (BatchNormalization,
   LayerNormalization, the app's BatchNorm: a class name with "Norm");
 - host-to-device copies: the device's copies from the host;
@@ -214,16 +216,11 @@ def category_of_hlo(op: Op, layer_classes: dict[str, str]) -> str:
         return "collectives"
     if "fmha" in target_text or "attention" in target_text:
         return "attention"
-    layer = _by_layer(op.op_name, layer_classes)
-    if layer == "attention" and "dot" not in base and "conv" not in target_text:
-        return "attention"
     if "convolution" in base or "conv" in target_text:
         return "convolutions"
     if "dot" in base or "gemm" in target_text or "matmul" in target_text:
         return "matrix products"
-    if layer:
-        return layer
-    return "elementwise and other"
+    return _by_layer(op.op_name, layer_classes) or "elementwise and other"
 
 
 def category_of_tf_op(long_name: str, layer_classes: dict[str, str]) -> str:
@@ -231,14 +228,11 @@ def category_of_tf_op(long_name: str, layer_classes: dict[str, str]) -> str:
     path, _, op_type = long_name.rpartition(":")
     if _TF_COLLECTIVE.search(op_type):
         return "collectives"
-    layer = _by_layer(path, layer_classes)
-    if layer == "attention" and not _TF_MATMUL.search(op_type):
-        return "attention"
     if _TF_CONV.search(op_type):
         return "convolutions"
     if _TF_MATMUL.search(op_type):
         return "matrix products"
-    return layer or "elementwise and other"
+    return _by_layer(path, layer_classes) or "elementwise and other"
 
 
 # --- the trace --------------------------------------------------------------------
