@@ -23,6 +23,7 @@ from callbacks.records import dashboard, events
 from callbacks.records.metrics_file import read_metrics
 from callbacks.stops import Diverged, Preempted, StorageError
 from callbacks.throughput import Throughput
+from conftest import ROOT
 
 
 def tiny_model(steps_per_execution=1):
@@ -81,7 +82,7 @@ def test_throughput_counts_images_from_step_indices_with_steps_per_execution():
 def test_throughput_matches_an_independent_timing_of_the_same_fit(backend):
     """steps_per_execution=4: our figure vs a naive timer of the same steps (see
     tests/throughput_check.py), within 5%, in a fresh process per backend."""
-    script = os.path.join(os.path.dirname(__file__), "throughput_check.py")
+    script = os.path.join(ROOT, "tests", "throughput_check.py")
     done = subprocess.run([sys.executable, script, backend], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
