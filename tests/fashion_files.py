@@ -1,5 +1,6 @@
 """A small Fashion-MNIST in the real IDX format, and where Debian's dataset-fashion-mnist
-puts the real one (tests/preprocessing/datasets/test_fashion_mnist.py, tests/app/engine/test_autotune.py)."""
+puts the real one (tests/preprocessing/datasets/test_fashion_mnist.py,
+tests/app/engine/test_autotune.py)."""
 
 import gzip
 import os
