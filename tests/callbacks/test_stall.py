@@ -32,19 +32,20 @@ def test_no_batch_for_the_limit_calls_the_handler_once_with_the_limit():
 
 
 def test_batches_that_keep_ending_are_no_stall_and_an_ended_training_is_not_watched():
-    """Batches ending every quarter of the limit for three limits: no call; then none
-    once training has ended, however long nothing happens."""
+    """Batches (train and evaluation) ending every tenth of the limit for twice the
+    limit: no call; then none once training has ended, however long nothing happens."""
+    limit = 1.0  # a wide margin over a busy machine's oversleeping
     called = []
-    watchdog = StallWatchdog(LIMIT, called.append)
+    watchdog = StallWatchdog(limit, called.append)
     watchdog.on_train_begin()
-    until = time.monotonic() + 3 * LIMIT
+    until = time.monotonic() + 2 * limit
     batch = 0
     while time.monotonic() < until:
-        time.sleep(LIMIT / 4)
+        time.sleep(limit / 10)
         (watchdog.on_train_batch_end if batch % 2 else watchdog.on_test_batch_end)(batch)
         batch += 1
     watchdog.on_train_end()
-    time.sleep(3 * LIMIT)
+    time.sleep(2 * limit)
     assert called == [] and not watchdog._thread.is_alive()
 
 
