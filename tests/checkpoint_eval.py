@@ -1,5 +1,5 @@
 """The newest checkpoint of a digits run, evaluated apart, image by image: what its
-logged val_loss and val_top1 must equal (tests/test_distribution.py; test_train.py's
+logged val_loss and val_top1 must equal (tests/app/engine/test_distribute.py; test_train.py's
 one-device check does the same by hand)."""
 
 import os

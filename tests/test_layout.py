@@ -259,3 +259,104 @@ def test_the_batch_check_sees_each_old_re_derivation():
     home = ast.parse("class BatchShape:\n    def f(self):\n        return self.global_size // "
                      "self.num_processes\n")
     assert _batch_arithmetic(home) and not _batch_arithmetic(_without_batch_shape(home))
+
+
+# ------------------------------------------------------- each module's tests by name
+# tests/ mirrors the packages: a module's tests are tests/**/test_<module>.py, or
+# test_<package>_<module>.py where the bare name is another module's (tests/gpu/
+# test_gpu_stream.py), or for a module of a sub-package its package's file
+# test_<package>.py (tests/app/engine/test_models.py for app/engine/models/*). A
+# package's __init__.py holding only imports needs none. The modules below are covered
+# by a test of a behaviour across modules, named with the file that covers them; each
+# is one that could have its own file.
+COVERED_ELSEWHERE = {
+    # the command line and its runs, end to end (real processes)
+    "tests/test_cli.py": ("app.main", "app.engine.data"),
+    "tests/test_console.py": ("app.run.summary", "callbacks.progress",
+                              "app.engine.native_stderr"),
+    "tests/app/engine/test_distribute.py": ("app.engine.cold_start", "app.engine.environment"),
+    "tests/test_real_data.py": ("app.modes.input_benchmark", "preprocessing.tfdata.pipeline"),
+    "tests/test_sweep.py": ("app.engine.measure", "app.engine.memory", "app.modes.points"),
+    "tests/app/test_report.py": ("app.report_page", "app.engine.plots"),
+    "tests/test_tensorboard.py": ("callbacks.records.hparams",),
+    "tests/test_steps.py": ("callbacks.profiler",),
+    # the run folder's life: resumes, kills, stops, damage, its one writer
+    "tests/test_run_folder.py": ("app.run.context", "app.run.resume"),
+    "tests/test_one_writer.py": ("app.run.rundir",),
+    "tests/test_stops.py": ("app.run.signals",),
+    "tests/test_billing.py": ("app.run.ledger",),
+    "tests/test_resilience.py": ("callbacks.records.faults",),
+    "tests/test_damage.py": ("callbacks.records.checkpoint_files", "callbacks.records.durable",
+                             "callbacks.records.metrics_file"),
+    # what the callbacks and the report share: their arithmetic, through its users
+    "tests/callbacks/test_accuracy.py": ("callbacks.figures.targets",),
+    "tests/app/engine/test_prices.py": ("callbacks.figures.money",),
+    "tests/callbacks/test_throughput.py": ("callbacks.figures.window",),
+    # flags at the door: parsed, ranged, helped
+    "tests/test_flag_door.py": ("flags.parse", "flags.ranges"),
+    "tests/test_help_and_errors.py": ("flags.definitions",),
+    # the input pipelines' shared parts, through the pipelines
+    "tests/preprocessing/host/test_host_images.py": ("preprocessing.augment",),
+    "tests/gpu/test_gpu_stream.py": ("preprocessing.feed",),
+    "tests/test_data_door.py": ("preprocessing.files",),
+    "tests/test_workers.py": ("preprocessing.host._children",),
+    "tests/gpu/test_nvjpeg_on_gpu.py": ("preprocessing.gpu.native.nvjpeg_c",),  # needs a GPU
+}
+
+
+def _test_files() -> set[str]:
+    found = set()
+    for folder, _, files in os.walk(os.path.join(ROOT, "tests")):
+        found.update(name[:-3] for name in files
+                     if name.startswith("test_") and name.endswith(".py"))
+    return found
+
+
+def _tests_by_name(module: str, path: str, test_files: set[str]) -> bool:
+    """Whether `module`'s tests are findable by its name (see COVERED_ELSEWHERE's comment)."""
+    parts = module.split(".")
+    name, package = parts[-1], parts[-2]
+    if path.endswith("__init__.py") and not re.search(r"^(def|class) ", open(path).read(), re.M):
+        return True
+    candidates = {f"test_{name}", f"test_{package}_{name}"}
+    if not path.endswith("__init__.py") and len(parts) > 2:
+        candidates.add(f"test_{package}")  # a sub-package's modules in its own file
+    return bool(candidates & test_files)
+
+
+def test_each_module_has_its_tests_findable_by_its_name():
+    test_files = _test_files()
+    elsewhere = {m: test for test, modules in COVERED_ELSEWHERE.items() for m in modules}
+    missing, stale = [], []
+    for module, path in sorted(_modules().items()):
+        if module in PACKAGES:
+            continue
+        by_name = _tests_by_name(module, path, test_files)
+        if not by_name and module not in elsewhere:
+            missing.append(f"{module} ({os.path.relpath(path, ROOT)})")
+        elif by_name and module in elsewhere:
+            stale.append(module)
+    assert not missing, ("no tests/**/test_<module>.py for these; write one, or name the test "
+                         f"that covers the module in COVERED_ELSEWHERE: {missing}")
+    assert not stale, f"these have tests by name now; drop them from COVERED_ELSEWHERE: {stale}"
+
+
+def test_the_allow_list_names_real_modules_and_real_test_files():
+    modules = _modules()
+    for test, names in COVERED_ELSEWHERE.items():
+        assert os.path.isfile(os.path.join(ROOT, test)), test
+        for module in names:
+            assert module in modules, f"{module} (COVERED_ELSEWHERE) is no module"
+
+
+def test_the_name_check_sees_a_module_without_tests(tmp_path):
+    """The rule as a function: a module with none of the names is caught."""
+    lonely = tmp_path / "lonely.py"
+    lonely.write_text("def f():\n    pass\n")
+    files = {"test_models", "test_gpu_stream", "test_throughput"}
+    assert not _tests_by_name("callbacks.lonely", str(lonely), files)
+    assert _tests_by_name("callbacks.throughput", str(lonely), files)
+    assert _tests_by_name("preprocessing.gpu.stream", str(lonely), files)
+    assert _tests_by_name("app.engine.models.resnet", str(lonely), files)
+    # a top-level package's file is no module's cover
+    assert not _tests_by_name("app.lonely", str(lonely), files | {"test_app"})

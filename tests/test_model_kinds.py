@@ -139,7 +139,7 @@ def custom(tmp_path_factory):
                                        "10 classes"),
 ])
 def test_a_bad_model_is_one_line_and_exit_2(digits_dir, tmp_path, custom, model, message):
-    """From the command line (the other mistakes: tests/test_models.py, in-process)."""
+    """From the command line (the other mistakes: tests/app/engine/test_models.py, in-process)."""
     logdir = tmp_path / "run"
     done = run_cli(f"--model={model.format(folder=custom)}", f"--data_dir={digits_dir}",
                    f"--logdir={logdir}", "--image_size=16", "--epochs=1", "--verbose=0")

@@ -260,7 +260,7 @@ def _tensorflow_topology(config) -> Topology:
         # Keras 3.15 + TF 2.21: fit under MirroredStrategy with steps_per_execution
         # > 1 fails inside multi_step_on_iterator ("You must feed a value for
         # placeholder tensor") when the step is XLA-compiled; without XLA it trains
-        # correctly (both seen in tests/test_distribution.py).
+        # correctly (both seen in tests/app/engine/test_distribute.py).
         jit_compile = False
     return Topology("tensorflow", config.accelerator, 1, 0, replicas, kind, strategy=strategy,
                     jit_compile=jit_compile)

@@ -18,13 +18,13 @@ It is lowered to XLA HLO, from shapes only (nothing is run, compiled or allocate
 Counted: every `dot` and `convolution`, as XLA's cost analysis counts them (2 FLOPs per
 multiply-add; a convolution's taps that meet the input only, so a "same"
 convolution's zero border is not counted: a 3x3 convolution on a 7x7 map makes 19 of
-21 taps per axis; `tests/test_flops.py` checks the rule against
+21 taps per axis; `tests/app/engine/test_flops.py` checks the rule against
 `Lowered.cost_analysis()` op by op). These are the tensor-core work the peak of MFU
 measures; elementwise ops and reductions are not counted (`Lowered.cost_analysis()`,
 which counts them too, is 1.0% higher on ResNet-50 and 0.7% on ViT-B/16 at 224 px,
 2.9% on ConvNeXt-T, 7% on EfficientNet-B0 with its swish and squeeze-excitation).
 Both backends give the same figure, and the built-in models' matches a count by hand
-(tests/test_flops.py).
+(tests/app/engine/test_flops.py).
 
 Attention runs unfused while counting (keras.config.disable_flash_attention()): a
 fused kernel is a custom call, whose FLOPs XLA does not see. Where a backend cannot

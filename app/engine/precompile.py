@@ -14,7 +14,7 @@ on (it is what hands the programs to `fit`), and a pipeline that knows its batch
 shapes before the first one (`Datasets.batch_specs`; the device pipeline does). The
 steps are lowered as Keras's JAX trainer lowers them (`make_train_function`,
 `make_test_function`, `_distribute_data`): the same function, donation, shardings
-and argument avals; tests/test_precompile.py checks that `fit` compiles neither step
+and argument avals; tests/app/engine/test_precompile.py checks that `fit` compiles neither step
 itself. Lowering runs here, on the calling thread (it traces Keras's layers, whose
 global settings, such as flash attention, another thread may be changing); only
 XLA's compile, which holds no Python lock, runs in the thread.

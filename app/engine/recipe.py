@@ -75,7 +75,7 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
         The learning-rate callback reads the rate once an epoch: computed by __call__
         outside the compiled step, each of its ~10 operations was a program of its own,
-        compiled on first use (~1 s of an H200's cold start). tests/test_recipe.py
+        compiled on first use (~1 s of an H200's cold start). tests/app/engine/test_recipe.py
         checks the two agree.
         """
         step = float(step)
@@ -210,7 +210,7 @@ def compile_model(model, config, num_classes: int, steps_per_epoch: int,
     # size, so the weight-0 padding images of the last validation batch would count
     # in val_loss's denominator. This weighted mean of each image's loss, named
     # "loss", takes its place in the logs (Keras merges the compiled metrics' results
-    # after its loss tracker's); tests/test_train.py checks val_loss against an
+    # after its loss tracker's); tests/app/modes/test_train.py checks val_loss against an
     # independent evaluation. Training batches have no padding: the figure is the same.
     metrics = [keras.metrics.MeanMetricWrapper(loss.per_image, name="loss"),
                keras.metrics.SparseCategoricalAccuracy(name="top1")]

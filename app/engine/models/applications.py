@@ -8,7 +8,7 @@ input preprocessing is turned off where it has a switch (include_preprocessing=F
 ConvNeXt, EfficientNetV2, MobileNetV3). EfficientNetB0-B7 have no switch: they start
 with Rescaling(1/255) and a Normalization layer that, with weights=None, is the
 identity; a Rescaling(255) put before them cancels the first, so they too see the
-app's normalized images (`tests/test_models.py` checks it). The other families
+app's normalized images (`tests/app/engine/test_models.py` checks it). The other families
 (ResNet, VGG, DenseNet, Inception, Xception, MobileNet, NASNet) leave preprocessing
 to a separate `preprocess_input` function, which the app does not call.
 """

@@ -5,6 +5,10 @@ Each fit here stalls chosen steps or epoch ends on purpose, so that a figure tim
 over the wrong steps differs from the independent clock by far more than noise.
 """
 
+import json
+import os
+import subprocess
+import sys
 import time
 
 import keras
@@ -13,6 +17,8 @@ import pytest
 
 from callbacks.figures.window import steady_window, warmup_steps
 from callbacks.throughput import Throughput
+from conftest import ROOT
+from tiny_keras import tiny_data, tiny_model
 
 BATCH = 8
 STALL = 0.25  # seconds
@@ -137,34 +143,57 @@ def test_a_resumed_attempt_continues_the_run_window_from_the_checkpoint_state():
         BATCH * 1e3 / second.images_per_sec, rel=1e-9)
 
 
-def test_frozen_heap_freezes_what_lives_and_still_collects_new_garbage():
-    """Training runs inside frozen_heap (callbacks/heap.py): full collections skip
-    what lived before it, garbage made meanwhile is still collected, and nothing stays
-    frozen after it, even when training raises."""
-    import gc
-    import weakref
+@pytest.mark.parametrize("make, message", [
+    (lambda: Throughput(0), "global_batch_size must be >= 1, received 0"),
+    (lambda: Throughput(8, num_devices=0), "num_devices must be >= 1, received 0"),
+])
+def test_throughput_arguments_are_checked_with_the_value_received(make, message):
+    with pytest.raises(ValueError) as error:
+        make()
+    assert message in str(error.value)
 
-    from callbacks.heap import frozen_heap
 
-    class Node:
-        pass
+def test_throughput_counts_images_from_step_indices_with_steps_per_execution():
+    x, y = tiny_data(256)
+    model = tiny_model(steps_per_execution=4)
+    meter = Throughput(global_batch_size=8, num_devices=2, warmup_steps=8)
+    history = model.fit(x, y, batch_size=8, epochs=2, callbacks=[meter], verbose=0)
+    # 32 steps an epoch, hooks fire every 4 steps: marks at steps 3, 7, ..., 31.
+    assert meter.images_per_sec > 0
+    assert len(meter.epoch_images_per_sec) == 2
+    logs = history.history
+    assert logs["epoch_images_per_sec_per_device"][-1] == pytest.approx(
+        logs["epoch_images_per_sec"][-1] / 2)
+    # Step times are per step, not per execution: 4 steps per gap.
+    assert logs["epoch_step_time_ms"][-1] == pytest.approx(
+        8 * 1e3 / logs["epoch_images_per_sec"][-1])
+    assert meter.step_time()["step_time_ms"] == pytest.approx(8 * 1e3 / meter.images_per_sec)
+    assert logs["epoch_step_time_jitter"][-1] >= 0
+    # The first epoch times 24 steps after its warm-up (marks 7..31), the second 28.
+    assert logs["epoch_timed_steps"] == [24, 28]
 
-    with pytest.raises(RuntimeError):
-        with frozen_heap():
-            assert gc.get_freeze_count() > 1000  # pytest, numpy, Keras...
-            node = Node()
-            node.itself = node  # a cycle: only the cyclic collector frees it
-            alive = weakref.ref(node)
-            del node
-            gc.collect()
-            assert alive() is None
-            raise RuntimeError("training failed")
-    assert gc.get_freeze_count() == 0
-    with frozen_heap():  # nested: the inner one leaves the outer freeze alone
-        frozen = gc.get_freeze_count()
-        with frozen_heap():
-            pass
-        # still frozen (an unfreeze would make it 0); other threads' frees of frozen
-        # objects (an input pipeline's, left by another test) may lower it by a few
-        assert gc.get_freeze_count() > frozen // 2
-    assert gc.get_freeze_count() == 0
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_throughput_matches_an_independent_timing_of_the_same_fit(backend):
+    """steps_per_execution=4: our figure vs a naive timer of the same steps (see
+    tests/throughput_check.py), within 5%, in a fresh process per backend."""
+    script = os.path.join(ROOT, "tests", "throughput_check.py")
+    done = subprocess.run([sys.executable, script, backend], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["backend"] == backend
+    assert sorted(result["ratios"])[1] == pytest.approx(1.0, abs=0.05), result
+
+
+def test_throughput_is_async_safe_and_eval_speed_is_separate():
+    assert Throughput.async_safe is True
+    x, y = tiny_data(64)
+    model = tiny_model()
+    meter = Throughput(global_batch_size=8, validation_images=64)
+    history = model.fit(x, y, batch_size=8, epochs=2, validation_data=(x, y), callbacks=[meter],
+                        verbose=0)
+    # Each epoch's evaluation pass, and the run's: both passes' images over their seconds.
+    first, second = history.history["epoch_eval_images_per_sec"]
+    assert meter.eval_images_per_sec == pytest.approx(128 / (64 / first + 64 / second))
+    assert "images_per_sec" not in history.history  # the name of the run's figure only

@@ -135,7 +135,7 @@ def test_a_rerun_on_swapped_classes_or_a_replaced_image_is_refused_the_same_data
 
 def test_a_tfds_dataset_is_its_builder_splits_and_record_files(tmp_path):
     import numpy as np
-    from test_tfds_data import TINY, tiny_builder
+    from tiny_tfds import TINY, tiny_builder
 
     from preprocessing.datasets import tfds_data
     from preprocessing.spec import InputSpec

@@ -252,10 +252,10 @@ def test_building_the_small_resnet_on_jax_compiles_next_to_nothing():
     variable) from the host."""
     import os
 
-    from conftest import run_python
+    from conftest import ROOT, run_python
 
     result = run_python(BUILD_COMPILES, {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
-                                         "PYTHONPATH": os.path.join(os.path.dirname(__file__),
+                                         "PYTHONPATH": os.path.join(ROOT, "tests",
                                                                     "no_tensorflow")})
     assert result["compiles"] == 0, result
     assert result["optimizer_built"] and result["optimizer_compiles"] <= 2, result

@@ -18,7 +18,7 @@ from callbacks.mfu import ModelFlopsUtilization
 from flags import Config
 
 NO_TF_JAX = {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
-             "PYTHONPATH": os.path.join(os.path.dirname(__file__), "no_tensorflow")}
+             "PYTHONPATH": os.path.join(ROOT, "tests", "no_tensorflow")}
 # (model, image size, classes): each kind of layer the count meets.
 CASES = [("resnet50", 224, 1000), ("small_resnet", 16, 10), ("vit_ti16", 32, 10),
          ("vit_b16", 224, 1000), ("applications:MobileNetV3Small", 32, 10),

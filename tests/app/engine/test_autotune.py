@@ -9,7 +9,7 @@ import pytest
 from app.engine import autotune
 from conftest import run_python
 from flags import Config, ConfigError
-from test_fashion_mnist import DEBIAN, write_fashion
+from fashion_files import DEBIAN, write_fashion
 
 GPU_JAX = dict(accelerator="gpu", backend="jax", logdir="x")
 

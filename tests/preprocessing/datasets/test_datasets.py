@@ -7,12 +7,10 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import PATIENCE_SECONDS
+from conftest import PATIENCE_SECONDS, ROOT
 
 from preprocessing.datasets import check_dataset, digits, make_datasets
 from preprocessing.spec import BatchShape, DataError, InputSpec
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_digits_are_written_once_as_png_files_with_a_fixed_split(digits_dir):

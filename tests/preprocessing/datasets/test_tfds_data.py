@@ -16,21 +16,12 @@ import sys
 import pytest
 from conftest import PATIENCE_SECONDS, ROOT, error_lines, run_cli
 from image_files import write_imagenet_manual_download
+from tiny_tfds import TINY, tiny_builder
 
-NO_TF = {"PYTHONPATH": os.path.join(os.path.dirname(__file__), "no_tensorflow")}
-TINY = "tfds:tiny_shapes:1.0.0"
+NO_TF = {"PYTHONPATH": os.path.join(ROOT, "tests", "no_tensorflow")}
 TRAIN = ["--backend=jax", "--input_pipeline=grain", "--model=small_resnet",
          "--global_batch_size=8", "--epochs=1", "--steps_per_epoch=4", "--verbose=0",
          "--seed=0"]
-
-
-def tiny_builder(data_dir, **kwargs):
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "tfds_builders"))
-    try:
-        from tiny_shapes import tiny_shapes_dataset_builder
-    finally:
-        sys.path.pop(0)
-    return tiny_shapes_dataset_builder.Builder(data_dir=str(data_dir), **kwargs)
 
 
 def prepare_for_grain(*args):

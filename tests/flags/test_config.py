@@ -134,9 +134,11 @@ def test_non_numeric_list_flags_are_one_line_errors():
 def test_the_committed_flagfiles_are_valid_configs(name):
     import os
 
+    from conftest import ROOT
+
     define_flags()
     FLAGS.unparse_flags()
-    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "configs", name)
+    path = os.path.join(ROOT, "configs", name)
     FLAGS(["main", f"--flagfile={path}", "--logdir=/tmp/unused"])
     try:
         config = config_from_flags(FLAGS)
