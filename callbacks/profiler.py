@@ -182,9 +182,13 @@ def _card(folder: str, result: dict) -> None:
     try:
         rows = ["| kind of work | ms per step | share |", "|---|---:|---:|"]
         for name, part in result["parts"].items():
-            writer.scalar(f"step_breakdown/{name}", part["ms"], step)
+            writer.scalar(f"step_breakdown/{name}", part["ms"], step, description=(
+                f"A profiled step's time in {name} (callbacks/figures/breakdown.py), "
+                f"at the last traced step. *Unit: ms per step.*"))
             rows.append(f"| {name} | {part['ms']:.3f} | {part['share']:.1%} |")
-        writer.scalar("step_breakdown/step", result["step_ms"], step)
+        writer.scalar("step_breakdown/step", result["step_ms"], step, description=(
+            "A profiled step's length, its parts summed (the trace's step markers). "
+            "*Unit: ms per step.*"))
         text = (f"**{step_breakdown.line(result)}** (steps {result['traced'][0]}-"
                 f"{result['traced'][1]}; this step by the host's clock: "
                 f"{result['host_clock_ms']:.1f} ms)\n\n" + "\n".join(rows))

@@ -66,8 +66,9 @@ def prepare(config, started_at: float) -> RunContext:
     Raises:
         TopologyError, RunDirError, DataError: one line each.
     """
-    run_dir = rundir.preflight(config)  # the folder is this process's from here on
-    signals.undo_if_interrupted_before_start(lambda: rundir.abandon(run_dir))
+    with signals.preparing():  # an early Ctrl-C waits for the undo to be registered
+        run_dir = rundir.preflight(config)  # the folder is this process's from here on
+        signals.undo_if_interrupted_before_start(lambda: rundir.abandon(run_dir))
     try:
         distribute.prepare_backend(config)
         check_model(config)  # a bad --model is one line before any file or device is touched

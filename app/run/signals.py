@@ -22,6 +22,7 @@ request within GRACE_SECONDS (cloud preemption notices give about 30 s).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -46,7 +47,7 @@ def _line(message: str) -> None:
 # Set once the run folder is about to be written; the lock makes "not started yet,
 # so exit at once" and "started" exclusive (an exit never lands in the first write).
 _RUN_STARTED = threading.Event()
-_STARTING = threading.Lock()
+_STARTING = threading.RLock()  # re-entered by the main thread inside `preparing`
 _RUN_FOLDER: list[str] = []  # the run folder, once started: what a stop's line says it kept
 INTERRUPTED_EARLY = "interrupted (SIGINT) before the run started; nothing was written"
 
@@ -60,6 +61,15 @@ def undo_if_interrupted_before_start(undo) -> None:
     stays true."""
     with _STARTING:
         _UNDO_BEFORE_START.append(undo)
+
+
+@contextlib.contextmanager
+def preparing():
+    """Within the block (the preflight making the run folder and registering its undo),
+    an early Ctrl-C waits for the block to end, then undoes what it made: a SIGINT
+    between the folder's making and its undo's registration left the folder behind."""
+    with _STARTING:
+        yield
 
 
 def run_starts(logdir: str) -> None:

@@ -163,7 +163,7 @@ def test_batchnorm_with_its_relu_inside_has_the_same_gradients_on_jax():
     """The same comparison in a JAX process (the test process runs TensorFlow)."""
     from conftest import run_python
 
-    code = ("import json, sys; sys.path.insert(0, 'tests'); sys.path.insert(0, '.')\n"
+    code = ("import json, sys; sys.path.insert(0, 'tests/app/engine'); sys.path.insert(0, 'tests'); sys.path.insert(0, '.')\n"
             "import numpy as np, test_layers as t\n"
             "worst = 0.0\n"
             "for groups in (1, 2):\n"
