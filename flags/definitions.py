@@ -266,7 +266,8 @@ def define_flags():
                                    "points, the same command measures the rest.")
     absl_flags.DEFINE_enum("benchmark", D["benchmark"], list(choices.BENCHMARKS),
                            "input = time the input pipeline alone (no model); ladder = "
-                           "the effort ladder on synthetic data: the same model from "
+                           "the effort ladder on --dataset: the same model from "
                            "float32 to the app's best settings, one rung at a time "
                            "(mixed bfloat16, the largest batch that fits, steps per "
-                           "execution, XLA's full autotuning), each rung's gain.")
+                           "execution, a real dataset held on the device, XLA's full "
+                           "autotuning), each rung's gain.")
