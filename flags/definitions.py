@@ -254,18 +254,20 @@ def define_flags():
     # Benchmarks.
     absl_flags.DEFINE_list("sweep_batch_sizes", D["sweep_batch_sizes"],
                            "Comma list of global batch sizes: measure throughput at "
-                           "each on synthetic data instead of training.")
+                           "each on --dataset instead of training.")
     absl_flags.DEFINE_multi_string("sweep", D["sweep"],
                                    "FLAG=v1,v2,...: measure throughput at each value of a "
-                                   "setting on synthetic data instead of training; repeat "
+                                   "setting on --dataset instead of training; repeat "
                                    "for a grid (their product), e.g. --sweep=precision="
                                    "float32,mixed_bfloat16 --sweep=global_batch_size=64,128. "
-                                   "Axes: " + ", ".join(choices.SWEEPABLE) + ". Each point "
+                                   "Axes: " + ", ".join(choices.SWEEPABLE) + " (a real "
+                                   "dataset's only: synthetic data has none). Each point "
                                    "is an HParams session; Ctrl-C keeps the finished "
                                    "points, the same command measures the rest.")
     absl_flags.DEFINE_enum("benchmark", D["benchmark"], list(choices.BENCHMARKS),
                            "input = time the input pipeline alone (no model); ladder = "
-                           "the effort ladder on synthetic data: the same model from "
+                           "the effort ladder on --dataset: the same model from "
                            "float32 to the app's best settings, one rung at a time "
                            "(mixed bfloat16, the largest batch that fits, steps per "
-                           "execution, XLA's full autotuning), each rung's gain.")
+                           "execution, a real dataset held on the device, XLA's full "
+                           "autotuning), each rung's gain.")

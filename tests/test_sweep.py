@@ -256,7 +256,8 @@ def test_a_point_that_cannot_run_is_recorded_and_the_rest_go_on(tmp_path):
     ("global_batch_size=8,8", "a value is given twice"),
     ("model=vit_ti16", "--model=vit_ti16 cuts images into 16x16 patches"),
     ("backend=jax,tensorflow", "--backend is fixed for the whole process"),
-    ("input_pipeline=grain", "the sweep measures the model on synthetic data"),
+    ("input_pipeline=grain,device", "--sweep=input_pipeline=grain,device: "
+                                    "--dataset=synthetic has no input pipeline to vary"),
 ])
 def test_a_bad_axis_is_one_line_before_anything_runs(tmp_path, axis, message):
     logdir = tmp_path / "never"
@@ -290,10 +291,55 @@ def test_a_model_value_that_cannot_be_built_is_one_line_before_anything_is_writt
     assert not (tmp_path / "never").exists()
 
 
-def test_the_sweep_needs_synthetic_data():
-    done = run_cli("--sweep=precision=float32")
-    assert done.returncode == 2
-    assert "--sweep measures throughput on synthetic data" in error_lines(done.stderr)[0]
+def test_an_input_pipeline_axis_on_digits_yields_its_points_in_sweep_json_and_hparams(
+        tmp_path):
+    """On a real dataset each point reads it through its own pipeline: device (held in
+    the device's memory) and grain (decoded on the host), both measured; the row
+    says which pipeline fed it, and TensorBoard's HParams table has both."""
+    logdir = tmp_path / "pipelines"
+    done = run_cli("--backend=jax", "--model=small_resnet", "--dataset=digits",
+                   "--image_size=8", "--global_batch_size=16", "--steps_per_epoch=4",
+                   "--sweep=input_pipeline=device,grain", f"--logdir={logdir}",
+                   env={"PYTHONPATH": NO_TF})  # neither pipeline needs TensorFlow on JAX
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = strict_json(logdir / "sweep.json")
+    assert result["dataset"] == "digits" and result["image_size"] == 8
+    assert result["axes"] == {"input_pipeline": ["device", "grain"]}
+    rows = result["sweep"]
+    assert [r["settings"] for r in rows] == [{"input_pipeline": "device"},
+                                             {"input_pipeline": "grain"}]
+    for row in rows:
+        assert row["status"] == "ok" and row["images_per_sec"] > 0, row
+        assert row["input_pipeline"] == row["settings"]["input_pipeline"]  # what fed it
+        assert row["image_size"] == 8 and row["global_batch_size"] == 16
+    assert "held in host memory" in done.stdout  # the device pipeline's line (a CPU)
+    sessions = hparams_sessions(logdir)
+    assert len(sessions) == 2
+    for row in rows:
+        values, metrics = sessions[f"points/{row['point']}"]
+        assert values["input_pipeline"] == row["input_pipeline"]
+        assert values["dataset"] == "digits" and values["backend"] == "jax"
+        assert metrics["run/images_per_sec"] == pytest.approx(row["images_per_sec"])
+    assert (logdir / "sweep-input_pipeline.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_pipeline_that_cannot_apply_here_is_a_point_that_did_not_run_with_why(tmp_path):
+    """--input_pipeline=gpu on a CPU: a plain run refuses it; the sweep records the
+    point as skipped with that reason (an unknown pipeline is refused up front)."""
+    logdir = tmp_path / "gpu"
+    done = run_cli("--backend=jax", "--dataset=digits", "--image_size=8",
+                   "--sweep=input_pipeline=gpu", f"--logdir={logdir}",
+                   env={"PYTHONPATH": NO_TF})
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = strict_json(logdir / "sweep.json")["sweep"]
+    assert row["status"].startswith("skipped: --input_pipeline=gpu decodes JPEGs on the GPU"
+                                    " through JAX; it needs --backend=jax --accelerator=gpu")
+    unknown = run_cli("--dataset=digits", "--sweep=input_pipeline=fast",
+                      f"--logdir={tmp_path / 'never'}")
+    assert unknown.returncode == 2
+    (line,) = error_lines(unknown.stderr)
+    assert "--input_pipeline='fast' is unknown; accepted: auto, tf.data, grain" in line, line
+    assert not (tmp_path / "never").exists()
 
 
 def test_a_points_images_per_sec_is_what_a_plain_run_of_its_settings_reports(tmp_path):

@@ -1,7 +1,8 @@
-"""Measuring the model alone: a timed fit on synthetic data.
+"""Measuring the model: a timed fit, on synthetic data or a dataset's stream.
 
-Shared by the sweep (images/sec at each batch size) and the input benchmark (how
-fast the model would eat images), so both time the same way as training does:
+Shared by the sweep and the ladder (images/sec at each point) and the input
+benchmark (how fast the model would eat images), so all time the same way as
+training does:
 the Throughput callback's steady-state window after a warm-up fit.
 """
 
@@ -17,28 +18,42 @@ from callbacks.heap import frozen_heap
 
 def timed_synthetic_fit(model, config, topology, batch, steps: int, warmup_steps: int,
                         callbacks=(), warmup_callbacks=()):
-    """Trains `model` on synthetic batches of `batch` (a BatchShape): a warm-up fit (compile), then a
-    timed fit of `steps` steps. Returns (its Throughput callback, warm-up seconds).
+    """Trains `model` on synthetic batches of `batch` (a BatchShape): `timed_fit` on
+    them. Returns (its Throughput callback, warm-up seconds).
+
+    Raises whatever fit raises (an out-of-memory error among them).
+    """
+    from preprocessing.datasets import make_datasets
+
+    spec = dataclasses.replace(input_spec(config, batch), with_validation=False)
+    data = make_datasets("synthetic", spec)
+    try:
+        return timed_fit(model, data.train, config, batch, steps, warmup_steps, callbacks,
+                         warmup_callbacks)
+    finally:
+        del data
+        gc.collect()
+
+
+def timed_fit(model, train, config, batch, steps: int, warmup_steps: int, callbacks=(),
+              warmup_callbacks=()):
+    """Trains `model` on `train` (an endless stream of batches of `batch`, a
+    BatchShape): a warm-up fit (compile), then a timed fit of `steps` steps. Returns
+    (its Throughput callback, warm-up seconds).
 
     `warmup_callbacks` go to the warm-up fit (e.g. one that stops at a step boundary).
 
     Raises whatever fit raises (an out-of-memory error among them).
     """
     from callbacks.throughput import Throughput
-    from preprocessing.datasets import make_datasets
 
-    spec = dataclasses.replace(input_spec(config, batch), with_validation=False)
-    data = make_datasets("synthetic", spec)
-    try:
-        started = time.perf_counter()
-        model.fit(data.train, epochs=1, steps_per_epoch=warmup_steps, verbose=0, shuffle=False,
-                  callbacks=list(warmup_callbacks))
-        warmup_seconds = time.perf_counter() - started
-        meter = Throughput(batch.global_size, batch.num_replicas, warmup_steps=config.steps_per_execution)
-        with frozen_heap():  # as training is timed (app/modes/train.py)
-            model.fit(data.train, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False,
-                      callbacks=[meter, *callbacks])
-        return meter, warmup_seconds
-    finally:
-        del data
-        gc.collect()
+    started = time.perf_counter()
+    model.fit(train, epochs=1, steps_per_epoch=warmup_steps, verbose=0, shuffle=False,
+              callbacks=list(warmup_callbacks))
+    warmup_seconds = time.perf_counter() - started
+    meter = Throughput(batch.global_size, batch.num_replicas,
+                       warmup_steps=config.steps_per_execution)
+    with frozen_heap():  # as training is timed (app/modes/train.py)
+        model.fit(train, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False,
+                  callbacks=[meter, *callbacks])
+    return meter, warmup_seconds

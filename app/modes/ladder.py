@@ -4,11 +4,14 @@ a time, each rung keeping the ones before it (the 2018 study's open question: ho
 effort does it take to use a platform well?).
 
 RUNGS is the ladder, in order; each says what it changes. Each rung is a point
-(app/modes/points.py: a short measured run on synthetic data, its HParams session
+(app/modes/points.py: a short measured run on the run's --dataset, its HParams session
 under <logdir>/points/) with its images/sec, its gain over the rung before (the last
-one measured) and over the first. A rung that cannot apply here is kept as a row,
-skipped, with its reason (data held on the device needs real data; XLA's kernel
-autotuning needs JAX on a GPU).
+one measured) and over the first. On a real dataset the rungs read it through the
+host's pipeline (--input_pipeline where it names one, else grain on JAX, tf.data on
+TensorFlow) until data_on_device holds it in device memory (--input_pipeline=device:
+JAX; a dataset over its share of that memory is that rung's reason). A rung that
+cannot apply here is kept as a row, skipped, with its reason (data on the device
+needs a real dataset and JAX; XLA's kernel autotuning needs JAX on a GPU).
 
 Outputs (process 0): ladder.json and summary.json (the same dict), ladder.png (a
 waterfall of images/sec), and a table. Ctrl-C keeps the finished rungs; the same
@@ -43,7 +46,7 @@ class Rung:
 RUNGS = (
     Rung("float32", "the plain start: float32, --global_batch_size, one step per host "
                   "call, XLA's heuristic kernels where the app may take them (its "
-                  "ResNets on a GPU)"),
+                  "ResNets on a GPU), a real dataset decoded on the host"),
     Rung("mixed_bfloat16", "precision float32 -> mixed_bfloat16 (bfloat16 compute, "
                            "float32 weights)"),
     Rung("largest_batch", "global batch -> the largest of "
@@ -59,16 +62,22 @@ RUNGS = (
 def _settings(rung: Rung, before: dict, config) -> dict | str:
     """The rung's settings from the rung before's, or why it cannot apply here."""
     if rung.name == "float32":
-        return {"precision": "float32", "global_batch_size": config.global_batch_size,
-                "steps_per_execution": 1, "xla_autotune": _plain_kernels(config)}
+        plain = {"precision": "float32", "global_batch_size": config.global_batch_size,
+                 "steps_per_execution": 1, "xla_autotune": _plain_kernels(config)}
+        return plain if config.dataset == "synthetic" else {
+            **plain, "input_pipeline": _host_pipeline(config)}
     if rung.name == "mixed_bfloat16":
         return {**before, "precision": "mixed_bfloat16"}
     if rung.name == "steps_per_execution":
         return {**before, "steps_per_execution": STEPS_PER_EXECUTION}
     if rung.name == "data_on_device":
-        return ("skipped: the ladder measures on synthetic data, which has no input "
-                "pipeline to hold on the device (time a real dataset's with "
-                "--benchmark=input)")
+        if config.dataset == "synthetic":
+            return ("skipped: synthetic data is made on the device: it has no input "
+                    "pipeline to hold there (climb on a real --dataset, e.g. digits)")
+        if config.backend != "jax":
+            return (f"skipped: --input_pipeline=device on {config.backend} caches the "
+                    "decoded images in host memory (tf.data), not on the device (JAX only)")
+        return {**before, "input_pipeline": "device"}
     if rung.name == "xla_full_autotune":
         choice = autotune.choose(config.sweep_point({**before, "xla_autotune": "full"}), None)
         if choice is None:
@@ -81,6 +90,15 @@ def _settings(rung: Rung, before: dict, config) -> dict | str:
                     f"takes the heuristic kernels for {config.model} (app/engine/autotune.py)")
         return {**before, "xla_autotune": "full"}
     raise ValueError(f"no settings for rung {rung.name!r}")
+
+
+def _host_pipeline(config) -> str:
+    """The plain start's input pipeline on a real dataset: --input_pipeline where it
+    names a host's, else the one auto takes when the data is not held on the device
+    (preprocessing/streams.py: grain on JAX, tf.data on TensorFlow)."""
+    if config.input_pipeline not in ("auto", "device"):
+        return config.input_pipeline
+    return "grain" if config.backend == "jax" else "tf.data"
 
 
 def _plain_kernels(config) -> str:
@@ -121,8 +139,8 @@ def run(context) -> dict:
     done = points.finished_rows(run_dir.path, LADDER_FILE, "ladder") if run_dir.resuming else {}
     run_context.create_folder(context)
     summary = {
-        "mode": "ladder", **topology.describe(), "model": config.model, "dataset": "synthetic",
-        "image_size": config.image_size or points.synthetic.IMAGE_SIZE,
+        "mode": "ladder", **topology.describe(), "model": config.model,
+        "dataset": config.dataset, "image_size": points.image_size_of(context),
         "rungs": [dataclasses.asdict(r) for r in RUNGS],
         "timed_steps_per_rung": config.steps_per_epoch or points.DEFAULT_STEPS,
         "machine": context.billing.machine,

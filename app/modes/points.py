@@ -3,10 +3,14 @@
 A point is the run's config with a few settings replaced (`Config.sweep_point`, the
 checks of a plain run), measured as the batch sweep always measured a size: the
 model built for the point's settings, a warm-up fit that compiles (excluded), then a
-fixed number of timed steps on synthetic data under the throughput, MFU and energy
-callbacks. A point that cannot run is a row too, with its reason as status:
-  skipped: <why>     the settings do not make a valid run, or the batch does not
-                     divide over the replicas or fit in the host's memory;
+fixed number of timed steps under the throughput, MFU and energy callbacks, on the
+run's --dataset: synthetic data made on the device, or a real dataset read through
+the input pipeline the point names (its --input_pipeline; auto picks as a plain run
+does, and the row's input_pipeline says which one fed it). A point that cannot run
+is a row too, with its reason as status:
+  skipped: <why>     the settings do not make a valid run (e.g. --input_pipeline=gpu
+                     on a CPU), the batch does not divide over the replicas or fit
+                     in the host's memory, or the pipeline refused the data;
   out of memory      the device refused it.
 A model axis changes the network only: the recipe (the optimizer) stays the one the
 run resolved. Each point is an HParams session of its own, <logdir>/points/<name>: its settings as
@@ -15,13 +19,14 @@ hparams, its figures as metrics (TensorBoard's HParams table compares them).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 
 from app.engine import autotune
 from app.engine.data import input_spec
 from app.engine.distribute import TopologyError
-from app.engine.measure import timed_synthetic_fit
+from app.engine.measure import timed_fit, timed_synthetic_fit
 from app.engine.memory import is_out_of_memory, peak_memory_gib
 from app.engine.recipe import make_compiled_model
 from app.run import context as run_context
@@ -34,7 +39,7 @@ from callbacks.records.dashboard import POINT_FIGURES, POINT_SETTINGS
 from callbacks.stop_on_request import StopOnRequest
 from callbacks.stops import PROCESS_STOP, Preempted
 from flags.config import SWEEPABLE, ConfigError
-from preprocessing.datasets import synthetic
+from preprocessing.datasets import known_shape, make_datasets, synthetic
 from preprocessing.spec import DataError
 
 DEFAULT_STEPS = 100
@@ -65,17 +70,18 @@ class Bench:
         self._model = None
         self._high_water = None
 
-    def model(self, config, image_size: int, steps: int):
+    def model(self, config, image_size: int, steps: int,
+              num_classes: int = synthetic.NUM_CLASSES):
         """(model, FLOPs per image) for `config`, built anew where its MODEL_SETTINGS
-        differ from the last point's."""
+        (or the data's classes and image side) differ from the last point's."""
         import keras
 
-        key = tuple(getattr(config, name) for name in MODEL_SETTINGS)
+        key = (*(getattr(config, name) for name in MODEL_SETTINGS), num_classes, image_size)
         if key != self._model_key:
             self._model = self._model_key = None  # the old model goes before the new
             keras.config.set_dtype_policy(config.policy)
             self._model = make_compiled_model(config, self.context.topology,
-                                              synthetic.NUM_CLASSES, image_size, steps)
+                                              num_classes, image_size, steps)
             self._model_key = key
         return self._model
 
@@ -90,13 +96,27 @@ class Bench:
 
 def settings_of(config, xla_autotune: str | None) -> dict:
     """The point's SWEEPABLE settings as it ran (precision resolved, image size the
-    data's, XLA's choice or none)."""
+    data's, XLA's choice or none; no input pipeline on synthetic data). A real
+    dataset's image side and pipeline are known once it is built (`_run` sets them)."""
     values = {name: getattr(config, name) for name in SWEEPABLE}
+    synthetic_data = config.dataset == "synthetic"
     values.update(precision=config.policy,
-                  image_size=config.image_size or synthetic.IMAGE_SIZE,
+                  image_size=config.image_size or (synthetic.IMAGE_SIZE if synthetic_data
+                                                   else None),
+                  input_pipeline="none" if synthetic_data else config.input_pipeline,
                   steps_per_execution=config.steps_per_execution or 1,
                   xla_autotune=xla_autotune or "none")
     return values
+
+
+def image_size_of(context) -> int | None:
+    """The side of the images the points train on, as far as it is known before any is
+    built (--image_size, synthetic data's, a dataset's own where its check knows it)."""
+    config = context.config
+    if config.image_size or config.dataset == "synthetic":
+        return config.image_size or synthetic.IMAGE_SIZE
+    shape = known_shape(config.dataset, context.spec)
+    return shape[1] if shape else None
 
 
 def measure(bench: Bench, settings: dict, name: str | None = None) -> dict:
@@ -151,16 +171,23 @@ def _run(bench, settings, row) -> tuple[str, dict]:
                          warmup_steps=spe) if readers else None
     label = ", ".join(f"{k.replace('_size', '').replace('_', ' ')} {v}"
                       for k, v in settings.items())  # "global batch 8, precision float32"
+    callbacks = [c for c in (energy, StopOnRequest(PROCESS_STOP)) if c is not None]
     try:
         with autotune.compiled_with(choice):
-            model, flops = bench.model(config, image_size, steps)
-            PROCESS_STOP.raise_if_requested()  # a stop asked for while it was built
-            meter, warmup_seconds = timed_synthetic_fit(
-                model, config, topology, shape, steps, warmup_steps,
-                [c for c in (energy, StopOnRequest(PROCESS_STOP)) if c is not None],
-                warmup_callbacks=[StopOnRequest(PROCESS_STOP)])
+            if config.dataset == "synthetic":
+                model, flops = bench.model(config, image_size, steps)
+                PROCESS_STOP.raise_if_requested()  # a stop asked for while it was built
+                meter, warmup_seconds = timed_synthetic_fit(
+                    model, config, topology, shape, steps, warmup_steps, callbacks,
+                    warmup_callbacks=[StopOnRequest(PROCESS_STOP)])
+            else:
+                meter, warmup_seconds, flops = _timed_on_dataset(
+                    bench, config, shape, steps, warmup_steps, callbacks, row)
     except Preempted:
         raise
+    except DataError as error:  # e.g. a dataset too large to hold on the device
+        print(f"[sweep] {label}: skipped: {error}", flush=True)
+        return f"skipped: {error}", {}
     except Exception as error:  # noqa: BLE001 - one point's failure must not end the sweep
         bench._model = bench._model_key = None  # what it holds may be half-made
         if is_out_of_memory(error):
@@ -198,12 +225,42 @@ def _run(bench, settings, row) -> tuple[str, dict]:
     return "ok", figures
 
 
+def _timed_on_dataset(bench, config, shape, steps, warmup_steps, callbacks, row):
+    """A point on the run's real dataset, read through the point's input pipeline
+    (built first: the model is built for its classes and image side). Returns
+    (Throughput callback, warm-up seconds, FLOPs per image); the row gets the image
+    side and the pipeline that fed it.
+
+    Raises:
+        DataError: the pipeline cannot serve the data (e.g. it does not fit its share of
+            device memory); whatever fit raises.
+    """
+    import gc
+
+    from preprocessing import streams
+
+    spec = dataclasses.replace(input_spec(config, shape), with_validation=False)
+    streams.check(spec)  # e.g. grain or TensorFlow not installed: one line
+    data = make_datasets(config.dataset, spec)
+    try:
+        row.update(image_size=data.image_size, input_pipeline=data.input_pipeline)
+        model, flops = bench.model(config, data.image_size, steps, data.num_classes)
+        PROCESS_STOP.raise_if_requested()  # a stop asked for while it was built
+        meter, warmup_seconds = timed_fit(
+            model, data.train, config, shape, steps, warmup_steps, callbacks,
+            warmup_callbacks=[StopOnRequest(PROCESS_STOP)])
+        return meter, warmup_seconds, flops
+    finally:
+        del data  # its worker processes or device arrays go before the next point's
+        gc.collect()
+
+
 def _hparams_of(context, row) -> dict:
     """The point's HParams settings: the run's, with the point's own."""
     topology, billing, config = context.topology, context.billing, context.config
     return {"accelerator": config.accelerator, "backend": config.backend,
             "device_kind": topology.device_kind, "num_replicas": topology.num_replicas,
-            "dataset": "synthetic", "machine": billing.machine,
+            "dataset": config.dataset, "machine": billing.machine,
             "price_per_hour_usd": billing.price_per_hour_usd,
             **{k: row.get(k, v) for k, v in settings_of(config, None).items()},
             **row["settings"]}

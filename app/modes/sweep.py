@@ -1,12 +1,15 @@
-"""Sweep any setting: images/second at each point of a grid of settings, on
-synthetic data (`--sweep=FLAG=v1,v2,...`, repeatable: the grid is the product of the
+"""Sweep any setting: images/second at each point of a grid of settings, on the
+run's --dataset (`--sweep=FLAG=v1,v2,...`, repeatable: the grid is the product of the
 axes; `--sweep_batch_sizes=64,128,...` is the study's first experiment, the axis
-global_batch_size alone).
+global_batch_size alone). On a real dataset each point reads it through its input
+pipeline, so `--sweep=input_pipeline=device,grain` asks whether holding the data on
+the device matters for it; synthetic data (made on the device) has no pipeline to vary.
 
 One process measures every point (app/modes/points.py): the model built for the
-point's settings (reused while only the batch changes), a warm-up fit that compiles,
-then `--steps_per_epoch` timed steps (default 100, a multiple of the point's steps
-per execution) under the throughput, MFU and energy callbacks. A point that does
+point's settings (reused while only the batch or pipeline changes), a warm-up fit that
+compiles, then `--steps_per_epoch` timed steps (default 100, a multiple of the point's
+steps per execution; auto is 1, as in the other modes) under the throughput, MFU and
+energy callbacks. A point that does
 not fit in device memory, or whose settings cannot run (a batch the replicas do not
 divide, a combination a plain run would refuse), is recorded as such and the sweep
 goes on. The batch axis runs ascending, so with it alone peak device memory (a
@@ -57,12 +60,20 @@ def _cell(row, key, spec):
     return format(row[key], spec) if row.get(key) is not None else format("-", f">{width}")
 
 
+def _axis_value(row: dict, axis: str) -> str:
+    """A point's value of `axis` as asked, and what it resolved to where that differs
+    (input_pipeline auto>device: the pipeline auto picked)."""
+    asked = row.get("settings", {}).get(axis, row.get(axis, "-"))
+    ran = row.get(axis)
+    return f"{asked}>{ran}" if axis == "input_pipeline" and ran not in (None, asked) \
+        else str(asked)
+
+
 def format_table(rows: list[dict], axes=("global_batch_size",)) -> str:
     """The points as a table: the other axes' values, then global batch, per device
     and the figures."""
     others = [a for a in axes if a != "global_batch_size"]
-    widths = {a: max([len(a)] + [len(str(r.get(a, r.get("settings", {}).get(a, "-"))))
-                                 for r in rows]) for a in others}
+    widths = {a: max([len(a)] + [len(_axis_value(r, a)) for r in rows]) for a in others}
     header = (" ".join(f"{a:>{widths[a]}}" for a in others) + (" " if others else "") +
               f"{'global batch':>12} {'per device':>10} {'images/sec':>11} {'per device':>11} "
               f"{'MFU':>6} {'step ms':>8} {'+-':>5} {'peak GiB':>8} {'J/image':>8}  status")
@@ -70,7 +81,7 @@ def format_table(rows: list[dict], axes=("global_batch_size",)) -> str:
     for r in rows:
         values = {**r, **r.get("settings", {})}
         lines.append(
-            " ".join(f"{str(values.get(a, '-')):>{widths[a]}}" for a in others) +
+            " ".join(f"{_axis_value(r, a):>{widths[a]}}" for a in others) +
             (" " if others else "") +
             f"{str(values.get('global_batch_size', '-')):>12} "
             f"{_cell(r, 'per_device_batch_size', '>10')} "
@@ -122,7 +133,7 @@ def run(context) -> dict:
     config = context.config
     summary = {
         "mode": "sweep", **topology.describe(), "model": config.model,
-        "dataset": "synthetic", "image_size": config.image_size or points.synthetic.IMAGE_SIZE,
+        "dataset": config.dataset, "image_size": points.image_size_of(context),
         "precision": config.policy, "steps_per_execution": config.steps_per_execution,
         "axes": {name: list(values) for name, values in axes},
         "timed_steps_per_point": config.steps_per_epoch or points.DEFAULT_STEPS,

@@ -216,6 +216,7 @@ POINT_SETTINGS = {
     "image_size": "--image_size: square input size in pixels.",
     "batchnorm_statistics": "--batchnorm_statistics: per_replica or global.",
     "xla_autotune": "How XLA picked GPU kernels (full, heuristic; none: it picks none here).",
+    "input_pipeline": "--input_pipeline: how a real dataset was fed (none: synthetic data).",
 }
 POINT_FIGURES = {
     "images_per_sec": ("images/sec", "images/second", "Steady-state training images per "
