@@ -52,7 +52,7 @@ def set_before_keras(config) -> None:
         # compile: on one H200 the small ResNet's training step compiled in 10.0 s
         # without it, 12.3 s with it (cold, 2026-12-03-h200-fashion-mnist-c6d3e37-xla.json).
         flags = os.environ.get("XLA_FLAGS", "")
-        if getattr(config, "profile_steps", "") and "xla_gpu_enable_command_buffer" not in flags:
+        if config.profile_steps and "xla_gpu_enable_command_buffer" not in flags:
             # A profiled run runs its kernels outside XLA's command buffers (CUDA
             # graphs): in a graph a kernel is traced under the graph's name, not its HLO
             # op's, and the step breakdown could not say what it computes

@@ -158,7 +158,7 @@ def test_xla_schedules_for_overlap_only_where_there_are_collectives(visible, dev
             f"sys.path.insert(0, {ROOT!r})\n"
             "from app.engine.distribute import prepare_backend\n"
             "prepare_backend(types.SimpleNamespace(backend='jax', accelerator='gpu',"
-            f" num_devices={devices}, num_processes={processes}))\n"
+            f" num_devices={devices}, num_processes={processes}, profile_steps=''))\n"
             "print(json.dumps(os.environ.get('XLA_FLAGS', '')))\n")
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["CUDA_VISIBLE_DEVICES"] = visible
@@ -183,7 +183,7 @@ def test_gpu_runs_on_jax_get_32_hardware_queues_unless_the_user_chose(accelerato
             f"sys.path.insert(0, {ROOT!r})\n"
             "from app.engine.distribute import prepare_backend\n"
             f"prepare_backend(types.SimpleNamespace(backend='jax', accelerator={accelerator!r},"
-            " num_devices=1, num_processes=1))\n"
+            " num_devices=1, num_processes=1, profile_steps=''))\n"
             "print(json.dumps([os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS'),"
             " 'jax' in sys.modules]))\n")
     env = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
