@@ -349,21 +349,20 @@ class SmallMapGroupedConv2D(layers.Conv2D):
         return super().call(padded)[:, :height, :width, :]
 
 
-def small_map_grouped_conv(layer) -> "SmallMapGroupedConv2D | None":
-    """SmallMapGroupedConv2D of `layer`'s settings where it is a plain Keras Conv2D with
-    groups (channels last, stride 1, 'same', no dilation) whose known input map is no
-    larger than its kernel; None for any other layer (DepthwiseConv2D included: the
-    app's models from keras.applications have none with a kernel as large as its map)."""
+def is_small_map_grouped_conv(layer) -> bool:
+    """Whether `layer` is a plain Keras Conv2D with groups (channels last, stride 1,
+    'same', no dilation) whose known input map is no larger than its kernel
+    (DepthwiseConv2D is not: the app's models from keras.applications have none with a
+    kernel as large as its map). SmallMapGroupedConv2D.from_config(layer.get_config())
+    is then the same layer."""
     if type(layer) is not layers.Conv2D or layer.groups == 1:
-        return None
+        return False
     if (layer.data_format != "channels_last" or tuple(layer.strides) != (1, 1)
             or layer.padding != "same" or tuple(layer.dilation_rate) != (1, 1)):
-        return None
+        return False
     try:
         shape = tuple(layer.input.shape)
     except (AttributeError, ValueError):  # called more than once: no single input
-        return None
-    if len(shape) != 4 or None in shape[1:] or shape[1] > layer.kernel_size[0] \
-            or shape[2] > layer.kernel_size[1]:
-        return None
-    return SmallMapGroupedConv2D.from_config(layer.get_config())
+        return False
+    return (len(shape) == 4 and None not in shape[1:] and shape[1] <= layer.kernel_size[0]
+            and shape[2] <= layer.kernel_size[1])

@@ -49,11 +49,16 @@ def _app_batchnorm(layer, ls: LayerSet):
         name=layer.name, trainable=layer.trainable, dtype=layer.dtype_policy)
 
 
+def _replaced(layer, ls: LayerSet) -> bool:
+    """Whether the app swaps `layer` for one of its own (`_replacement`)."""
+    return _swappable(layer) or (ls.small_map_conv and fast.is_small_map_grouped_conv(layer))
+
+
 def _replacement(layer, ls: LayerSet):
-    """The app's layer for `layer` (a new one), or None where it stays as it is."""
+    """The app's layer for `layer` (a new one); call where `_replaced`."""
     if _swappable(layer):
         return _app_batchnorm(layer, ls)
-    return fast.small_map_grouped_conv(layer) if ls.small_map_conv else None
+    return fast.SmallMapGroupedConv2D.from_config(layer.get_config())
 
 
 def with_app_layers(model: keras.Model, ls: LayerSet, label: str) -> keras.Model:
@@ -65,14 +70,12 @@ def with_app_layers(model: keras.Model, ls: LayerSet, label: str) -> keras.Model
     swapped = {}
 
     def clone(layer):
-        new = _replacement(layer, ls)
-        if new is None:
+        if not _replaced(layer, ls):
             return layer  # reused: the same object, the same variables
-        swapped[layer] = new
-        return new
+        swapped[layer] = _replacement(layer, ls)
+        return swapped[layer]
 
-    if not any(_replacement(layer, ls) is not None
-               for layer in model._flatten_layers(include_self=False)):
+    if not any(_replaced(layer, ls) for layer in model._flatten_layers(include_self=False)):
         return model
     try:
         new = keras.models.clone_model(model, clone_function=clone, recursive=True)
