@@ -216,3 +216,61 @@ def test_a_resnet_with_the_default_layers_trains_on_each_backend(backend, tmp_pa
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["backend"] == backend and summary["model"] == "resnet18"
     assert summary["epochs_completed"] == 1 and summary["images_per_sec"] > 0
+
+
+def small_map_model(side: int):
+    """ConvNeXt's last-stage form: 7x7 groups over 16 channels on a side x side map."""
+    inputs = keras.Input((side, side, 16))
+    x = keras.layers.Conv2D(16, 7, padding="same", groups=16, name="dw")(inputs)
+    x = keras.layers.Conv2D(8, 3, padding="same", name="plain")(x)
+    return keras.Model(inputs, keras.layers.GlobalAveragePooling2D()(x))
+
+
+def small_map_outputs_and_gradients() -> list:
+    """Outputs, then the gradients of sum(y * y) for the images and every weight, of the
+    7x7 model and of its swapped twin (JAX's autodiff; run in a JAX process below)."""
+    import jax
+
+    from app.engine.models import adapt
+    from app.engine.models.layer_set import FAST
+
+    small = small_map_model(7)
+    swapped = adapt.with_app_layers(small, FAST, "test")
+    images = np.random.RandomState(0).randn(4, 7, 7, 16).astype("float32")
+    found = []
+    for m in (small, swapped):
+        def loss(x, weights, m=m):
+            y, _ = m.stateless_call(weights, [], x)
+            return (y * y).sum(), y
+        weights = [w.value for w in m.trainable_variables]
+        (dx, dw), y = jax.grad(loss, argnums=(0, 1), has_aux=True)(images, weights)
+        found.append([np.asarray(v).tolist() for v in (y, dx, *dw)])
+    return found
+
+
+def test_a_grouped_convolution_on_a_map_no_larger_than_its_kernel_is_swapped_for_the_same_numbers():
+    """The 7x7-on-7x7 grouped convolution becomes SmallMapGroupedConv2D with the same
+    weights, outputs and gradients (checked in a JAX process); the same layer on a larger
+    map, a plain convolution, and the KERAS layer set leave the model as it is."""
+    from conftest import run_python
+
+    from app.engine.models import adapt
+    from app.engine.models.layer_set import FAST, KERAS
+
+    small = small_map_model(7)
+    swapped = adapt.with_app_layers(small, FAST, "test")
+    assert [type(layer).__name__ for layer in swapped.layers[1:3]] == [
+        "SmallMapGroupedConv2D", "Conv2D"]
+    images = np.random.RandomState(0).randn(4, 7, 7, 16).astype("float32")
+    np.testing.assert_allclose(small(images), swapped(images), rtol=1e-5, atol=1e-5)
+    assert type(adapt.with_app_layers(small_map_model(14), FAST, "test").get_layer("dw")) \
+        is keras.layers.Conv2D
+    assert adapt.with_app_layers(small, KERAS, "test") is small
+    code = ("import json, sys; sys.path.insert(0, 'tests/app/engine'); sys.path.insert(0, 'tests');"
+            " sys.path.insert(0, '.')\n"
+            "import test_layers as t\n"
+            "print(json.dumps(t.small_map_outputs_and_gradients()))\n")
+    first, second = run_python(code, {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"})
+    assert len(first) == len(second) == 6  # y, dx, dw kernel and bias, plain kernel and bias
+    for a, b in zip(first, second):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
