@@ -156,26 +156,23 @@ def _figures(record: dict, where: str, notes: list, invalid: set) -> dict:
 
 def _breakdown(record: dict, where: str, notes: list) -> dict | None:
     """summary.json's profile.breakdown, checked: a step time and each known kind of
-    work's ms and share, finite and in range; anything else is a caveat and no breakdown."""
+    work's ms and share (untrusted.field); anything else is a caveat and no breakdown."""
     profile = record.get("profile") if isinstance(record, dict) else None
     found = profile.get("breakdown") if isinstance(profile, dict) else None
     if found is None:
         return None
-
-    def number(value, top):
-        return (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and math.isfinite(value) and 0 <= value <= top)
-
-    parts = found.get("parts") if isinstance(found, dict) else None
-    if (not isinstance(parts, dict) or not number(found.get("step_ms"), 1e9)
-            or not all(kind in breakdown.CATEGORIES and isinstance(part, dict)
-                       and number(part.get("ms"), 1e9) and number(part.get("share"), 1.0)
-                       for kind, part in parts.items())):
-        notes.append(f"{where}: its step breakdown is not one the app writes: left out")
+    try:
+        step_ms = untrusted.field(found, "step_ms", "number", low=0, high=1e9)
+        parts = {}
+        for kind, part in untrusted.field(found, "parts", "object").items():
+            if kind not in breakdown.CATEGORIES:
+                raise untrusted.RecordError(f"kind {one_line(kind)!r} is not one the app writes")
+            parts[kind] = {"ms": untrusted.field(part, "ms", "number", low=0, high=1e9),
+                           "share": untrusted.field(part, "share", "number", low=0, high=1)}
+    except untrusted.RecordError as error:
+        notes.append(f"{where}: its step breakdown: {one_line(error)}; left out")
         return None
-    return {"step_ms": found["step_ms"],
-            "parts": {kind: {"ms": part["ms"], "share": part["share"]}
-                      for kind, part in parts.items()}}
+    return {"step_ms": step_ms, "parts": parts}
 
 
 def _settings(config: dict) -> dict:

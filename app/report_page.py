@@ -129,7 +129,10 @@ def _breakdown_findings(rows: dict, quote) -> list[str]:
     out = []
     for other in profiled[1:]:
         first = profiled[0]
-        kind, a, b = breakdown.largest_difference(first["breakdown"], other["breakdown"])
+        difference = breakdown.largest_difference(first["breakdown"], other["breakdown"])
+        if difference is None:  # a breakdown without parts: nothing to set side by side
+            continue
+        kind, a, b = difference
         out.append(f"Step breakdown: {kind} differs most, {a:.1f} ms a step on "
                    f"{quote(first['label'])} against {b:.1f} ms on {quote(other['label'])} "
                    f"({quote(first['label'])}: {breakdown.line(first['breakdown'])}; "

@@ -180,4 +180,45 @@ def test_the_report_of_two_profiled_runs_names_the_kind_that_differs_most(tmp_pa
     page = (tmp_path / "report" / "report.md").read_text()
     assert f"Step breakdown: {kind} differs most, {a:.1f} ms a step on " in page
     assert f"against {b:.1f} ms on " in page
-    assert "its step breakdown is not one the app writes: left out" in page
+    assert ("its step breakdown: 'ms' holds int -1; accepted: number in \\[0, 1000000000.0\\]; "
+            "left out") in page  # (Markdown escapes the brackets)
+
+
+def test_the_reports_reader_of_a_breakdown_takes_hostile_values_without_a_traceback():
+    """Hypothesis: summary.json's profile.breakdown with any kinds, numbers (NaN, inf,
+    huge, negative, booleans) and shapes is read as a checked breakdown or as none with
+    a caveat, never a traceback; what it keeps is finite and in range, and two kept
+    breakdowns always make their sentence."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from app import report, report_page
+
+    values = st.one_of(st.none(), st.booleans(), st.text(max_size=6),
+                       st.floats(allow_nan=True, allow_infinity=True),
+                       st.integers(min_value=-2**70, max_value=2**70),
+                       st.floats(min_value=0, max_value=2, allow_nan=False))
+    kinds = st.one_of(st.sampled_from(breakdown.CATEGORIES), st.text(max_size=6))
+    parts = st.one_of(values, st.dictionaries(kinds, st.one_of(values, st.fixed_dictionaries(
+        {"ms": values, "share": values})), max_size=4))
+    found = st.one_of(values, st.fixed_dictionaries({"step_ms": values, "parts": parts}))
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(first=found, second=found)
+    def check(first, second):
+        kept = []
+        for item in (first, second):
+            notes = []
+            result = report._breakdown({"profile": {"breakdown": item}}, "summary.json", notes)
+            assert (result is None) == bool(notes) or item is None
+            if result is not None:
+                assert 0 <= result["step_ms"] <= 1e9
+                for kind, part in result["parts"].items():
+                    assert kind in breakdown.CATEGORIES
+                    assert 0 <= part["ms"] <= 1e9 and 0 <= part["share"] <= 1
+                kept.append(result)
+        rows = {f"run {i}": {"label": f"run {i}", "breakdown": b} for i, b in enumerate(kept)}
+        sentences = report_page._breakdown_findings(rows, str)
+        assert len(sentences) <= 1
+
+    check()
