@@ -21,6 +21,8 @@ import sys
 from results_io import emit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # the app's own one-line breakdown (models)
+from callbacks.figures.breakdown import line as breakdown_line  # noqa: E402
 SUMMARY_KEYS = ("global_batch_size", "num_replicas", "input_pipeline", "images_per_sec",
                 "images_per_sec_per_device", "images_per_sec_wall", "step_time_ms",
                 "step_time_jitter", "mfu", "input_wait_seconds", "epochs_completed",
@@ -279,13 +281,11 @@ def models(folder: Folder) -> dict:
                 "speedup_over_twin": ratio(entry["images_per_sec"], rate(twin_row), 3)})
         breakdown = (profiled.get("profile") or {}).get("breakdown")
         if breakdown:
-            sys.path.insert(0, ROOT)
-            from callbacks.figures.breakdown import line
             # (the rates hlo_stats gave at f776d161 are dropped: 1.5x the chip's peak)
             parts = {kind: {k: v for k, v in part.items() if k in ("ms", "share")}
                      for kind, part in breakdown.get("parts", {}).items()}
             entry["breakdown"] = {**breakdown, "parts": parts,
-                                  "line": line({**breakdown, "parts": parts})}
+                                  "line": breakdown_line({**breakdown, "parts": parts})}
         families[name] = entry
     return {
         "what": "one H200, synthetic data, 224 px, batch 256, bf16, every callback on: each "

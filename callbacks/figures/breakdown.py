@@ -259,13 +259,19 @@ def _steps(events: list[dict]) -> list[tuple[float, float, int]]:
     return sorted((start, end, step) for step, (start, end) in marks.items())
 
 
-def _device_pids(events: list[dict]) -> tuple[set, set]:
-    devices, hosts = set(), set()
-    for event in events:
-        if event.get("ph") == "M" and event.get("name") == "process_name":
-            name = str((event.get("args") or {}).get("name", ""))
-            (devices if name.startswith("/device:") else hosts).add(event.get("pid"))
-    return devices, hosts
+def _device_pids(events: list[dict]) -> set:
+    """The trace's device processes (/device:GPU:0, ...); none on a CPU."""
+    return {event.get("pid") for event in events
+            if event.get("ph") == "M" and event.get("name") == "process_name"
+            and str((event.get("args") or {}).get("name", "")).startswith("/device:")}
+
+
+def _hlo_category(args: dict, modules: dict[str, dict[str, Op]], layer_classes) -> str:
+    """The kind of work of the HLO op an event names (hlo_op in hlo_module); an op the
+    modules do not hold is elementwise and other."""
+    module = str(args.get("hlo_module", "")).split("(")[0]
+    op = modules.get(module, {}).get(args.get("hlo_op"))
+    return category_of_hlo(op, layer_classes) if op else "elementwise and other"
 
 
 def _op_spans(events, layer_classes, modules: dict[str, dict[str, Op]]):
@@ -274,7 +280,7 @@ def _op_spans(events, layer_classes, modules: dict[str, dict[str, Op]]):
     On a device (a GPU, a TPU): its stream lines' kernels, each named by its HLO op;
     on a CPU: the host threads' XLA ops, or TensorFlow's executor ops.
     """
-    devices, _ = _device_pids(events)
+    devices = _device_pids(events)
     stream_tids = set()
     for event in events:
         if (event.get("ph") == "M" and event.get("name") == "thread_name"
@@ -298,18 +304,11 @@ def _op_spans(events, layer_classes, modules: dict[str, dict[str, Op]]):
                     args.get("memcpy_details", "")):
                 spans.append((start, end, "host-to-device copies", None))
                 continue
-            hlo = args.get("hlo_op")
-            module = str(args.get("hlo_module", "")).split("(")[0]
-            op = modules.get(module, {}).get(hlo) if hlo else None
-            if op is None:
-                spans.append((start, end, "elementwise and other", hlo))
-            else:
-                spans.append((start, end, category_of_hlo(op, layer_classes), hlo))
+            spans.append((start, end, _hlo_category(args, modules, layer_classes),
+                          args.get("hlo_op")))
         elif "hlo_op" in args:  # XLA on the host CPU
-            module = str(args.get("hlo_module", "")).split("(")[0]
-            op = modules.get(module, {}).get(args["hlo_op"])
-            category = category_of_hlo(op, layer_classes) if op else "elementwise and other"
-            spans.append((start, end, category, args["hlo_op"]))
+            spans.append((start, end, _hlo_category(args, modules, layer_classes),
+                          args["hlo_op"]))
         elif ":" in str(args.get("long_name", "")) and str(args.get("is_eager")) == "0":
             long_name = str(args["long_name"])
             if long_name.rpartition(":")[2] in _TF_INTERNAL:
@@ -388,9 +387,7 @@ def line(result: dict, largest: int = 3) -> str:
     parts = result.get("parts", {})
     ranked = sorted(((name, part) for name, part in parts.items() if name != "idle"),
                     key=lambda item: -item[1]["share"])[:largest]
-    words = []
-    for name, part in ranked:
-        words.append(f"{part['share']:.0%} {name}")
+    words = [f"{part['share']:.0%} {name}" for name, part in ranked]
     if "idle" in parts:
         words.append(f"{parts['idle']['share']:.0%} idle")
     return f"step {result['step_ms']:.1f} ms: " + ", ".join(words)
