@@ -54,7 +54,6 @@ BAD = [
     ({"checkpoint_every_steps": -5}, "--checkpoint_every_steps=-5"),
     ({"log_every_steps": 0}, "--log_every_steps=0"),
     ({"sweep_batch_sizes": [64, 0], "dataset": "synthetic"}, "--sweep_batch_sizes has 0"),
-    ({"sweep_batch_sizes": [64]}, "add --dataset=synthetic"),
     ({"benchmark": "input", "dataset": "synthetic"}, "has none"),
     ({"seed": -1}, "--seed=-1"),
 ]
