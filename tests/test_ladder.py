@@ -118,6 +118,32 @@ def test_the_ladder_on_cpu_yields_its_rungs_in_order_with_gains_from_their_figur
     for name in NAMES[4:]:
         assert rows[name]["gain_over_previous"] is None is rows[name]["gain_over_first"]
     assert result["total_gain"] == rows["steps_per_execution"]["gain_over_first"]
+    # Why: each measured rung's profiled steps split by kind of work (parts summing to
+    # the step), and the kind whose time an image changed most since the rung before,
+    # found here by hand from the two breakdowns.
+    for index, name in enumerate(NAMES[:4]):
+        found = rows[name]["breakdown"]
+        assert abs(sum(p["ms"] for p in found["parts"].values()) - found["step_ms"]) <= (
+            0.05 * found["step_ms"]), found
+        assert (logdir / "points" / (name if name != "largest_batch" else "largest_batch-x8")
+                / "plugins" / "profile").is_dir()
+        if not index:
+            assert rows[name]["largest_change"] is None
+            continue
+        before, now = rows[NAMES[index - 1]], rows[name]
+        per_image = {row["rung"]: {kind: part["ms"] * 1e3 / row["global_batch_size"]
+                                   for kind, part in row["breakdown"]["parts"].items()}
+                     for row in (before, now)}
+        kinds = set(per_image[before["rung"]]) | set(per_image[name])
+        changes = {k: abs(per_image[before["rung"]].get(k, 0) - per_image[name].get(k, 0))
+                   for k in kinds}
+        change = now["largest_change"]
+        assert changes[change["kind"]] == pytest.approx(max(changes.values()), abs=2e-3)
+        assert change["after_us"] == pytest.approx(per_image[name].get(change["kind"], 0),
+                                                   abs=1e-3)
+        assert (f"  {name}: {change['kind']} {change['before_us']:,.1f} -> "
+                f"{change['after_us']:,.1f} us an image, the largest change") in done.stdout
+    assert "No UnifiedProfileProcessor" not in done.stderr  # the converters' noise
     assert (logdir / "ladder.png").read_bytes()[:4] == b"\x89PNG"
     assert "rung                  images/sec vs before vs first" in done.stdout
     # The report puts two machines' ladders side by side: this CPU's, and the H200's

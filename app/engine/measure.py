@@ -17,7 +17,7 @@ from callbacks.heap import frozen_heap
 
 
 def timed_synthetic_fit(model, config, topology, batch, steps: int, warmup_steps: int,
-                        callbacks=(), warmup_callbacks=()):
+                        callbacks=(), warmup_callbacks=(), profiled=(0, None)):
     """Trains `model` on synthetic batches of `batch` (a BatchShape): `timed_fit` on
     them. Returns (its Throughput callback, warm-up seconds).
 
@@ -29,19 +29,23 @@ def timed_synthetic_fit(model, config, topology, batch, steps: int, warmup_steps
     data = make_datasets("synthetic", spec)
     try:
         return timed_fit(model, data.train, config, batch, steps, warmup_steps, callbacks,
-                         warmup_callbacks)
+                         warmup_callbacks, profiled)
     finally:
         del data
         gc.collect()
 
 
 def timed_fit(model, train, config, batch, steps: int, warmup_steps: int, callbacks=(),
-              warmup_callbacks=()):
+              warmup_callbacks=(), profiled=(0, None)):
     """Trains `model` on `train` (an endless stream of batches of `batch`, a
     BatchShape): a warm-up fit (compile), then a timed fit of `steps` steps. Returns
     (its Throughput callback, warm-up seconds).
 
     `warmup_callbacks` go to the warm-up fit (e.g. one that stops at a step boundary).
+    `profiled`: (steps, callbacks.profiler.Profiler or None): with steps, a third fit
+    of that many after the timed one, traced by the Profiler where one is given (process
+    0's; the other processes run the same steps untraced). A profiled JAX fit dispatches
+    synchronously, so it is never the fit timed. `warmup_callbacks` go to it too.
 
     Raises whatever fit raises (an out-of-memory error among them).
     """
@@ -56,4 +60,8 @@ def timed_fit(model, train, config, batch, steps: int, warmup_steps: int, callba
     with frozen_heap():  # as training is timed (app/modes/train.py)
         model.fit(train, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False,
                   callbacks=[meter, *callbacks])
+    profiled_steps, profiler = profiled
+    if profiled_steps:
+        model.fit(train, epochs=1, steps_per_epoch=profiled_steps, verbose=0, shuffle=False,
+                  callbacks=[c for c in (profiler, *warmup_callbacks) if c is not None])
     return meter, warmup_seconds

@@ -29,6 +29,7 @@ from app.modes import points
 from app.run import context as run_context
 from app.run import rundir
 from app.run.summary import shell_command
+from callbacks.figures import breakdown as step_breakdown
 from callbacks.stops import PROCESS_STOP, Preempted
 from flags.config import model_kind
 
@@ -204,19 +205,52 @@ def _climb(bench, rung: Rung, before: dict, config) -> dict:
 
 def with_gains(rows: list[dict]) -> list[dict]:
     """The rows with each measured rung's gain over the last measured rung before it
-    and over the first (images/sec ratios, 3 decimals); None where not measured."""
-    out, first, previous = [], None, None
+    and over the first (images/sec ratios, 3 decimals); None where not measured. And
+    why: `largest_change`, the kind of work whose time an image changed most since the
+    last profiled rung (`per_image_change`), None where either has no breakdown."""
+    out, first, previous, profiled = [], None, None, None
     for row in rows:
         rate = row.get("images_per_sec") if row.get("status") == "ok" else None
-        gains = {"gain_over_previous": None, "gain_over_first": None}
+        gains = {"gain_over_previous": None, "gain_over_first": None, "largest_change": None}
         if rate:
             if previous:
                 gains["gain_over_previous"] = round(rate / previous, 3)
             first = first or rate
             gains["gain_over_first"] = round(rate / first, 3)
             previous = rate
+            if row.get("breakdown"):
+                gains["largest_change"] = profiled and per_image_change(profiled, row)
+                profiled = row
         out.append({**row, **gains})
     return out
+
+
+def per_image_change(before: dict, after: dict) -> dict | None:
+    """The kind of work whose time per image differs most between two measured rungs'
+    breakdowns (each step's parts over its global batch: rungs differ in batch size):
+    {"kind", "before_us", "after_us"} (microseconds an image), or None."""
+    def per_image(row):
+        batch = row["global_batch_size"]
+        return {"parts": {kind: {"ms": part["ms"] * 1e3 / batch}
+                          for kind, part in row["breakdown"].get("parts", {}).items()}}
+    found = step_breakdown.largest_difference(per_image(before), per_image(after))
+    if found is None:
+        return None
+    kind, was, now = found
+    return {"kind": kind, "before_us": round(was, 3), "after_us": round(now, 3)}
+
+
+def why_lines(rows: list[dict]) -> list[str]:
+    """One line a rung with a largest_change: 'RUNG: KIND A -> B us an image, the
+    largest change (its breakdown's line)'."""
+    lines = []
+    for row in rows:
+        change = row.get("largest_change")
+        if change:
+            lines.append(f"{row['rung']}: {change['kind']} {change['before_us']:,.1f} -> "
+                         f"{change['after_us']:,.1f} us an image, the largest change "
+                         f"({step_breakdown.line(row['breakdown'])})")
+    return lines
 
 
 def format_table(rows: list[dict]) -> str:
@@ -231,6 +265,10 @@ def format_table(rows: list[dict]) -> str:
         lines.append(f"{r['rung']:<20} {cell('images_per_sec', '>11,.1f', 11)} "
                      f"{cell('gain_over_previous', '>8.2f', 9, 'x')} "
                      f"{cell('gain_over_first', '>7.2f', 8, 'x')}  {text}")
+    why = why_lines(rows)
+    if why:  # each rung's profiled steps (app/modes/points.py), split by kind of work
+        lines += ["", "why (the kind of work whose time an image changed most, each rung's "
+                      "profiled steps):", *(f"  {line}" for line in why)]
     return "\n".join(lines)
 
 

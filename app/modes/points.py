@@ -12,8 +12,9 @@ is a row too, with its reason as status:
                      on a CPU), the batch does not divide over the replicas or fit
                      in the host's memory, or the pipeline refused the data;
   out of memory      the device refused it.
-A model axis changes the network only: the recipe (the optimizer) stays the one the
-run resolved. Each point is an HParams session of its own, <logdir>/points/<name>: its settings as
+After the timed steps, a few more are traced (PROFILED_STEPS) and split by kind of
+work: the row's `breakdown`, a point's step explained. A model axis changes the
+network only: the recipe (the optimizer) stays the one the run resolved. Each point is an HParams session of its own, <logdir>/points/<name>: its settings as
 hparams, its figures as metrics (TensorBoard's HParams table compares them).
 """
 
@@ -33,7 +34,9 @@ from app.run import context as run_context
 from app.run import rundir
 from callbacks.energy import EnergyMeter, gpu_energy_readers
 from callbacks.figures.money import usd_per_million_images
+from callbacks.figures import breakdown as step_breakdown
 from callbacks.mfu import ModelFlopsUtilization
+from callbacks.profiler import Profiler
 from callbacks.records import hparams
 from callbacks.records.dashboard import POINT_FIGURES, POINT_SETTINGS
 from callbacks.stop_on_request import StopOnRequest
@@ -43,6 +46,11 @@ from preprocessing.datasets import known_shape, make_datasets, synthetic
 from preprocessing.spec import DataError
 
 DEFAULT_STEPS = 100
+# After its timed steps, each point traces this many more (rounded up to whole host
+# calls) and splits them by kind of work (callbacks/figures/breakdown.py): the row's
+# breakdown, what the ladder's "why" lines compare. Not timed: a profiled JAX fit
+# dispatches synchronously.
+PROFILED_STEPS = 3
 POINTS_FOLDER = "points"
 # A row is final once it was measured, did not fit, or cannot be run.
 FINAL = ("ok", "out of memory", "skipped")
@@ -135,7 +143,7 @@ def measure(bench: Bench, settings: dict, name: str | None = None) -> dict:
         status = "completed" if row["status"] == "ok" else "failed"
         folder = os.path.join(context.logdir, POINTS_FOLDER)
         if not os.path.isdir(folder):  # the run folder exists: it is not made here
-            os.mkdir(folder)
+            os.mkdir(folder)  # (a point skipped before it was profiled made none)
         hparams.write_record(
             os.path.join(context.logdir, POINTS_FOLDER, name), _hparams_of(context, row),
             row, status, started_at=context.started_at, columns=POINT_SETTINGS,
@@ -172,6 +180,7 @@ def _run(bench, settings, row) -> tuple[str, dict]:
     label = ", ".join(f"{k.replace('_size', '').replace('_', ' ')} {v}"
                       for k, v in settings.items())  # "global batch 8, precision float32"
     callbacks = [c for c in (energy, StopOnRequest(PROCESS_STOP)) if c is not None]
+    profiled = _profiled(context, config, row["point"])
     try:
         with autotune.compiled_with(choice):
             if config.dataset == "synthetic":
@@ -179,10 +188,10 @@ def _run(bench, settings, row) -> tuple[str, dict]:
                 PROCESS_STOP.raise_if_requested()  # a stop asked for while it was built
                 meter, warmup_seconds = timed_synthetic_fit(
                     model, config, topology, shape, steps, warmup_steps, callbacks,
-                    warmup_callbacks=[StopOnRequest(PROCESS_STOP)])
+                    warmup_callbacks=[StopOnRequest(PROCESS_STOP)], profiled=profiled)
             else:
                 meter, warmup_seconds, flops = _timed_on_dataset(
-                    bench, config, shape, steps, warmup_steps, callbacks, row)
+                    bench, config, shape, steps, warmup_steps, callbacks, row, profiled)
     except Preempted:
         raise
     except DataError as error:  # e.g. a dataset too large to hold on the device
@@ -220,12 +229,29 @@ def _run(bench, settings, row) -> tuple[str, dict]:
         "timed_steps": steps, "warmup_steps": warmup_steps,
         "compile_and_warmup_seconds": round(warmup_seconds, 2),
         **{k: round(v, 3) for k, v in meter.step_time().items()},
+        "breakdown": profiled[1].breakdown if profiled[1] else None,
     }
-    print(f"[sweep] {label}: {rate:,.1f} images/sec", flush=True)
+    why = f"; {step_breakdown.line(figures['breakdown'])}" if figures["breakdown"] else ""
+    print(f"[sweep] {label}: {rate:,.1f} images/sec{why}", flush=True)
     return "ok", figures
 
 
-def _timed_on_dataset(bench, config, shape, steps, warmup_steps, callbacks, row):
+def _profiled(context, config, name: str) -> tuple[int, Profiler | None]:
+    """(steps to trace after the timed ones, process 0's Profiler writing into the
+    point's folder <logdir>/points/<name>; None on the other processes)."""
+    spe = config.steps_per_execution
+    steps = spe * -(-PROFILED_STEPS // spe)
+    if not context.is_chief:
+        return steps, None
+    folder = os.path.join(context.logdir, POINTS_FOLDER)
+    for path in (folder, os.path.join(folder, name)):
+        if not os.path.isdir(path):  # the run folder exists: it is not made here
+            os.mkdir(path)
+    return steps, Profiler(os.path.join(folder, name), 1, steps, backend=config.backend,
+                           steps_per_epoch=steps)
+
+
+def _timed_on_dataset(bench, config, shape, steps, warmup_steps, callbacks, row, profiled):
     """A point on the run's real dataset, read through the point's input pipeline
     (built first: the model is built for its classes and image side). Returns
     (Throughput callback, warm-up seconds, FLOPs per image); the row gets the image
@@ -248,7 +274,7 @@ def _timed_on_dataset(bench, config, shape, steps, warmup_steps, callbacks, row)
         PROCESS_STOP.raise_if_requested()  # a stop asked for while it was built
         meter, warmup_seconds = timed_fit(
             model, data.train, config, shape, steps, warmup_steps, callbacks,
-            warmup_callbacks=[StopOnRequest(PROCESS_STOP)])
+            warmup_callbacks=[StopOnRequest(PROCESS_STOP)], profiled=profiled)
         return meter, warmup_seconds, flops
     finally:
         del data  # its worker processes or device arrays go before the next point's

@@ -37,10 +37,13 @@ of the figure is against a second clock (the Profiler's own, around the same ste
 from __future__ import annotations
 
 import collections
+import contextlib
 import glob
 import json
 import os
 import re
+import sys
+import tempfile
 
 CATEGORIES = ("convolutions", "matrix products", "attention", "normalization",
               "collectives", "host-to-device copies", "elementwise and other", "idle")
@@ -69,10 +72,37 @@ def _session(profile_folder: str) -> list[str]:
     raise ProfileError(f"no trace (*.xplane.pb) under {profile_folder}")
 
 
+# What xprof's converters log on every call through absl to the process's stderr
+# (e.g. "No UnifiedProfileProcessor registered for tool: trace_viewer": it then takes
+# its older path, which serves): not a fault, and a ladder prints it for every rung.
+CONVERTER_NOISE = re.compile(r"No (Unified)?ProfileProcessor registered for tool|"
+                             r"All log messages before absl::InitializeLog")
+
+
+@contextlib.contextmanager
+def _converter_log():
+    """Within the block, what is written to file descriptor 2 (the converters' C++
+    logging) is caught; afterwards every line but CONVERTER_NOISE is passed on."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            for text in caught.read().decode("utf-8", "replace").splitlines(keepends=True):
+                if not CONVERTER_NOISE.search(text):
+                    sys.stderr.write(text)
+
+
 def _tool(paths: list[str], tool: str, options: dict | None = None):
     from xprof.convert import raw_to_tool_data
 
-    data, _ = raw_to_tool_data.xspace_to_tool_data(paths, tool, options or {})
+    with _converter_log():
+        data, _ = raw_to_tool_data.xspace_to_tool_data(paths, tool, options or {})
     if data is None:
         return None
     return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
@@ -82,7 +112,8 @@ def _modules_text(paths: list[str], names: set[str]) -> dict[str, str]:
     """Each named HLO module's text (with metadata) from graph_viewer, by module name."""
     from xprof.convert import raw_to_tool_data
 
-    raw_to_tool_data.xspace_to_tool_names(paths)  # writes NAME(ID).hlo_proto.pb beside them
+    with _converter_log():  # writes NAME(ID).hlo_proto.pb beside them
+        raw_to_tool_data.xspace_to_tool_names(paths)
     folder = os.path.dirname(paths[0])
     texts = {}
     for file in sorted(os.listdir(folder)):
