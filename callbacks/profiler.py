@@ -180,12 +180,13 @@ def _card(folder: str, result: dict) -> None:
     step = result["traced"][-1]
     writer = events.EventWriter(folder, suffix=".breakdown")
     try:
-        rows = ["| kind of work | ms per step | share |", "|---|---:|---:|"]
+        rows = ["| kind of work | ms per step | share | achieved |", "|---|---:|---:|---|"]
         for name, part in result["parts"].items():
             writer.scalar(f"step_breakdown/{name}", part["ms"], step, description=(
                 f"A profiled step's time in {name} (callbacks/figures/breakdown.py), "
                 f"at the last traced step. *Unit: ms per step.*"))
-            rows.append(f"| {name} | {part['ms']:.3f} | {part['share']:.1%} |")
+            rate = step_breakdown.rate_words(part).removeprefix(" at ")
+            rows.append(f"| {name} | {part['ms']:.3f} | {part['share']:.1%} | {rate} |")
         writer.scalar("step_breakdown/step", result["step_ms"], step, description=(
             "A profiled step's length, its parts summed (the trace's step markers). "
             "*Unit: ms per step.*"))

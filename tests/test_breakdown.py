@@ -122,6 +122,16 @@ def test_the_parts_sum_to_the_step_and_the_step_is_the_profilers_own_clock(
     assert result["step_ms"] == pytest.approx(result["host_clock_ms"], rel=0.05)
     assert work <= set(parts), parts
     assert f"breakdown: {breakdown.line(result)}" in stdout.splitlines()
+    if backend == "jax":  # XLA's ops: their FLOPs from the module's shapes
+        # The app's count of the same step (app/engine/flops.py, from the lowered step's
+        # HLO text, for MFU) against this one (the compiled module run in the trace).
+        counted = sum(part.get("gflop", 0.0) for part in parts.values()) * 1e9
+        assert counted == pytest.approx(summary["train_flops_per_image"] * 16, rel=2e-3)
+        for name in {"convolutions", "matrix products"} & set(parts):
+            part = parts[name]
+            assert part["tflops_per_sec"] == pytest.approx(
+                part["gflop"] / part["ms"], rel=2e-3)  # GFLOP per ms is TFLOP/s
+        assert parts["elementwise and other"]["gb_per_sec"] > 0
 
 
 def test_a_model_of_only_matrix_products_is_matrix_products(tmp_path):
@@ -143,6 +153,25 @@ def test_a_model_of_only_matrix_products_is_matrix_products(tmp_path):
     work = {name: part for name, part in parts.items() if name != "idle"}
     assert max(work, key=lambda name: work[name]["ms"]) == "matrix products", parts
     assert not {"convolutions", "normalization", "attention"} & set(parts), parts
+    # Its FLOPs by hand: each Dense of n -> m units, 2 x 256 x n x m forward, as many
+    # for its weights' gradient and, but for the first layer's (the images need
+    # none), for its input's.
+    widths = [32 * 32 * 3, 1024, 1024, 1024, 1024, summary["num_classes"]]
+    layers = list(zip(widths, widths[1:]))
+    by_hand = sum(6 * 256 * n * m for n, m in layers) - 2 * 256 * widths[0] * widths[1]
+    assert parts["matrix products"]["gflop"] * 1e9 == pytest.approx(by_hand, rel=1e-4)
+
+
+def test_the_line_gives_each_kinds_rate_and_its_share_of_the_traced_devices_peak():
+    result = {"step_ms": 10.0, "devices": 2, "parts": {
+        "convolutions": {"ms": 6.0, "share": 0.6, "tflops_per_sec": 400.0},
+        "normalization": {"ms": 3.0, "share": 0.3, "gb_per_sec": 0.5},
+        "idle": {"ms": 1.0, "share": 0.1}}}
+    assert breakdown.line(result, peak_tflops_per_device=1000.0) == (
+        "step 10.0 ms: 60% convolutions at 400 TFLOP/s (20% of peak), 30% normalization "
+        "at 500 MB/s, 10% idle")
+    assert breakdown.line(result) == ("step 10.0 ms: 60% convolutions at 400 TFLOP/s, "
+                                      "30% normalization at 500 MB/s, 10% idle")
 
 
 def test_the_largest_difference_between_two_breakdowns_is_named():

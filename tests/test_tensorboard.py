@@ -210,3 +210,14 @@ def test_the_step_breakdown_card_is_served(server, runs, backend):
     assert kinds == set(summary["profile"]["breakdown"]["parts"]) | {"step"}
     texts = fetch(server + "/data/plugin/text/tags")
     assert "step_breakdown" in texts[backend + "/train"]
+    if backend == "jax":  # XLA's ops have FLOPs and bytes: the table gives the rates
+        from urllib.parse import quote
+
+        from callbacks.figures import breakdown
+
+        table = fetch(f"{server}/data/plugin/text/text?run={quote(backend + '/train')}"
+                      "&tag=step_breakdown")[-1]["text"]
+        rates = [breakdown.rate_words(part).removeprefix(" at ")
+                 for part in summary["profile"]["breakdown"]["parts"].values()]
+        assert [rate for rate in rates if rate] and all(rate in table for rate in rates), (
+            table)

@@ -43,6 +43,8 @@ import sys
 
 import keras
 
+from callbacks.figures.hlo_cost import valid_taps
+
 # How the FLOPs were counted (summary.json's flops_method), by backend.
 METHODS = {"jax": "xla_hlo_dot_convolution_of_lowered_train_step_jax",
            "tensorflow": "xla_hlo_dot_convolution_of_train_step_tensorflow"}
@@ -235,17 +237,6 @@ def _attribute(rest: str, name: str) -> str:
     return found.group(1).strip("{}") if found else ""
 
 
-def _valid_taps(input_size, kernel, output, stride, pad_low, base_dilation, window_dilation):
-    """Kernel taps over one spatial axis that land on the input, as XLA counts them."""
-    taps = 0
-    for out in range(output):
-        for k in range(kernel):
-            position = out * stride - pad_low + k * window_dilation
-            if position % base_dilation == 0 and 0 <= position // base_dilation < input_size:
-                taps += 1
-    return taps
-
-
 def _convolution_flops(out, lhs, rhs, rest) -> float:
     lhs_labels, rhs_labels, out_labels = re.split(r"_|->", _attribute(rest, "dim_labels"))
     window = dict(item.split("=") for item in _attribute(rest, "window").split())
@@ -260,7 +251,7 @@ def _convolution_flops(out, lhs, rhs, rest) -> float:
     taps = 1
     for axis in range(spatial):
         label = str(axis)
-        taps *= _valid_taps(lhs[lhs_labels.index(label)], rhs[rhs_labels.index(label)],
+        taps *= valid_taps(lhs[lhs_labels.index(label)], rhs[rhs_labels.index(label)],
                             out[out_labels.index(label)], int(stride[axis]),
                             int(pad[axis].split("_")[0]), int(lhs_dilate[axis]),
                             int(rhs_dilate[axis]))

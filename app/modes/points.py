@@ -231,7 +231,9 @@ def _run(bench, settings, row) -> tuple[str, dict]:
         **{k: round(v, 3) for k, v in meter.step_time().items()},
         "breakdown": profiled[1].breakdown if profiled[1] else None,
     }
-    why = f"; {step_breakdown.line(figures['breakdown'])}" if figures["breakdown"] else ""
+    why = ("; " + step_breakdown.line(figures["breakdown"],
+                                      peak_tflops_per_device=billing.peak_tflops_per_device)
+           if figures["breakdown"] else "")
     print(f"[sweep] {label}: {rate:,.1f} images/sec{why}", flush=True)
     return "ok", figures
 

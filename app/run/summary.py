@@ -314,7 +314,8 @@ def closing_lines(summary: dict) -> str:
                f"{profile['folder']} (TensorBoard's Profile tab, with the view command below)"]
               if profile else [])
     if profile and profile.get("breakdown"):
-        traced.append(f"breakdown: {breakdown_line(profile['breakdown'])}")
+        traced.append("breakdown: " + breakdown_line(
+            profile["breakdown"], peak_tflops_per_device=summary.get("peak_tflops_per_device")))
     return "\n".join([
         f"status: {summary['status']}", speed, _accuracy(summary),
         *([skipped] if skipped else []), money, *traced,

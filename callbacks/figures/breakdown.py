@@ -8,9 +8,12 @@ or by its framework op ("path:Type", TensorFlow's executor on a CPU); its
 fused computation's opcodes, its custom-call target and its framework name (the
 Keras layer it came from) are read. No kernel name is guessed at.
 
-No achieved FLOP/s per kind yet: xprof's `hlo_stats` gave an H200's matrix products
-of ViT-B/16 1.49 PFLOP/s, 1.5x the chip's dense bf16 peak (its FLOP counts of cuBLAS
-calls are not the model's), so its rates are not copied here.
+Each kind's achieved rate, where its work is known in full: TFLOP/s for convolutions,
+matrix products and attention (FLOPs counted from each op's shapes as XLA's cost
+analysis counts them, callbacks/figures/hlo_cost.py; none where an op is a library
+call, cuBLAS or cuDNN, whose text does not give them), GB/s for the other kinds (each
+op's operands and result). xprof's own `hlo_stats` rates are not copied: they gave an
+H200's matrix products of ViT-B/16 1.49 PFLOP/s, 1.5x the chip's dense bf16 peak.
 
 Kinds of work (CATEGORIES), decided per op in this order:
 - collectives: all-reduce, all-gather, reduce-scatter, permutes, NCCL calls;
@@ -44,6 +47,8 @@ import os
 import re
 import sys
 import tempfile
+
+from callbacks.figures import hlo_cost
 
 CATEGORIES = ("convolutions", "matrix products", "attention", "normalization",
               "collectives", "host-to-device copies", "elementwise and other", "idle")
@@ -133,12 +138,14 @@ def _modules_text(paths: list[str], names: set[str]) -> dict[str, str]:
 # --- HLO modules ------------------------------------------------------------------
 
 class Op:
-    """An HLO instruction: what it computes and where it came from."""
+    """An HLO instruction: what it computes, where it came from, what it costs
+    (callbacks/figures/hlo_cost.py: FLOPs and bytes, None where unknown)."""
 
-    __slots__ = ("opcode", "target", "op_name", "fused")
+    __slots__ = ("opcode", "target", "op_name", "fused", "flops", "bytes")
 
-    def __init__(self, opcode="", target="", op_name="", fused=()):
+    def __init__(self, opcode="", target="", op_name="", fused=(), flops=None, bytes=None):
         self.opcode, self.target, self.op_name, self.fused = opcode, target, op_name, fused
+        self.flops, self.bytes = flops, bytes
 
 
 def parse_module(text: str) -> dict[str, Op]:
@@ -146,71 +153,33 @@ def parse_module(text: str) -> dict[str, Op]:
 
     A fusion's `fused` is the set of opcodes of the computations it calls (nested).
     """
-    computations: dict[str, list[tuple]] = {}  # computation id -> instructions
-    current_computation, instruction, stack = None, None, []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.endswith("{"):
-            stack.append(line[:-1].strip())
-            if stack[-1] == "computations" and len(stack) == 2:
-                current_computation = {"id": "", "instructions": []}
-            elif stack[-1] == "instructions" and len(stack) == 3:
-                instruction = {"name": "", "opcode": "", "target": "", "op_name": "",
-                               "calls": []}
-            continue
-        if line == "}":
-            closed = stack.pop() if stack else ""
-            if closed == "instructions" and len(stack) == 2 and instruction is not None:
-                current_computation["instructions"].append(instruction)
-                instruction = None
-            elif closed == "computations" and len(stack) == 1 and current_computation:
-                computations[current_computation["id"]] = current_computation["instructions"]
-                current_computation = None
-            continue
-        key, _, value = line.partition(": ")
-        if instruction is not None and len(stack) == 3:
-            if key == "name":
-                instruction["name"] = _unquote(value)
-            elif key == "opcode":
-                instruction["opcode"] = _unquote(value)
-            elif key == "custom_call_target":
-                instruction["target"] = _unquote(value)
-            elif key == "called_computation_ids":
-                instruction["calls"].append(value)
-        elif instruction is not None and stack[3:] == ["metadata"] and key == "op_name":
-            instruction["op_name"] = _unquote(value)
-        elif current_computation is not None and len(stack) == 2 and key == "id":
-            current_computation["id"] = value
+    module = hlo_cost.computations(text)
+    costs = hlo_cost.Costs(module)
+    first = hlo_cost.first
 
     def opcodes(computation_id: str, seen: frozenset = frozenset()) -> set:
         found = set()
-        for item in computations.get(computation_id, ()):
-            found.add(item["opcode"])
-            if item["target"]:
-                found.add("custom-call:" + item["target"])
-            for called in item["calls"]:
+        for item in module.get(computation_id, ()):
+            found.add(first(item, "opcode"))
+            if first(item, "custom_call_target"):
+                found.add("custom-call:" + first(item, "custom_call_target"))
+            for called in hlo_cost.calls(item):
                 if called not in seen:
                     found |= opcodes(called, seen | {called})
         return found
 
     ops = {}
-    for instructions in computations.values():
+    for instructions in module.values():
         for item in instructions:
             fused = set()
-            if item["opcode"] == "fusion":
-                for called in item["calls"]:
+            if first(item, "opcode") == "fusion":
+                for called in hlo_cost.calls(item):
                     fused |= opcodes(called, frozenset({called}))
-            ops[item["name"]] = Op(item["opcode"], item["target"], item["op_name"],
-                                   frozenset(fused))
+            ops[first(item, "name")] = Op(
+                first(item, "opcode"), first(item, "custom_call_target"),
+                first(first(item, "metadata", {}), "op_name"), frozenset(fused),
+                costs.flops(item), costs.bytes(item))
     return ops
-
-
-def _unquote(value: str) -> str:
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        return bytes(value[1:-1], "utf-8").decode("unicode_escape").encode(
-            "latin-1").decode("utf-8", "replace")
-    return value
 
 
 # --- which kind of work an op is ----------------------------------------------------
@@ -297,16 +266,21 @@ def _device_pids(events: list[dict]) -> set:
             and str((event.get("args") or {}).get("name", "")).startswith("/device:")}
 
 
-def _hlo_category(args: dict, modules: dict[str, dict[str, Op]], layer_classes) -> str:
-    """The kind of work of the HLO op an event names (hlo_op in hlo_module); an op the
-    modules do not hold is elementwise and other."""
+def _hlo_op(args: dict, modules: dict[str, dict[str, Op]]) -> Op | None:
+    """The HLO op an event names (hlo_op in hlo_module), None where no module holds it."""
     module = str(args.get("hlo_module", "")).split("(")[0]
-    op = modules.get(module, {}).get(args.get("hlo_op"))
-    return category_of_hlo(op, layer_classes) if op else "elementwise and other"
+    return modules.get(module, {}).get(args.get("hlo_op"))
+
+
+def _hlo_span(start, end, args, modules, layer_classes) -> tuple:
+    """An HLO op's span; an op the modules do not hold is elementwise and other."""
+    op = _hlo_op(args, modules)
+    return (start, end, category_of_hlo(op, layer_classes) if op else
+            "elementwise and other", op)
 
 
 def _op_spans(events, layer_classes, modules: dict[str, dict[str, Op]]):
-    """(start, end, category, hlo op name or None) of every op the device ran.
+    """(start, end, category, its Op or None) of every op the device ran.
 
     On a device (a GPU, a TPU): its stream lines' kernels, each named by its HLO op;
     on a CPU: the host threads' XLA ops, or TensorFlow's executor ops.
@@ -335,11 +309,9 @@ def _op_spans(events, layer_classes, modules: dict[str, dict[str, Op]]):
                     args.get("memcpy_details", "")):
                 spans.append((start, end, "host-to-device copies", None))
                 continue
-            spans.append((start, end, _hlo_category(args, modules, layer_classes),
-                          args.get("hlo_op")))
+            spans.append(_hlo_span(start, end, args, modules, layer_classes))
         elif "hlo_op" in args:  # XLA on the host CPU
-            spans.append((start, end, _hlo_category(args, modules, layer_classes),
-                          args["hlo_op"]))
+            spans.append(_hlo_span(start, end, args, modules, layer_classes))
         elif ":" in str(args.get("long_name", "")) and str(args.get("is_eager")) == "0":
             long_name = str(args["long_name"])
             if long_name.rpartition(":")[2] in _TF_INTERNAL:
@@ -374,6 +346,39 @@ def _share(spans, windows) -> tuple[dict, float]:
     return totals, idle
 
 
+# Kinds whose rate is FLOP/s (where every op's FLOPs are known); the others' is bytes/s.
+COMPUTE = ("convolutions", "matrix products", "attention")
+
+
+def _work(spans, windows) -> dict[str, dict]:
+    """Per kind of work: the FLOPs and bytes of its ops that start inside the windows,
+    each None where any of those ops has none (a rate of part of the work would
+    mislead)."""
+    work = {}
+    for start, _, category, op in spans:
+        if not any(a <= start < b for a, b in windows):
+            continue
+        totals = work.setdefault(category, {"flops": 0, "bytes": 0.0})
+        for key in ("flops", "bytes"):
+            value = getattr(op, key) if op is not None else None
+            totals[key] = None if value is None or totals[key] is None else totals[key] + value
+    return work
+
+
+def _rates(kind: str, work: dict, steps: int, micros: float) -> dict:
+    """A kind's achieved rate over its time: TFLOP/s for COMPUTE kinds, GB/s for the
+    others; none where its work is not known in full."""
+    seconds = micros / 1e6
+    if not work or seconds <= 0:
+        return {}
+    if kind in COMPUTE:
+        flops = work["flops"]
+        return ({"gflop": round(flops / steps / 1e9, 6),
+                 "tflops_per_sec": float(f"{flops / seconds / 1e12:.4g}")} if flops else {})
+    moved = work["bytes"]
+    return {"gb_per_sec": float(f"{moved / seconds / 1e9:.4g}")} if moved else {}
+
+
 def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
               steps_per_mark: int = 1) -> dict:
     """The step split by kind of work (see the module docstring), as summary.json keeps it.
@@ -400,6 +405,7 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
                for name, text in _modules_text(paths, module_names).items()}
     spans = _op_spans(events, layer_classes, modules)
     totals, idle = _share(spans, windows)
+    work = _work(spans, windows)
     steps = len(marks) * max(int(steps_per_mark), 1)
     step_us = sum(end - start for start, end in windows) / steps
     parts = {}
@@ -407,18 +413,39 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
         micros = idle if name == "idle" else totals.get(name, 0.0)
         if micros > 0:
             parts[name] = {"ms": round(micros / steps / 1e3, 4),
-                           "share": round(micros / steps / step_us, 4) if step_us else 0.0}
+                           "share": round(micros / steps / step_us, 4) if step_us else 0.0,
+                           **_rates(name, work.get(name), steps, micros)}
     return {"step_ms": round(step_us / 1e3, 4), "steps": steps,
             "traced": [marks[0][2], marks[-1][2] + max(int(steps_per_mark), 1) - 1],
-            "ops": len(spans), "parts": parts}
+            "ops": len(spans), "devices": max(len(_device_pids(events)), 1),
+            "parts": parts}
 
 
-def line(result: dict, largest: int = 3) -> str:
-    """One line: 'step 31.2 ms: 48% convolutions, 27% normalization, 9% idle'."""
+def rate_words(part: dict, peak_tflops: float | None = None) -> str:
+    """' at 41.2 TFLOP/s' (with ' (4% of peak)' where the peak is known) or ' at 812
+    GB/s' (smaller units below 1), or ''."""
+    for key, unit, small in (("tflops_per_sec", "TFLOP/s", "GFLOP/s"),
+                             ("gb_per_sec", "GB/s", "MB/s")):
+        rate = part.get(key)
+        if isinstance(rate, (int, float)) and rate > 0:
+            words = (f" at {rate:.3g} {unit}" if rate >= 1 else
+                     f" at {rate * 1e3:.3g} {small}")
+            if key == "tflops_per_sec" and peak_tflops:
+                words += f" ({rate / peak_tflops:.0%} of peak)"
+            return words
+    return ""
+
+
+def line(result: dict, largest: int = 3, peak_tflops_per_device: float | None = None) -> str:
+    """One line: 'step 31.2 ms: 48% convolutions at 41.2 TFLOP/s, 27% normalization at
+    812 GB/s, 9% idle' (each kind's achieved rate where its work is known, and its
+    share of the traced devices' peak where `peak_tflops_per_device` is given)."""
     parts = result.get("parts", {})
+    peak = (peak_tflops_per_device * result.get("devices", 1)
+            if peak_tflops_per_device else None)
     ranked = sorted(((name, part) for name, part in parts.items() if name != "idle"),
                     key=lambda item: -item[1]["share"])[:largest]
-    words = [f"{part['share']:.0%} {name}" for name, part in ranked]
+    words = [f"{part['share']:.0%} {name}{rate_words(part, peak)}" for name, part in ranked]
     if "idle" in parts:
         words.append(f"{parts['idle']['share']:.0%} idle")
     return f"step {result['step_ms']:.1f} ms: " + ", ".join(words)

@@ -1,0 +1,171 @@
+"""callbacks/figures/hlo_cost.py: an HLO module's instructions from graph_viewer's
+HloProto text, and each one's FLOPs and bytes. The FLOPs are checked against XLA's
+own cost analysis of the same modules (JAX lowers them here, on the CPU), a fusion's
+against what it holds, and the reader against hostile text (Hypothesis)."""
+
+import math
+
+import pytest
+
+from callbacks.figures import breakdown, hlo_cost
+
+# (image shape NHWC, kernel HWIO, strides, padding, lhs dilation, rhs dilation, groups)
+CONVOLUTIONS = [
+    ((2, 9, 9, 4), (3, 3, 4, 8), (1, 1), "SAME", (1, 1), (1, 1), 1),
+    ((2, 9, 7, 4), (3, 3, 4, 8), (2, 2), ((1, 1), (1, 1)), (1, 1), (1, 1), 1),
+    ((2, 8, 8, 6), (3, 3, 2, 6), (1, 1), "SAME", (1, 1), (1, 1), 3),   # grouped
+    ((2, 7, 7, 8), (7, 7, 1, 8), (1, 1), "SAME", (1, 1), (1, 1), 8),   # depthwise 7x7 on 7x7
+    ((1, 6, 6, 4), (3, 3, 4, 4), (1, 1), ((2, 2), (2, 2)), (2, 2), (1, 1), 1),  # transposed
+    ((1, 10, 10, 4), (3, 3, 4, 4), (1, 1), "VALID", (1, 1), (2, 2), 1),  # dilated kernel
+]
+
+
+def _module_text(lowered) -> str:
+    """The lowered module as graph_viewer gives it: the HloProto in text form."""
+    from google.protobuf import text_format
+    from tensorflow.compiler.xla.service import hlo_pb2
+
+    proto = lowered.compiler_ir("hlo").as_serialized_hlo_module_proto()
+    return "hlo_module {\n" + text_format.MessageToString(
+        hlo_pb2.HloModuleProto.FromString(proto)) + "}\n"
+
+
+def _counted(text: str) -> int:
+    """Every dot and convolution of the module, as the reader counts them."""
+    module = hlo_cost.computations(text)
+    costs = hlo_cost.Costs(module)
+    return sum(costs.flops(i) for instructions in module.values() for i in instructions
+               if hlo_cost.first(i, "opcode") in ("dot", "convolution"))
+
+
+@pytest.mark.parametrize("shape,kernel,strides,padding,lhs_dilation,rhs_dilation,groups",
+                         CONVOLUTIONS)
+def test_a_convolution_and_its_gradients_count_what_xla_counts(
+        shape, kernel, strides, padding, lhs_dilation, rhs_dilation, groups):
+    """The forward convolution, and its gradients for the image and the kernel (XLA's
+    backward convolutions: windows as large as the map, batch groups for grouped
+    filters): the reader's count equals XLA's cost analysis of the same module."""
+    import jax
+    import jax.numpy as jnp
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(
+            x, w, strides, padding, lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
+            dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=groups)
+
+    x, w = jnp.ones(shape), jnp.ones(kernel)
+    cotangent = jnp.ones(jax.eval_shape(conv, x, w).shape)
+    for function, args in ((conv, (x, w)),
+                           (lambda x, w, g: jax.vjp(conv, x, w)[1](g), (x, w, cotangent))):
+        lowered = jax.jit(function).lower(*args)
+        expected = lowered.cost_analysis()["flops"]
+        assert _counted(_module_text(lowered)) == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_dot_with_batch_dimensions_counts_what_xla_counts():
+    import jax
+    import jax.numpy as jnp
+
+    def attention_scores(q, k):
+        return jnp.einsum("bqhd,bkhd->bhqk", q, k)
+
+    lowered = jax.jit(attention_scores).lower(jnp.ones((2, 5, 3, 8)), jnp.ones((2, 7, 3, 8)))
+    assert _counted(_module_text(lowered)) == 2 * 2 * 3 * 5 * 7 * 8
+    assert lowered.cost_analysis()["flops"] == 2 * 2 * 3 * 5 * 7 * 8
+
+
+def _pbtxt(message: dict, indent: str = "  ") -> str:
+    """A message in protobuf's text form, one field a line: {key: value or [values],
+    a dict for a message}."""
+    lines = []
+    for key, values in message.items():
+        for value in values if isinstance(values, list) else [values]:
+            if isinstance(value, dict):
+                lines += [f"{indent}{key} {{", _pbtxt(value, indent + "  "), f"{indent}}}"]
+            else:
+                lines.append(f"{indent}{key}: {value}")
+    return "\n".join(line for line in lines if line)
+
+
+def _shape(element, *sizes):
+    return {"element_type": element, "dimensions": list(sizes)}
+
+
+def _instruction(name, opcode, shape, *operands, **fields):
+    return {"name": f'"{name}"', "opcode": f'"{opcode}"', "shape": shape,
+            "operand_ids": list(operands), **fields}
+
+
+MODULE = "hlo_module {\n" + _pbtxt({"computations": [
+    {"name": '"fused"', "instructions": [
+        _instruction("p0", "parameter", _shape("BF16", 4, 6), id=1),
+        _instruction("p1", "parameter", _shape("BF16", 6, 5), id=2),
+        _instruction("dot.1", "dot", _shape("F32", 4, 5), 1, 2, id=3, dot_dimension_numbers={
+            "lhs_contracting_dimensions": 1, "rhs_contracting_dimensions": 0})],
+     "id": 7},
+    {"name": '"main"', "instructions": [
+        _instruction("a", "parameter", _shape("BF16", 4, 6), id=10),
+        _instruction("b", "parameter", _shape("BF16", 6, 5), id=11),
+        _instruction("fusion.1", "fusion", _shape("F32", 4, 5), 10, 11, id=12,
+                     called_computation_ids=7),
+        _instruction("gemm.1", "custom-call", {"tuple_shapes": [
+            _shape("F32", 4, 5), _shape("S8", 64)]}, 10, 11, id=13,
+            custom_call_target='"__cublas$gemm"'),
+        _instruction("odd", "add", _shape("F31", 4), id=14)],
+     "id": 8}]}) + "\n}\n"
+
+
+def test_a_fusion_counts_what_it_holds_and_a_library_call_is_unknown():
+    """Written by hand in graph_viewer's form: a fusion holding a 4x6 by 6x5 dot is
+    2 x 4 x 5 x 6 FLOPs and reads 2 x 24 + 2 x 30 bytes, writes 4 x 20; a cuBLAS call
+    of the same shapes has no FLOPs (its text does not give them), its bytes the tuple's;
+    an unknown element type has no bytes."""
+    ops = breakdown.parse_module(MODULE)
+    fusion, gemm, odd = ops["fusion.1"], ops["gemm.1"], ops["odd"]
+    assert fusion.flops == 2 * 4 * 5 * 6 and fusion.fused == {"parameter", "dot"}
+    assert fusion.bytes == 2 * 24 + 2 * 30 + 4 * 20
+    assert gemm.flops is None and gemm.bytes == 2 * 24 + 2 * 30 + 4 * 20 + 64
+    assert odd.flops == 0 and odd.bytes is None
+    assert breakdown.category_of_hlo(gemm, {}) == "matrix products"
+
+
+def test_a_kind_has_a_rate_only_where_all_its_work_is_known():
+    """Two matrix products in a 1 ms window of one step: both counted gives the rate of
+    their FLOPs over the kind's time; one uncounted gives none (not a partial one)."""
+    known = breakdown.Op("dot", flops=3e9, bytes=1e6)
+    unknown = breakdown.Op("custom-call", "__cublas$gemm", flops=None, bytes=1e6)
+    windows = [(0.0, 1000.0)]
+    for second, rate in ((known, 6e9 / 1e-3 / 1e12), (unknown, None)):
+        spans = [(0.0, 400.0, "matrix products", known), (400.0, 900.0, "matrix products",
+                                                           second)]
+        totals, _ = breakdown._share(spans, windows)
+        work = breakdown._work(spans, windows)
+        found = breakdown._rates("matrix products", work["matrix products"], 1,
+                                 totals["matrix products"])
+        assert found.get("tflops_per_sec") == (pytest.approx(rate * 1000 / 900, rel=1e-3) if rate
+                                             else None)
+
+
+def test_the_reader_takes_any_text_without_a_traceback():
+    """Hypothesis: graph_viewer's text cut, garbled or made up line by line is read into
+    ops (their costs unknown where the text does not give them), never a traceback."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    lines = MODULE.splitlines()
+    fragments = st.sampled_from(lines + ["}", "{", "instructions {", "computations {",
+                                         "id: x", "dimensions: -3", "operand_ids: 99",
+                                         "opcode: \"convolution\"", "window {",
+                                         "dimensions: 99999999999", "shape {",
+                                         "called_computation_ids: 8"])
+
+    @settings(max_examples=300, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(st.one_of(fragments, st.text(max_size=30)), max_size=80))
+    def read(chosen):
+        ops = breakdown.parse_module("\n".join(chosen))
+        for op in ops.values():
+            assert op.flops is None or (isinstance(op.flops, int) and op.flops >= 0)
+            assert op.bytes is None or (math.isfinite(op.bytes) and op.bytes >= 0)
+
+    read()
