@@ -277,6 +277,13 @@ PY
         > "$R/peer$turn.log" 2>&1
       rc=$?; echo "peer$turn $rc" >> "$R/exits.txt"; echo "peer$turn exit $rc"
       grep -E "^\{'epoch'" "$R/peer$turn.log" | tail -2
+      # The same peer in eager mode (--no_compile): for a job this short a strong
+      # PyTorch user may not compile; the speedup that counts is over the faster.
+      CUDA_VISIBLE_DEVICES=0 CUDA_CACHE_PATH="$CACHES/cuda-eager" \
+        timeout 240 python3 benchmarks/torch_fashion_peer.py --no_compile \
+        --data_dir=/tmp/fashion --epochs=15 --batch=512 --out "$R/eager$turn.json" \
+        > "$R/eager$turn.log" 2>&1
+      rc=$?; echo "eager$turn $rc" >> "$R/exits.txt"; echo "eager$turn exit $rc"
     done
     ;;
   ladder)  # each rung a short measured run; a ladder cut by its limit keeps its rungs
