@@ -162,6 +162,24 @@ def test_a_model_of_only_matrix_products_is_matrix_products(tmp_path):
     assert parts["matrix products"]["gflop"] * 1e9 == pytest.approx(by_hand, rel=1e-4)
 
 
+def test_a_trace_whose_kernels_no_module_names_is_no_breakdown():
+    """A GPU's stream where most kernel time carries no HLO op (as inside a CUDA graph):
+    refused with why, not split into 'elementwise and other'; a few such kernels pass."""
+    modules = {"jit_train_step": {"fusion.1": breakdown.Op("fusion", fused=frozenset({"dot"}))}}
+    meta = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
+            {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7,
+             "args": {"name": "Stream #7(Compute)"}}]
+
+    def kernel(ts, dur, **args):
+        return {"ph": "X", "pid": 1, "tid": 7, "ts": ts, "dur": dur, "name": "k", "args": args}
+
+    named = kernel(0, 40, hlo_op="fusion.1", hlo_module="jit_train_step(12)")
+    spans = breakdown._op_spans(meta + [named, kernel(40, 30)], {}, modules)
+    assert [span[2] for span in spans] == ["matrix products", "elementwise and other"]
+    with pytest.raises(breakdown.ProfileError, match="57% of the device's op time"):
+        breakdown._op_spans(meta + [named, kernel(40, 30), kernel(70, 23)], {}, modules)
+
+
 def test_the_line_gives_each_kinds_rate_and_its_share_of_the_traced_devices_peak():
     result = {"step_ms": 10.0, "devices": 2, "parts": {
         "convolutions": {"ms": 6.0, "share": 0.6, "tflops_per_sec": 400.0},

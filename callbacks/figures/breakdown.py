@@ -279,11 +279,18 @@ def _hlo_span(start, end, args, modules, layer_classes) -> tuple:
             "elementwise and other", op)
 
 
+# An XLA trace whose ops' time is mostly in ops no module names cannot be split.
+MAX_UNNAMED = 0.5
+
+
 def _op_spans(events, layer_classes, modules: dict[str, dict[str, Op]]):
     """(start, end, category, its Op or None) of every op the device ran.
 
     On a device (a GPU, a TPU): its stream lines' kernels, each named by its HLO op;
     on a CPU: the host threads' XLA ops, or TensorFlow's executor ops.
+
+    Raises:
+        ProfileError: over MAX_UNNAMED of the XLA ops' time is in ops no module holds.
     """
     devices = _device_pids(events)
     stream_tids = set()
@@ -292,7 +299,7 @@ def _op_spans(events, layer_classes, modules: dict[str, dict[str, Op]]):
                 and event.get("pid") in devices
                 and str((event.get("args") or {}).get("name", "")).startswith("Stream")):
             stream_tids.add((event["pid"], event["tid"]))
-    spans = []
+    spans, hlo_us, unnamed_us = [], 0.0, 0.0
     for event in events:
         if event.get("ph") != "X" or not event.get("dur"):
             continue
@@ -309,14 +316,19 @@ def _op_spans(events, layer_classes, modules: dict[str, dict[str, Op]]):
                     args.get("memcpy_details", "")):
                 spans.append((start, end, "host-to-device copies", None))
                 continue
-            spans.append(_hlo_span(start, end, args, modules, layer_classes))
-        elif "hlo_op" in args:  # XLA on the host CPU
-            spans.append(_hlo_span(start, end, args, modules, layer_classes))
-        elif ":" in str(args.get("long_name", "")) and str(args.get("is_eager")) == "0":
-            long_name = str(args["long_name"])
-            if long_name.rpartition(":")[2] in _TF_INTERNAL:
-                continue
-            spans.append((start, end, category_of_tf_op(long_name, layer_classes), None))
+        elif "hlo_op" not in args:  # not XLA on the host CPU: TensorFlow's executor?
+            long_name = str(args.get("long_name", ""))
+            if (":" in long_name and str(args.get("is_eager")) == "0"
+                    and long_name.rpartition(":")[2] not in _TF_INTERNAL):
+                spans.append((start, end, category_of_tf_op(long_name, layer_classes), None))
+            continue
+        spans.append(_hlo_span(start, end, args, modules, layer_classes))
+        hlo_us += end - start
+        unnamed_us += (end - start) if spans[-1][3] is None else 0.0
+    if hlo_us and unnamed_us / hlo_us > MAX_UNNAMED:
+        raise ProfileError(f"{unnamed_us / hlo_us:.0%} of the device's op time is in ops no "
+                           "traced HLO module names (e.g. kernels inside a CUDA graph): "
+                           "their kinds are unknown")
     return spans
 
 
