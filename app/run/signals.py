@@ -90,9 +90,16 @@ def install(request=PROCESS_STOP) -> None:
     """Routes SIGTERM and SIGINT to `request` and starts the watcher (main thread only)."""
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
+    # The wake-up pipe first, then the handlers: a signal that lands between the two
+    # is written to the pipe by Python's C-level handler, whichever Python handler
+    # runs for it later. The other way round, a SIGINT taken by C just before the swap
+    # ran the new no-op handler with no pipe yet: lost (a loaded CI machine saw a
+    # Ctrl-C 0.2 s after launch ignored, the run trained on). One taken before the
+    # pipe is run by main.py's early handler, which signal.signal() calls before it
+    # swaps (pending signals first), and replayed.
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: None)  # the watcher does the work
-    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
     threading.Thread(target=_watch, args=(read_end, request), daemon=True,
                      name="signals").start()
 
