@@ -154,9 +154,13 @@ def _figures(record: dict, where: str, notes: list, invalid: set) -> dict:
     return out
 
 
+RATES = ("tflops_per_sec", "gb_per_sec")  # a kind of work's achieved rate, if any
+
+
 def _breakdown(record: dict, where: str, notes: list) -> dict | None:
     """summary.json's profile.breakdown, checked: a step time and each known kind of
-    work's ms and share (untrusted.field); anything else is a caveat and no breakdown."""
+    work's ms and share, and its rate where it has one (untrusted.field); anything else
+    is a caveat and no breakdown."""
     profile = record.get("profile") if isinstance(record, dict) else None
     found = profile.get("breakdown") if isinstance(profile, dict) else None
     if found is None:
@@ -169,6 +173,11 @@ def _breakdown(record: dict, where: str, notes: list) -> dict | None:
                 raise untrusted.RecordError(f"kind {one_line(kind)!r} is not one the app writes")
             parts[kind] = {"ms": untrusted.field(part, "ms", "number", low=0, high=1e9),
                            "share": untrusted.field(part, "share", "number", low=0, high=1)}
+            for rate in RATES:  # where the run had them: achieved TFLOP/s or GB/s
+                value = untrusted.field(part, rate, "number", low=0, high=1e9,
+                                        required=False)
+                if value is not None:
+                    parts[kind][rate] = value
     except untrusted.RecordError as error:
         notes.append(f"{where}: its step breakdown: {one_line(error)}; left out")
         return None

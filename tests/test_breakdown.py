@@ -4,6 +4,7 @@ the step, the step equal to the Profiler's own clock; the sharing of concurrent 
 against a hand count; the kinds of HLO and TensorFlow ops."""
 
 import json
+import math
 import textwrap
 
 import pytest
@@ -227,6 +228,8 @@ def test_the_report_of_two_profiled_runs_names_the_kind_that_differs_most(tmp_pa
     page = (tmp_path / "report" / "report.md").read_text()
     assert f"Step breakdown: {kind} differs most, {a:.1f} ms a step on " in page
     assert f"against {b:.1f} ms on " in page
+    convolutions = resnet["profile"]["breakdown"]["parts"]["convolutions"]
+    assert f"convolutions{breakdown.rate_words(convolutions)}" in page  # its achieved rate
     assert ("its step breakdown: 'ms' holds int -1; accepted: number in \\[0, 1000000000.0\\]; "
             "left out") in page  # (Markdown escapes the brackets)
 
@@ -247,7 +250,8 @@ def test_the_reports_reader_of_a_breakdown_takes_hostile_values_without_a_traceb
                        st.floats(min_value=0, max_value=2, allow_nan=False))
     kinds = st.one_of(st.sampled_from(breakdown.CATEGORIES), st.text(max_size=6))
     parts = st.one_of(values, st.dictionaries(kinds, st.one_of(values, st.fixed_dictionaries(
-        {"ms": values, "share": values})), max_size=4))
+        {"ms": values, "share": values},
+        optional={"tflops_per_sec": values, "gb_per_sec": values})), max_size=4))
     found = st.one_of(values, st.fixed_dictionaries({"step_ms": values, "parts": parts}))
 
     @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
@@ -263,6 +267,9 @@ def test_the_reports_reader_of_a_breakdown_takes_hostile_values_without_a_traceb
                 for kind, part in result["parts"].items():
                     assert kind in breakdown.CATEGORIES
                     assert 0 <= part["ms"] <= 1e9 and 0 <= part["share"] <= 1
+                    assert all(math.isfinite(part[rate]) and part[rate] >= 0
+                               for rate in report.RATES if rate in part)
+                breakdown.line(result)  # what the page prints of it
                 kept.append(result)
         rows = {f"run {i}": {"label": f"run {i}", "breakdown": b} for i, b in enumerate(kept)}
         sentences = report_page._breakdown_findings(rows, str)
