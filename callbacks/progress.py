@@ -93,8 +93,24 @@ class Progress(keras.callbacks.ProgbarLogger):
     def _silent(self, *args, **kwargs):
         """Validation inside fit (and prediction) print nothing."""
 
-    on_train_begin = on_test_begin = on_test_batch_end = on_test_end = _silent
+    on_test_begin = on_test_batch_end = on_test_end = _silent
     on_predict_begin = on_predict_batch_end = on_predict_end = _silent
+
+    def on_train_begin(self, logs=None):
+        # The line is ended as the stop is asked for, not at the next batch hook: the
+        # checkpoint callback may take the stop at a boundary this hook has passed
+        # (or, on JAX, before this hook's thread runs), and "status: preempted" would
+        # follow the bar on its line.
+        if self.stop_request is not None:
+            self.stop_request.when_requested(self._stop_asked)
+
+    def on_train_end(self, logs=None):
+        if self.stop_request is not None:
+            self.stop_request.forget(self._stop_asked)
+
+    def _stop_asked(self):
+        with self._lock:
+            self._end_line()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch, self._began, self._drawn_at, self._done = epoch, time.time(), 0.0, 0

@@ -58,11 +58,28 @@ class StopRequest:
         self.requested = threading.Event()
         self.taken = threading.Event()
         self.signal_name = "SIGTERM"
+        self._listeners = []
 
     def request(self, signal_name: str) -> None:
         if not self.requested.is_set():
             self.signal_name = signal_name
             self.requested.set()
+            for listener in list(self._listeners):
+                try:
+                    listener()
+                except Exception:  # noqa: BLE001 - a listener's fault must not lose the stop
+                    pass
+
+    def when_requested(self, listener) -> None:
+        """Calls `listener()` once a stop is asked for (in the asking thread; now, if it
+        was): e.g. the progress bar ends its line before anything prints the stop."""
+        self._listeners.append(listener)
+        if self.requested.is_set():
+            listener()
+
+    def forget(self, listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
 
     def take(self) -> str:
         """Marks the request as being acted on; returns the signal's name."""

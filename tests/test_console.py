@@ -299,6 +299,33 @@ def test_the_bar_never_counts_back_when_hooks_run_out_of_order(monkeypatch):
     assert drawn == [1, 2, 4, 4, 5]
 
 
+def test_a_stop_asked_for_after_the_last_hook_of_a_boundary_still_ends_the_bar(monkeypatch):
+    """The race the terminal test above met on a loaded machine: the stop is asked for
+    after this step's bar hook and taken by the checkpoint callback at the same
+    boundary, so no later hook sees it. The bar's line ends as the stop is asked for,
+    and no hook draws the bar again after it."""
+    import io
+
+    from callbacks import progress
+    from callbacks.stops import StopRequest
+
+    monkeypatch.setattr(progress, "REDRAW_SECONDS", 0.0)
+    stream, stop = io.StringIO(), StopRequest()
+    bar = progress.Progress(stream=stream, stop_request=stop)
+    bar.set_params({"verbose": 1, "epochs": 1, "steps": 20})
+    bar.verbose, bar.target, bar.epochs = 1, 20, 1
+    bar.on_train_begin()
+    bar.on_epoch_begin(0)
+    bar.on_train_batch_end(0, {"loss": 1.0})
+    assert not stream.getvalue().endswith("\n")
+    stop.request("SIGINT")  # as the signal watcher does, from its thread
+    assert stream.getvalue().endswith("\n")
+    bar.on_train_batch_end(1, {"loss": 1.0})  # a late hook (a JAX worker thread)
+    assert stream.getvalue().endswith("\n") and stream.getvalue().count("step ") == 1
+    bar.on_train_end()
+    assert not stop._listeners
+
+
 @pytest.mark.parametrize("top1, marked", [(0.1, True), (0.108, True), (0.12, False),
                                           (0.93, False)])
 def test_a_top1_at_chance_is_marked_not_yet_meaningful(top1, marked):

@@ -118,9 +118,11 @@ def _watch(read_end: int, request) -> None:
                 _line(f"interrupted twice (SIGINT): stopped at once; {_kept()}")
                 os._exit(EXIT_INTERRUPTED)
             if not request.requested.is_set():
-                request.request(name)
+                # The grace first: the request's listeners (the progress bar ending its
+                # line) write to the terminal, which may block.
                 threading.Thread(target=_enforce_grace, args=(request,), daemon=True,
                                  name="grace").start()
+                request.request(name)
 
 
 def _exit_if_not_started() -> None:
