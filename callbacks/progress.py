@@ -119,8 +119,7 @@ class Progress(keras.callbacks.ProgbarLogger):
         with self._lock:  # hooks may run out of order: the count never goes back
             self._done = max(self._done, batch + 1)
             if self.stop_request is not None and self.stop_request.requested.is_set():
-                self._end_line()  # the stop comes at this boundary: nothing more to draw
-                return
+                return  # stopping: _stop_asked ended the line, nothing more to draw
             now = time.time()
             if self.verbose == 1 and now - self._drawn_at >= REDRAW_SECONDS:
                 self._drawn_at = now

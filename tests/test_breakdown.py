@@ -175,10 +175,11 @@ def test_a_trace_whose_kernels_no_module_names_is_no_breakdown():
         return {"ph": "X", "pid": 1, "tid": 7, "ts": ts, "dur": dur, "name": "k", "args": args}
 
     named = kernel(0, 40, hlo_op="fusion.1", hlo_module="jit_train_step(12)")
-    spans = breakdown._op_spans(meta + [named, kernel(40, 30)], {}, modules)
+    spans = breakdown._op_spans(meta + [named, kernel(40, 30)], {1}, {}, modules)
     assert [span[2] for span in spans] == ["matrix products", "elementwise and other"]
     with pytest.raises(breakdown.ProfileError, match="57% of the device's op time"):
-        breakdown._op_spans(meta + [named, kernel(40, 30), kernel(70, 23)], {}, modules)
+        breakdown._op_spans(meta + [named, kernel(40, 30), kernel(70, 23)], {1}, {},
+                             modules)
 
 
 def test_the_line_gives_each_kinds_rate_and_its_share_of_the_traced_devices_peak():

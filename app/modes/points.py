@@ -14,8 +14,9 @@ is a row too, with its reason as status:
   out of memory      the device refused it.
 After the timed steps, a few more are traced (PROFILED_STEPS) and split by kind of
 work: the row's `breakdown`, a point's step explained. A model axis changes the
-network only: the recipe (the optimizer) stays the one the run resolved. Each point is an HParams session of its own, <logdir>/points/<name>: its settings as
-hparams, its figures as metrics (TensorBoard's HParams table compares them).
+network only: the recipe (the optimizer) stays the one the run resolved. Each point
+is an HParams session of its own, <logdir>/points/<name>: its settings as hparams,
+its figures as metrics (TensorBoard's HParams table compares them).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from app.engine.recipe import make_compiled_model
 from app.run import context as run_context
 from app.run import rundir
 from callbacks.energy import EnergyMeter, gpu_energy_readers
-from callbacks.figures.money import usd_per_million_images
 from callbacks.figures import breakdown as step_breakdown
+from callbacks.figures.money import usd_per_million_images
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.profiler import Profiler
 from callbacks.records import hparams
@@ -141,14 +142,20 @@ def measure(bench: Bench, settings: dict, name: str | None = None) -> dict:
     context = bench.context
     if context.is_chief:
         status = "completed" if row["status"] == "ok" else "failed"
-        folder = os.path.join(context.logdir, POINTS_FOLDER)
-        if not os.path.isdir(folder):  # the run folder exists: it is not made here
-            os.mkdir(folder)  # (a point skipped before it was profiled made none)
         hparams.write_record(
-            os.path.join(context.logdir, POINTS_FOLDER, name), _hparams_of(context, row),
-            row, status, started_at=context.started_at, columns=POINT_SETTINGS,
-            metrics=POINT_FIGURES)
+            point_folder(context, name), _hparams_of(context, row), row, status,
+            started_at=context.started_at, columns=POINT_SETTINGS, metrics=POINT_FIGURES)
     return row
+
+
+def point_folder(context, name: str) -> str:
+    """<logdir>/points/<name>, made where missing (a point skipped before it was
+    profiled made none); never the run folder itself, which exists."""
+    folder = os.path.join(context.logdir, POINTS_FOLDER)
+    for path in (folder, os.path.join(folder, name)):
+        if not os.path.isdir(path):
+            os.mkdir(path)
+    return os.path.join(folder, name)
 
 
 def _run(bench, settings, row) -> tuple[str, dict]:
@@ -245,11 +252,7 @@ def _profiled(context, config, name: str) -> tuple[int, Profiler | None]:
     steps = spe * -(-PROFILED_STEPS // spe)
     if not context.is_chief:
         return steps, None
-    folder = os.path.join(context.logdir, POINTS_FOLDER)
-    for path in (folder, os.path.join(folder, name)):
-        if not os.path.isdir(path):  # the run folder exists: it is not made here
-            os.mkdir(path)
-    return steps, Profiler(os.path.join(folder, name), 1, steps, backend=config.backend,
+    return steps, Profiler(point_folder(context, name), 1, steps, backend=config.backend,
                            steps_per_epoch=steps)
 
 

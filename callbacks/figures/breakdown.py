@@ -283,16 +283,16 @@ def _hlo_span(start, end, args, modules, layer_classes) -> tuple:
 MAX_UNNAMED = 0.5
 
 
-def _op_spans(events, layer_classes, modules: dict[str, dict[str, Op]]):
+def _op_spans(events, devices: set, layer_classes, modules: dict[str, dict[str, Op]]):
     """(start, end, category, its Op or None) of every op the device ran.
 
-    On a device (a GPU, a TPU): its stream lines' kernels, each named by its HLO op;
-    on a CPU: the host threads' XLA ops, or TensorFlow's executor ops.
+    On a device (`devices`: the trace's, _device_pids; a GPU, a TPU): its stream
+    lines' kernels, each named by its HLO op; on a CPU (none): the host threads' XLA
+    ops, or TensorFlow's executor ops.
 
     Raises:
         ProfileError: over MAX_UNNAMED of the XLA ops' time is in ops no module holds.
     """
-    devices = _device_pids(events)
     stream_tids = set()
     for event in events:
         if (event.get("ph") == "M" and event.get("name") == "thread_name"
@@ -415,7 +415,8 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
                     for e in events if (e.get("args") or {}).get("hlo_module")}
     modules = {name: parse_module(text)
                for name, text in _modules_text(paths, module_names).items()}
-    spans = _op_spans(events, layer_classes, modules)
+    devices = _device_pids(events)
+    spans = _op_spans(events, devices, layer_classes, modules)
     totals, idle = _share(spans, windows)
     work = _work(spans, windows)
     steps = len(marks) * max(int(steps_per_mark), 1)
@@ -429,7 +430,7 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
                            **_rates(name, work.get(name), steps, micros)}
     return {"step_ms": round(step_us / 1e3, 4), "steps": steps,
             "traced": [marks[0][2], marks[-1][2] + max(int(steps_per_mark), 1) - 1],
-            "ops": len(spans), "devices": max(len(_device_pids(events)), 1),
+            "ops": len(spans), "devices": max(len(devices), 1),
             "parts": parts}
 
 
