@@ -6,6 +6,7 @@ the run folder exists, a Ctrl-C before the run is one line, and each mistake is 
 import os
 import re
 import signal
+import subprocess
 import time
 
 import pytest
@@ -164,6 +165,9 @@ def test_a_bad_flagfile_ends_the_process_in_one_line_before_anything(tmp_path, v
 
 # ------------------------------------------------------------------ Ctrl-C before the run
 INTERRUPTED = "error: interrupted (SIGINT) before the run started; nothing was written"
+# How long a first Ctrl-C may take to end the run before the test takes it as lost in
+# Python's start-up and presses a second (the app ends within a second of one it got)
+SWALLOWED_AFTER_SECONDS = 30
 
 
 def interrupted(process, logdir):
@@ -191,15 +195,33 @@ def test_ctrl_c_once_the_handler_is_in_is_one_line_and_exit_130(tmp_path, after)
 def test_ctrl_c_in_the_first_milliseconds_never_shows_the_apps_traceback(tmp_path):
     """From launch: before main.py's first line (Python's own start-up, its `site`
     imports) a KeyboardInterrupt cannot be caught by the app, and its traceback names
-    no line of the app; from main.py's first line on, it is the one line and 130."""
-    logdir = tmp_path / "run"
+    no line of the app; from main.py's first line on, it is the one line and 130.
+
+    One case is Python's alone: a KeyboardInterrupt inside a class's `__set_name__`
+    while `site` runs a .pth file's import line (the editable install's finder imports
+    pathlib, urllib, ipaddress) comes out as a RuntimeError, which `site` prints
+    ("Error processing line 1 of ...pth") and goes on from: the signal is gone before
+    the app exists, and the run starts. A user's second Ctrl-C then stops it as the
+    first would have on a run that has started: one line (saved, exit 75; or 130 before
+    the run folder is made)."""
     outcomes = []
     for after in (0.02, 0.04, 0.06, 0.1, 0.2):
+        logdir = tmp_path / f"run-{after}"
         process = start(["--dataset=synthetic", f"--logdir={logdir}"], cwd=tmp_path)
         time.sleep(after)
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)
-        if process.returncode == 130:
+        try:
+            _, stderr = process.communicate(timeout=SWALLOWED_AFTER_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGINT)  # the user's second Ctrl-C
+            _, stderr = process.communicate(timeout=60)
+        if "Error processing line" in stderr and ".pth" in stderr:
+            assert "KeyboardInterrupt" in stderr, stderr[-2000:]
+            assert process.returncode in (75, 130), (process.returncode, stderr[-2000:])
+            assert len(error_lines(stderr)) == 1, stderr[-2000:]
+            outcomes.append("swallowed by site")
+            continue
+        elif process.returncode == 130:
             assert error_lines(stderr) == [INTERRUPTED] and "Traceback" not in stderr
             outcomes.append("app")
         else:  # Python's start-up (killed before its own handler, or inside `site`)

@@ -20,7 +20,7 @@ import threading
 import time
 
 import pytest
-from conftest import error_lines, run_cli
+from conftest import PATIENCE_SECONDS, error_lines, run_cli
 from processes import start
 from test_resilience import epoch_points, flags
 
@@ -29,27 +29,35 @@ from callbacks.records.metrics_file import read_metrics
 KILLS_PER_BACKEND = 10
 HEARTBEAT_SLACK_SECONDS = 2.5  # the ledger's heartbeat (2 s) and the clocks' rounding
 EPOCHS = 4
+AFTER_CHECKS_FIRST = 3
 
 
 def _watch_stdout(process: subprocess.Popen, seen: dict) -> threading.Thread:
-    """Reads `process`'s stdout in a thread; stores when the banner line came."""
+    """Reads `process`'s stdout in a thread; stores when the banner line came and sets
+    `seen["event"]` then."""
     def read():
         for line in process.stdout:
             if line.startswith("[") and "backend=" in line and "banner" not in seen:
                 seen["banner"] = time.time()
+                seen["event"].set()
 
     thread = threading.Thread(target=read, daemon=True)
     thread.start()
     return thread
 
 
-def _attempt(args, delay: float) -> dict:
-    """One attempt, SIGKILLed `delay` seconds after it starts unless it ends first."""
-    began, seen = time.time(), {}
+def _attempt(args, since: str, delay: float) -> dict:
+    """One attempt, SIGKILLed `delay` seconds after it starts (`since="start"`) or after
+    its banner (`since="banner"`), unless it ends first."""
+    began, seen = time.time(), {"event": threading.Event()}
     process = start(args)
     reader = _watch_stdout(process, seen)
+    if since == "banner":
+        while not seen["event"].wait(0.05) and process.poll() is None:
+            assert time.time() - began < PATIENCE_SECONDS, "no banner"
+        delay += (seen.get("banner") or time.time()) - began
     try:
-        process.wait(timeout=delay)
+        process.wait(timeout=max(0.0, began + delay - time.time()))
     except subprocess.TimeoutExpired:
         process.kill()
     killed = time.time()
@@ -60,17 +68,21 @@ def _attempt(args, delay: float) -> dict:
             "banner": seen.get("banner"), "stderr": stderr}
 
 
-def _kill_delay(rng: random.Random, attempts: list[dict]) -> float:
-    """When to kill the next attempt: a random moment, before the checks pass (while
-    Python imports, the flags and data are checked) or after (the model built, steps,
-    checkpoint writes), in turns. How long the checks take is measured from the
-    attempts that showed the banner (12 s until one has): on a loaded 2-core machine
-    TensorFlow's start alone can take most of a fixed window, and too few kills then
-    land after the checks to test the bill."""
+def _kill_moment(rng: random.Random, attempts: list[dict]) -> tuple[str, float]:
+    """When to kill the next attempt, in turns: a random moment before the checks pass
+    (while Python imports, the flags and data are checked), measured from the start;
+    or one after, measured from the banner (the model built, steps, checkpoint writes).
+    How long the checks take is measured from the attempts that showed the banner (12 s
+    until one has). The first AFTER_CHECKS_FIRST kills after the banner land within a
+    second of it, while the model is still being built, so that at least that many
+    attempts test the bill however fast the machine trains: a window of several seconds
+    lets a resumed attempt finish the run, and the campaign then ends early."""
     to_banner = max((a["banner"] - a["began"] for a in attempts if a["banner"]), default=12.0)
     if len(attempts) % 2 == 0:
-        return rng.uniform(0.2, to_banner)
-    return rng.uniform(to_banner, to_banner + 8.0)
+        return "start", rng.uniform(0.2, to_banner)
+    if len(attempts) // 2 < AFTER_CHECKS_FIRST:
+        return "banner", rng.uniform(0.0, 1.0)
+    return "banner", rng.uniform(0.0, 8.0)
 
 
 @pytest.mark.slow
@@ -83,7 +95,7 @@ def test_sigkills_at_random_moments_lose_nothing_and_bill_every_checked_attempt(
     rng = random.Random(f"campaign-{backend}")
     attempts = []
     while sum(a["code"] == -9 for a in attempts) < KILLS_PER_BACKEND:
-        attempt = _attempt(args, _kill_delay(rng, attempts))
+        attempt = _attempt(args, *_kill_moment(rng, attempts))
         attempts.append(attempt)
         if attempt["code"] != -9:  # it finished (or failed) before its kill
             assert attempt["code"] == 0, attempt["stderr"][-2000:]
@@ -103,7 +115,7 @@ def test_sigkills_at_random_moments_lose_nothing_and_bill_every_checked_attempt(
     # Every attempt past its checks is on the bill, from its start to its kill.
     billed = {a.get("pid"): a["last_seen"] - a["started_at"] for a in summary["attempts"]}
     checked = [a for a in attempts if a["banner"] is not None]
-    assert len(checked) >= 3, "too few kills landed after the checks to say anything"
+    assert len(checked) >= AFTER_CHECKS_FIRST, "too few kills landed after the checks to say anything"
     for attempt in checked:
         assert attempt["pid"] in billed, (attempt["pid"], sorted(billed))
         assert billed[attempt["pid"]] >= (attempt["killed"] - attempt["began"]

@@ -95,9 +95,10 @@ def install(request=PROCESS_STOP) -> None:
     # runs for it later. The other way round, a SIGINT taken by C just before the swap
     # ran the new no-op handler with no pipe yet: lost. One taken before the pipe is
     # run by main.py's early handler, which signal.signal() calls before it swaps
-    # (pending signals first), and replayed. (A Ctrl-C 0.02-0.2 s after launch on a
-    # loaded 2-core machine is still lost at times, the run training on: not this
-    # race alone; tests/test_flag_door.py's first-milliseconds test.)
+    # (pending signals first), and replayed. (One taken in Python's own start-up is
+    # out of reach: inside a .pth file's import, a KeyboardInterrupt raised in a
+    # class's __set_name__ becomes a RuntimeError that `site` prints and goes on from,
+    # and the run starts; tests/test_flag_door.py's first-milliseconds test.)
     signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: None)  # the watcher does the work
