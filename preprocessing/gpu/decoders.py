@@ -43,11 +43,10 @@ def nvimgcodec_available() -> bool:
     return True
 
 
-def backend_plan(backend: str, hw_share: float) -> list[tuple[str, float]]:
-    """The nvImageCodec backends a BACKENDS name allows, in order, each with its
-    share of a batch (below 1: adapted batch by batch); [] lets nvImageCodec pick."""
-    return {"default": [], "hw": [("hw", 1.0)], "hybrid": [("hybrid", 1.0)],
-            "hw+cuda": [("hw", hw_share), ("hybrid", 1.0)]}[backend]
+def backend_plan(backend: str) -> list[tuple[str, float]]:
+    """The nvImageCodec backends a BACKENDS name allows, each with its share of a
+    batch; [] lets nvImageCodec pick."""
+    return {"default": [], "hw": [("hw", 1.0)]}[backend]
 # Fancy (smooth) chroma upsampling, as libjpeg-turbo and so TensorFlow do it.
 DECODER_OPTIONS = ":fancy_upsampling=1"
 
@@ -96,8 +95,7 @@ def make_canvases(device, options: GpuOptions, per_device: int, commit: bool):
     if options.api == "nvjpeg":
         return NvjpegCanvases(device, keep=keep, preallocate=(per_device, side), commit=commit)
     return NvImageCodecCanvases(device, backend=options.backend, keep=keep,
-                                options=decoder_options(per_device, side),
-                                hw_share=options.hw_share, commit=commit)
+                                options=decoder_options(per_device, side), commit=commit)
 
 
 def _write_pixels(canvas: np.ndarray, slots) -> None:
@@ -327,17 +325,13 @@ class NvImageCodecCanvases(DeviceCanvases):
     Args: as DeviceCanvases', and
         backend: "default" (nvImageCodec picks: the hardware JPEG engines, then
             CUDA), "hw" (the hardware engines only, no SMs; what they refuse is
-            decoded on the CPU), "hybrid" (HYBRID_CPU_GPU: nvJPEG's CUDA decoder),
-            "hw+cuda" (each batch split: `hw_share` of it to the hardware engines,
-            the rest to the CUDA decoder, the split adapted batch by batch so
-            neither waits for the other).
+            decoded on the CPU).
         options: nvImageCodec decoder options (space-separated, see its docs: e.g.
             "nvjpeg_hw_decoder:preallocate_width_hint=768 ...").
-        hw_share: with backend "hw+cuda", the hardware engines' first share of a batch.
     """
 
     def __init__(self, device, backend: str = "default", options: str = DECODER_OPTIONS,
-                 keep: int = 4, hw_share: float = 0.75, commit: bool = True):
+                 keep: int = 4, commit: bool = True):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         super().__init__(device, keep, commit)
@@ -348,7 +342,7 @@ class NvImageCodecCanvases(DeviceCanvases):
                                                 options)
             return
         self.device_pool, self.pinned_pool = self._pool(False), self._pool(True)
-        self.decoder = nvimgcodec_c.Decoder(self.ordinal, backend_plan(backend, hw_share),
+        self.decoder = nvimgcodec_c.Decoder(self.ordinal, backend_plan(backend),
                                             options, self.device_pool, self.pinned_pool)
 
     def _pool(self, pinned: bool):

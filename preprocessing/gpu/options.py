@@ -8,7 +8,7 @@ import os
 
 CANVAS_SIDES = (256, 384, 512, 768, 1024)  # canvas sides (square), in buckets
 DECODERS = ("auto", "nvimgcodec", "cpu")
-BACKENDS = ("default", "hw", "hybrid", "hw+cuda")
+BACKENDS = ("default", "hw")
 APIS = ("c", "nvjpeg")
 READ_INS = ("shared", "workers", "stream")
 
@@ -33,15 +33,12 @@ class GpuOptions:
     # Decode only each crop window on the GPU (False: the whole image).
     roi: bool = True
     # nvImageCodec's backend (api "c"): "default" (it picks: the JPEG engines, then
-    # CUDA), "hw" (the hardware JPEG engines only; what they refuse, progressive or
-    # unusual chroma subsampling, is decoded on the CPU), "hybrid" (nvJPEG's CUDA
-    # decoder), "hw+cuda" (each batch split between the two, `hw_share` to the engines
-    # first). "hw" was the fastest under load (2026-11-30-h200-gpu-jpeg.json, run_2).
+    # CUDA) or "hw" (the hardware JPEG engines only; what they refuse, progressive or
+    # unusual chroma subsampling, is decoded on the CPU). "hw" was the fastest under
+    # load; nvJPEG's CUDA decoder alone and each batch split between it and the engines
+    # were slower and left (git history: 2026-11-30-h200-gpu-jpeg.json, run_2).
     # (GPU_ONLY alone could not create a decoder on the H200, "Code: 7".)
     backend: str = "hw"
-    # With backend "hw+cuda", the engines' first share of each batch (nvImageCodec then
-    # adapts it; the CUDA decoder takes the rest).
-    hw_share: float = 0.75
     # How the GPU decoder is called: "nvjpeg" (nvJPEG's hardware decoder called
     # directly, native/nvjpeg_c.py; backend "hw" only) or "c" (nvImageCodec's C API,
     # native/nvimgcodec_c.py: any backend, and the CPU). None: "nvjpeg" with backend
@@ -90,8 +87,6 @@ class GpuOptions:
             raise ValueError(f"prefetch must be >= 1, got {self.prefetch}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
-        if not 0.0 < self.hw_share <= 1.0:
-            raise ValueError(f"hw_share must be in (0, 1], got {self.hw_share}")
         if self.api is not None and self.api not in APIS:
             raise ValueError(f"api must be one of {APIS}, got {self.api!r}")
         if self.api == "nvjpeg" and self.backend != "hw":
