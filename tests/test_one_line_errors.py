@@ -4,6 +4,7 @@ and honest figures (issue 15, items 14, 15, 16, 17, 18). Real processes, real fi
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -102,6 +103,13 @@ def test_corrupt_images_are_counted_once_each_and_an_unreadable_validation_has_n
     assert summary["corrupt_images_skipped"] == 15 + 2 + 12
     assert summary["val_top1"] is None and summary["best_val_top1"] is None
     assert "top-1: no validation" in done.stdout
+    # Issue 42 item 3: tf.data's libjpeg says "Input file read error" with no file name
+    # for each; the user reads one warning that points at the closing line naming them.
+    assert not re.search(r"^(Input file read error|Premature end of JPEG)", done.stderr,
+                         re.MULTILINE), done.stderr[-2000:]
+    assert done.stderr.count("warning: libjpeg: ") == 1, done.stderr[-2000:]
+    assert "the closing lines name the images skipped" in done.stderr
+    assert "skipped 29 images that could not be read or decoded: " in done.stdout
 
 
 def test_a_nan_before_any_checkpoint_says_so_and_a_profile_past_the_end_is_warned(

@@ -6,7 +6,9 @@ TF_CPP_MIN_LOG_LEVEL, so no setting hides them. On a CPU run the lines about
 other devices are dropped, and TensorFlow's oneDNN notice (on CPUs with AVX-512
 VNNI) on every run. Every other line is held until the devices are found
 (`release`, called by app/engine/distribute.py), else printed at exit, so a
-device error comes first. Python's own stderr (error lines, tracebacks) is
+device error comes first. libjpeg's bare lines about an image tf.data cannot decode
+("Input file read error": no file name) become one warning saying the closing lines
+name the images skipped; the rest of them are dropped. Python's own stderr (error lines, tracebacks) is
 not filtered: it writes to the terminal directly.
 
 Only the command line starts the filter (`start`); tests that run in-process do not.
@@ -27,6 +29,14 @@ FOREIGN_DEVICE_LINE = re.compile(
 # What TensorFlow prints at import on CPUs with AVX-512 VNNI (before it reads
 # TF_CPP_MIN_LOG_LEVEL), whatever the run: a notice about its CPU kernels, dropped.
 START_NOTICE = re.compile(r"oneDNN custom operations are on")
+# What TensorFlow's libjpeg writes (from C, with no file name) for an image the input
+# pipeline cannot decode: libjpeg's messages (jerror.h) that end a decode or warn of one.
+LIBJPEG_LINE = re.compile(
+    r"^(Input file read error|Premature end of JPEG file|Corrupt JPEG data|Not a JPEG "
+    r"file|Invalid JPEG file structure|Bogus (marker|Huffman|DQT|DHT|input colorspace)|"
+    r"Unsupported (JPEG|marker)|JPEG datastream contains no image|Empty JPEG image)")
+LIBJPEG_WARNING = ("warning: libjpeg: {line} (an image the input pipeline cannot decode; "
+                   "it is skipped, and the closing lines name the images skipped)\n")
 
 
 class _Filter:
@@ -38,6 +48,7 @@ class _Filter:
         self._held = []
         self._lock = threading.Lock()
         self._terminal = self._thread = None
+        self._libjpeg_said = False
 
     def start(self, accelerator: str):
         if self._started:
@@ -69,6 +80,11 @@ class _Filter:
             text = line.decode("utf-8", "replace")
             if START_NOTICE.search(text) or (self._drop and FOREIGN_DEVICE_LINE.search(text)):
                 return
+            if LIBJPEG_LINE.match(text):
+                if self._libjpeg_said:
+                    return
+                self._libjpeg_said = True
+                line = LIBJPEG_WARNING.format(line=text.strip()).encode()
             if not self._released:  # until the devices are found, every line waits
                 self._held.append(line)
                 return
