@@ -4,7 +4,8 @@ What a strong PyTorch user writes for this job: the app's `small_resnet` (3x3 st
 32, three basic blocks of 32, 64, 128 channels, strides 1, 2, 2, global pooling,
 dense head; He-normal fan-out init; BatchNorm momentum 0.9 in Keras's sense, eps 1e-5,
 the last BatchNorm of each block starting at zero), the app's recipe (SGD, momentum 0.9,
-learning rate 0.4 per 256 images with a linear warm-up over the first epoch then
+learning rate 0.4 for 256 images (scaled linearly above, by the square root below,
+as the app scales it) with a linear warm-up over the first epoch then
 cosine decay to 0, weight decay 5e-4 decoupled and scaled by the learning rate as
 Keras's SGD does, not on BatchNorm or biases, label smoothing 0.1), the app's `small`
 augmentation (pad by 3, random 28x28 window; evaluation: none) and ImageNet
@@ -137,7 +138,7 @@ def main() -> None:
     model = make_model(torch).to(device).to(memory_format=torch.channels_last)
     decay = [p for n, p in model.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
-    peak = 0.4 * args.batch / 256
+    peak = 0.4 * (args.batch / 256 if args.batch >= 256 else math.sqrt(args.batch / 256))
     steps_per_epoch = len(train_y) // args.batch
     total, warmup = steps_per_epoch * args.epochs, steps_per_epoch
     optimizer = torch.optim.SGD([{"params": decay}, {"params": no_decay}], lr=peak,

@@ -78,6 +78,7 @@ RECIPES = {
               "gradient_clip_norm": 1.0},
 }
 # --optimizer=auto: the ResNets' SGD; AdamW for the ViTs and every model not ours.
+LEARNING_RATE_BATCH = 256  # --base_learning_rate is the peak rate at this global batch
 FAMILY_OPTIMIZER = {"resnet": "sgd", "vit": "adamw"}
 VIT_PATCH = 16
 
@@ -92,6 +93,13 @@ def model_kind(name: str) -> str | None:
     if re.fullmatch(r".+\.py:[A-Za-z_]\w*", name):
         return "python"
     return "saved" if re.fullmatch(r".+\.keras", name) else None
+
+
+def batch_scale(global_batch_size: int) -> float:
+    """What a learning rate for 256 images is multiplied by at this global batch:
+    linearly from 256 up, by the square root below (Config.learning_rate says why)."""
+    ratio = global_batch_size / LEARNING_RATE_BATCH
+    return ratio if ratio >= 1 else math.sqrt(ratio)
 
 
 class ConfigError(ValueError):
@@ -478,8 +486,14 @@ class Config:
 
     @property
     def learning_rate(self) -> float:
-        """Peak learning rate, scaled linearly from 256 images to the global batch."""
-        return self.base_learning_rate * self.global_batch_size / 256
+        """Peak learning rate: --base_learning_rate (for 256 images) scaled with the
+        global batch, linearly from 256 up (Goyal et al. 2017), by the square root
+        below (Krizhevsky 2014). The linear rule keeps a small batch's update per image
+        the same, but a short run at a small batch then takes too small a step to get
+        anywhere: Fashion-MNIST, one epoch of 300 steps at batch 64, val top-1
+        0.736-0.749 over three seeds at 0.1 (linear), 0.769-0.774 at 0.2 (square root);
+        the digits job 0.989 -> 0.997 (issue 42 item 7)."""
+        return self.base_learning_rate * batch_scale(self.global_batch_size)
 
     @property
     def profile_range(self) -> tuple[int, int] | None:

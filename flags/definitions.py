@@ -126,8 +126,8 @@ def define_flags():
                            "auto = the model family's: sgd (momentum, decoupled weight "
                            "decay) for the ResNets, adamw for the ViTs and every other model.")
     absl_flags.DEFINE_float("base_learning_rate", D["base_learning_rate"],
-                            "Peak learning rate for 256 images; scaled linearly with the "
-                            "global batch. Unset = the optimizer's recipe: 0.4 with sgd, "
+                            "Peak learning rate for 256 images; scaled with the global "
+                            "batch: linearly from 256 up, by the square root below. Unset = the optimizer's recipe: 0.4 with sgd, "
                             "2.5e-4 with adamw (ImageNet ResNet recipes use 0.1-0.256; see "
                             "configs/).")
     absl_flags.DEFINE_enum("lr_schedule", D["lr_schedule"], list(choices.LR_SCHEDULES),

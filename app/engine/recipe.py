@@ -2,8 +2,9 @@
 
 Two optimizers, each with its recipe (flags.config.RECIPES; --optimizer=auto is the
 model family's): SGD with momentum (not Nesterov) for the ResNets, AdamW for the ViTs
-and every model the app did not write. Both take a learning rate scaled linearly with
-the global batch (Goyal et al.: per 256 images), a linear warm-up, then cosine decay
+and every model the app did not write. Both take a learning rate for 256 images scaled
+with the global batch (flags.config.batch_scale: linearly from 256 up as Goyal et al.,
+by the square root below), a linear warm-up, then cosine decay
 to zero or the classic step schedule; decoupled weight decay that skips every 1-D
 variable (biases, BatchNorm and LayerNorm scales and offsets, layer scales) and
 position embeddings; and, where --gradient_clip_norm > 0, the gradients' global norm

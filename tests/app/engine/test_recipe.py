@@ -22,7 +22,19 @@ def test_each_family_gets_its_recipe_resolved_into_the_config(model, optimizer, 
             config.warmup_epochs, config.gradient_clip_norm) == (optimizer, lr, decay, warmup,
                                                                  clip)
     assert config.to_dict()["optimizer"] == optimizer  # config.json records what ran
-    assert recipe.recipe_facts(config)["peak_learning_rate"] == lr * 64 / 256
+    # 64 images: a quarter of 256, so the square root's half of the rate
+    assert recipe.recipe_facts(config)["peak_learning_rate"] == pytest.approx(lr / 2)
+
+
+@pytest.mark.parametrize("batch, scale", [(16, 0.25), (64, 0.5), (255, (255 / 256) ** 0.5),
+                                          (256, 1.0), (257, 257 / 256), (1024, 4.0)])
+def test_the_rate_scales_linearly_from_256_up_and_by_the_square_root_below(batch, scale):
+    config = Config(global_batch_size=batch, base_learning_rate=0.4, logdir="x")
+    assert config.learning_rate == pytest.approx(0.4 * scale, rel=1e-12)
+    # and the compiled model's optimizer steps at it once warmed up
+    model = compiled("small_resnet", global_batch_size=batch, base_learning_rate=0.4,
+                     warmup_epochs=0.0)
+    assert float(model.optimizer.learning_rate) == pytest.approx(0.4 * scale, rel=1e-6)
 
 
 def test_flags_override_the_recipe_and_an_optimizer_brings_its_own_defaults():
