@@ -1,12 +1,15 @@
 """Where one line is promised, one line comes, and what the app writes is strict JSON
 and honest figures (issue 15, items 14, 15, 16, 17, 18). Real processes, real files."""
 
+import dataclasses
 import json
 import math
 import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 from conftest import PATIENCE_SECONDS, ROOT, error_lines, tiny_flags
 from image_files import write_folder_dataset
@@ -137,6 +140,19 @@ def test_a_batch_larger_than_the_folder_names_the_flags_the_user_set(tmp_path):
         "accepted: at most 9 images a call (e.g. --global_batch_size=8), or "
         "--steps_per_epoch to repeat the images")
     assert not (tmp_path / "a").exists()
+    # with 4 steps a call set by the user, the batch suggested fits 4 steps of it
+    from app.engine import data
+    from flags import Config
+
+    config = Config(dataset=f"folder:{root}", global_batch_size=64, steps_per_execution=4,
+                    logdir="x")
+    with pytest.raises(data.DataError) as error:
+        data.steps_for(config, 9)
+    assert str(error.value).startswith(
+        "--global_batch_size=64 x --steps_per_execution=4 (256 images a call) is more than "
+        "the 9 training images"), error.value
+    assert "(e.g. --global_batch_size=2)" in str(error.value)
+    assert data.steps_for(dataclasses.replace(config, global_batch_size=2), 9) == 4
     root = tmp_path / "larger"
     write_folder_dataset(str(root), per_class=12, corrupt=0)  # 36 training images
     done = run([f"--dataset=folder:{root}", f"--logdir={tmp_path / 'b'}",

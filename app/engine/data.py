@@ -37,6 +37,7 @@ def steps_for(config, train_examples: int, epoch_steps: int | None = None) -> in
     steps -= steps % max(config.steps_per_execution, 1)
     if steps < 1:
         per_call = config.global_batch_size * max(config.steps_per_execution, 1)
+        fits = _fitting_batch(train_examples, max(config.steps_per_execution, 1))
         asked = (f"--global_batch_size={config.global_batch_size}" if per_call ==
                  config.global_batch_size else f"--global_batch_size="
                  f"{config.global_batch_size} x --steps_per_execution="
@@ -44,7 +45,7 @@ def steps_for(config, train_examples: int, epoch_steps: int | None = None) -> in
         raise DataError(
             f"{asked} is more than the {train_examples} training images of "
             f"{config.dataset}; accepted: at most {train_examples} images a call (e.g. "
-            f"--global_batch_size={_fitting_batch(train_examples, 1)}), or --steps_per_epoch "
+            f"--global_batch_size={fits}), or --steps_per_epoch "
             "to repeat the images")
     return steps
 
