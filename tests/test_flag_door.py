@@ -201,7 +201,9 @@ def test_ctrl_c_in_the_first_milliseconds_never_shows_the_apps_traceback(tmp_pat
     Python's start-up can also lose it: a KeyboardInterrupt inside a class's
     `__set_name__` while `site` runs a .pth file's import line (the editable install's
     finder imports pathlib, urllib, ipaddress) comes out as a RuntimeError that `site`
-    prints ("Error processing line 1 of ...pth") and goes on from, and the run starts.
+    prints ("Error processing line 1 of ...pth") and goes on from, and the run starts;
+    one in Python's check of main.py as a zip archive is printed as "Failed checking if
+    argv[0] is an import path entry", and the same follows.
     A first Ctrl-C that does not end the process is then taken as lost only if it was
     sent before main.py's handler was in: before the run's own start time (billing.json,
     main.py's STARTED_AT, set just after the handler; the same clock as this test's).

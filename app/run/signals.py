@@ -98,7 +98,9 @@ def install(request=PROCESS_STOP) -> None:
     # (pending signals first), and replayed. (One taken in Python's own start-up is
     # out of reach: inside a .pth file's import, a KeyboardInterrupt raised in a
     # class's __set_name__ becomes a RuntimeError that `site` prints and goes on from,
-    # and the run starts; tests/test_flag_door.py's first-milliseconds test.)
+    # and Python's check of main.py as a zip archive prints its KeyboardInterrupt as
+    # "Failed checking if argv[0] is an import path entry" and goes on: the run starts;
+    # tests/test_flag_door.py's first-milliseconds test.)
     signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: None)  # the watcher does the work
