@@ -33,11 +33,12 @@ def steps_for(config, train_examples: int, epoch_steps: int | None = None) -> in
     if epoch_steps:
         spe = max(config.steps_per_execution, 1)
         return max(epoch_steps - epoch_steps % spe, spe)
+    steps_a_call = max(config.steps_per_execution, 1)
     steps = train_examples // config.global_batch_size
-    steps -= steps % max(config.steps_per_execution, 1)
+    steps -= steps % steps_a_call
     if steps < 1:
-        per_call = config.global_batch_size * max(config.steps_per_execution, 1)
-        fits = _fitting_batch(train_examples, max(config.steps_per_execution, 1))
+        per_call = config.global_batch_size * steps_a_call
+        fits = _fitting_batch(train_examples, steps_a_call)
         asked = (f"--global_batch_size={config.global_batch_size}" if per_call ==
                  config.global_batch_size else f"--global_batch_size="
                  f"{config.global_batch_size} x --steps_per_execution="

@@ -6,10 +6,10 @@ TF_CPP_MIN_LOG_LEVEL, so no setting hides them. On a CPU run the lines about
 other devices are dropped, and TensorFlow's oneDNN notice (on CPUs with AVX-512
 VNNI) on every run. Every other line is held until the devices are found
 (`release`, called by app/engine/distribute.py), else printed at exit, so a
-device error comes first. libjpeg's bare lines about an image tf.data cannot decode
-("Input file read error": no file name) become one warning saying the closing lines
-name the images skipped; the rest of them are dropped. Python's own stderr (error lines, tracebacks) is
-not filtered: it writes to the terminal directly.
+device error comes first. libjpeg's bare lines about an image tf.data cannot
+decode ("Input file read error": no file name) become one warning saying the
+closing lines name the images skipped; the rest of them are dropped. Python's own
+stderr (error lines, tracebacks) is not filtered: it writes to the terminal directly.
 
 Only the command line starts the filter (`start`); tests that run in-process do not.
 """
