@@ -154,14 +154,15 @@ def main(argv):
 
 
 def _list_machines(pattern: str) -> int:
-    """--list_machines[=PATTERN]: the price catalog on stdout (pure Python: no framework)."""
-    from app.engine import prices
+    """--list_machines[=PATTERN]: the price catalog (--price_catalog's, else the app's) on
+    stdout (pure Python: no framework)."""
+    from app.engine import catalog
 
     try:
-        text = prices.list_machines(pattern or None)
+        text = catalog.list_machines(pattern or None, path=FLAGS.price_catalog)
     except ConfigError as error:  # a damaged catalog
         return _fail(str(error), EXIT_USER_ERROR)
-    if text.startswith(prices.NO_MATCH):
+    if text.startswith(catalog.NO_MATCH):
         return _fail(f"{text}; accepted: part of a machine, accelerator, device or provider "
                      "name, or a regular expression (--list_machines lists every row)",
                      EXIT_USER_ERROR)

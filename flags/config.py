@@ -62,6 +62,9 @@ RESUMABLE_FIELDS = frozenset({
     "fresh", "verbose", "profile_steps", "log_every_steps", "coordinator_address",
     "process_id", "coordinator_timeout_seconds", "logdir", "data_dir", "manual_dir",
     "download", "checkpoint_every_steps", "tpu",
+    # The catalog file, as its contents, may change between attempts (prices are
+    # updated); the run is billed at the price each attempt reads, as it always was.
+    "price_catalog",
 })
 
 
@@ -205,6 +208,7 @@ class Config:
     machine: str = "auto"
     pricing: str = "on_demand"
     price_per_hour_usd: float | None = None
+    price_catalog: str = ""  # "" = app/engine/prices.csv (app/engine/catalog.py)
     peak_tflops_per_device: float | None = None
     profile_steps: str = ""
     throughput_warmup_steps: int = 0
