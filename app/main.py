@@ -3,8 +3,8 @@
 A thin absl shell: it parses the flags, builds the frozen config once, checks the
 run (app/run/context.py: run folder, devices, data, price) and hands it to one
 mode of app/modes/: train (the default), sweep (--sweep, --sweep_batch_sizes), the
-input benchmark (--benchmark=input) or the effort ladder (--benchmark=ladder). Each
-mode returns the summary dict it wrote.
+input benchmark (--benchmark=input), the effort ladder (--benchmark=ladder) or the
+probe (--benchmark=probe). Each mode returns the summary dict it wrote.
 
 Exit codes: 0 done (or already complete), 2 a user mistake (one line on stderr,
 nothing touched), 69 no training progress (the input stream yields nothing), 74 the
@@ -93,6 +93,8 @@ def run(config, started_at: float | None = None) -> dict:
         from app.modes import ladder as mode
     elif config.benchmark == "input":
         from app.modes import input_benchmark as mode
+    elif config.benchmark == "probe":
+        from app.modes import probe as mode
     else:
         from app.modes import train as mode
     try:

@@ -32,7 +32,7 @@ LR_SCHEDULES = ("cosine", "step")
 BATCHNORM_STATISTICS = ("per_replica", "global")
 PREPROCESSINGS = ("auto",) + PRESETS
 VERBOSITIES = ("auto", "0", "1", "2")
-BENCHMARKS = ("none", "input", "ladder")
+BENCHMARKS = ("none", "input", "ladder", "probe")
 INPUT_PIPELINES = ("auto", "tf.data", "grain", "gpu", "device")
 XLA_AUTOTUNES = ("auto", "full", "heuristic")  # app/engine/autotune.py
 
@@ -229,6 +229,7 @@ class Config:
             # Named by what the run measures, so rerunning the same command finds
             # (and resumes, or reports complete) the same folder; --fresh starts over.
             name = ("sweep" if self.is_sweep else "ladder" if self.benchmark == "ladder"
+                    else f"probe-{self.dataset_name}" if self.benchmark == "probe"
                     else self.dataset_name)
             object.__setattr__(self, "logdir", os.path.join(
                 "runs", f"{self.model_label}-{name}-{self.backend}-{self.fingerprint}"))

@@ -275,4 +275,7 @@ def define_flags():
                            "float32 to the app's best settings, one rung at a time "
                            "(mixed bfloat16, the largest batch that fits, steps per "
                            "execution, a real dataset held on the device, XLA's full "
-                           "autotuning), each rung's gain.")
+                           "autotuning), each rung's gain; probe = this machine's rate and "
+                           "start-up for the run's model, batch, precision and data in "
+                           "about a minute after the compile, for app/report.py's "
+                           "--target decision.")
