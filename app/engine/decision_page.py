@@ -32,7 +32,7 @@ def _md(text) -> str:
     """`text` as plain text in Markdown (as app/report_page.md_text): one printable line,
     no HTML, no emphasis, links, code, math or cell breaks."""
     text = "".join(c if c.isprintable() else " " for c in " ".join(str(text).split()))
-    return re.sub(r"([\\`*_{}\[\]()#+!|<>~$-])", r"\\\1", html.escape(text, quote=False))
+    return re.sub(r"([\\`*_\[\]|#$~!{}])", r"\\\1", html.escape(text, quote=False))
 
 
 def table(result: dict, limit: int = TABLE_ROWS) -> str:

@@ -34,7 +34,7 @@ from app.engine.data import steps_for, steps_per_execution
 from app.engine.recipe import make_compiled_model, recipe_facts
 from app.run import context as run_context
 from app.run import rundir
-from app.run.summary import percent, shell_command
+from app.run.summary import PRICING_WORDS, percent, shell_command
 from callbacks.energy import EnergyMeter, gpu_energy_readers
 from callbacks.figures import breakdown as step_breakdown
 from callbacks.figures.money import cost_usd
@@ -246,7 +246,7 @@ def closing_lines(summary: dict) -> str:
     lines.append("machine: " + _state_line(summary.get("machine_state") or {}))
     prices = summary.get("price_per_hour_usd_by_pricing") or {}
     if prices:
-        sold = ", ".join(f"${v:,.4g}/h {k.replace('_', ' ')}" for k, v in prices.items())
+        sold = ", ".join(f"${v:,.4g}/h {PRICING_WORDS.get(k, k)}" for k, v in prices.items())
         lines.append(f"price: {summary['machine']}: {sold}; this probe ${summary['cost_usd']:,.4f}"
                      if summary.get("cost_usd") is not None else f"price: {sold}")
     else:

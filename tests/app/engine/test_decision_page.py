@@ -68,7 +68,7 @@ def test_the_files_hold_the_figures_and_escape_what_folders_supplied(tmp_path):
     markdown = (out / "decision.md").read_text()
     assert "probe \\$x\\|\\`y\\`\\*" in markdown and "$x|`y`*" not in markdown
     assert "![dollars against hours to 0.9](decision.png)" in markdown
-    assert "- epochs: 4: the first epoch at top\\-1 &gt;= 0.9" in markdown
+    assert "- epochs: 4: the first epoch at top-1 &gt;= 0.9" in markdown
 
 
 def test_with_no_price_nothing_is_drawn_and_the_lines_say_so(tmp_path):
