@@ -137,7 +137,7 @@ def predict(found: list[dict], target: float, table: dict,
         startup = measured_startup(item)
         entry = {"label": label, "folder": item["folder"], "kind": item["kind"],
                  "device_kind": item["device_kind"], "images_per_sec": item["images_per_sec"],
-                 "startup_seconds": startup, **basis}
+                 "startup_seconds": startup, "busy": item.get("busy"), **basis}
         machines.append(entry)
         if "why" in basis:
             continue

@@ -103,6 +103,7 @@ def read_folder(folder: str) -> dict:
              **_fields(summary, where)}
     found["billed_devices"] = (found["num_processes"] or 1) if found["accelerator"] == "cpu" \
         else found["num_replicas"]
+    found["busy"] = _busy(summary.get("machine_state"))
     if found["kind"] == "probe":
         if found["startup_seconds"] is None:
             raise InputError(f"{where}: 'startup_seconds' is missing (a probe measures it)")
@@ -112,6 +113,31 @@ def read_folder(folder: str) -> dict:
     found["epochs_logged"] = _epochs(folder, where)
     found["attempts"] = _attempts(summary)
     return found
+
+
+def _busy(state) -> str | None:
+    """Why a probe's machine was not its own while it measured, from its machine_state:
+    a CPU load average over its cores (other jobs), other processes on its GPUs; None
+    where it was idle or nothing was read."""
+    reads = [state.get(k) for k in ("before", "after")] if isinstance(state, dict) else []
+    reads = [r for r in reads if isinstance(r, dict)]
+
+    def number(value, low, high):
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and low <= value < high)
+    loads = [r["load_average_1m"] for r in reads if number(r.get("load_average_1m"), 0, 1e6)]
+    cores = next((r["cpu_cores"] for r in reads if isinstance(r.get("cpu_cores"), int)
+                  and number(r["cpu_cores"], 1, 1e6)), None)
+    others = [g.get("other_processes") for r in reads for g in (
+        r.get("gpus") if isinstance(r.get("gpus"), list) else []) if isinstance(g, dict)]
+    others = [n for n in others if isinstance(n, int) and number(n, 1, 1e9)]
+    why = []
+    if loads and cores and max(loads) > cores:
+        seen = f"{min(loads):g}" + (f"-{max(loads):g}" if max(loads) > min(loads) else "")
+        why.append(f"the CPU's load average was {seen} on {cores} cores")
+    if others:
+        why.append(f"{max(others)} other process(es) on a GPU")
+    return "; ".join(why) or None
 
 
 def _epochs(folder: str, where: str) -> list[dict]:

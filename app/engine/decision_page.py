@@ -69,6 +69,10 @@ def lines(result: dict) -> list[str]:
             out.append(f"check: {machine['label']} predicted {_hours(machine['hours'])} h to "
                        f"{result['target']:g}, measured {_hours(machine['measured_hours'])} h "
                        f"({error:+.1%})")
+        if machine.get("busy"):
+            out.append(f"caveat: {machine['label']} was measured on a busy machine "
+                       f"({machine['busy']}): its rate may be low and its start-up long; "
+                       "probe it again when it is idle")
         if machine.get("from", {}).get("precision"):
             out.append(f"caveat: {machine['label']}: {machine['from']['precision']}")
     stale = sorted({(o["row"], o["read"], o["stale_why"]) for o in result["options"]

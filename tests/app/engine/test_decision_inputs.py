@@ -61,6 +61,19 @@ def test_bad_records_and_attempts_are_left_out(tmp_path):
     assert found["billed_devices"] == 1 and found["kind"] == "run"
 
 
+def test_a_probe_on_a_busy_machine_says_so(tmp_path):
+    """Its machine_state: a CPU load average over its cores, other processes on a GPU."""
+    busy = {"before": {"cpu_cores": 2, "load_average_1m": 8.6},
+            "after": {"cpu_cores": 2, "load_average_1m": 10.81,
+                      "gpus": [{"index": 0, "other_processes": 2}, {"index": 1}]}}
+    found = decision_inputs.read_folder(write_probe(tmp_path / "busy", machine_state=busy))
+    assert found["busy"] == ("the CPU's load average was 8.6-10.81 on 2 cores; 2 other "
+                             "process(es) on a GPU")
+    idle = {"before": {"cpu_cores": 16, "load_average_1m": 1.2}, "after": "x"}
+    assert decision_inputs.read_folder(write_probe(tmp_path / "idle", machine_state=idle))[
+        "busy"] is None
+
+
 def test_a_cpu_run_bills_its_processes_not_its_logical_devices(tmp_path):
     probe = write_probe(tmp_path / "probe", accelerator="cpu", num_replicas=4)
     assert decision_inputs.read_folder(probe)["billed_devices"] == 1

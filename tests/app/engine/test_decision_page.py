@@ -23,7 +23,8 @@ def catalog_file(tmp_path, *rows):
 
 
 def folders(tmp_path):
-    return [write_run(tmp_path / "run"), write_probe(tmp_path / "probe"),
+    busy = {"before": {"cpu_cores": 2, "load_average_1m": 3}}
+    return [write_run(tmp_path / "run"), write_probe(tmp_path / "probe", machine_state=busy),
             write_probe(tmp_path / "$x|`y`*"), str(tmp_path / "missing")]
 
 
@@ -52,6 +53,9 @@ def test_the_table_and_the_lines(tmp_path):
             "0.0056 h (+0.0%)") in said
     assert ("stale prices (check the seller's page): slow read 2026-05, over 90 days ago"
             in said)
+    assert ("caveat: 1 x Fast X (jax, probe probe) was measured on a busy machine (the CPU's "
+            "load average was 3 on 2 cores): its rate may be low and its start-up long; "
+            "probe it again when it is idle") in said
     assert said[-1] == (f"spot: each interruption adds ${6 / 3600 * 0.5:,.4f} to fast (0 an "
                         "hour assumed; --interruptions_per_hour sets it)")
 
