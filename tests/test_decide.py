@@ -84,8 +84,10 @@ def decided(digits_dir, tmp_path_factory):
     assert done.returncode == 0, done.stderr[-3000:]
     probed = {"lines": stamped(*common, f"--logdir={tf_probe}", *TF_PROBE), "folder": tf_probe,
               "args": (*common, f"--logdir={tf_probe}", *TF_PROBE)}
+    # The JAX probe as on a host without TensorFlow (the GPU machines): its path needs none.
     done = run_cli(*common, f"--logdir={jax_probe}", "--machine=cpu-jax", "--benchmark=probe",
-                   "--steps_per_epoch=22", "--backend=jax")
+                   "--steps_per_epoch=22", "--backend=jax",
+                   env={"PYTHONPATH": os.path.join(ROOT, "tests", "no_tensorflow")})
     assert done.returncode == 0, done.stderr[-3000:]
     records = [json.loads(line) for line in open(full / "metrics.jsonl")]
     # The target: the best top-1 the run reached, so that most of its epochs count.
