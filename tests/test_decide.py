@@ -80,31 +80,35 @@ def decided(digits_dir, tmp_path_factory):
         for name, (od, spot, one, three) in ROWS.items()))
     common = (f"--data_dir={digits_dir}", f"--price_catalog={prices}", *JOB)
     full, tf_probe, jax_probe = (folder / name for name in ("full", "probe-tf", "probe-jax"))
-    done = run_cli(*common, f"--logdir={full}", "--machine=cpu-tf")
-    assert done.returncode == 0, done.stderr[-3000:]
-    probed = {"lines": stamped(*common, f"--logdir={tf_probe}", *TF_PROBE), "folder": tf_probe,
-              "args": (*common, f"--logdir={tf_probe}", *TF_PROBE)}
     # The JAX probe as on a host without TensorFlow (the GPU machines): its path needs none.
     done = run_cli(*common, f"--logdir={jax_probe}", "--machine=cpu-jax", "--benchmark=probe",
                    "--steps_per_epoch=22", "--backend=jax",
                    env={"PYTHONPATH": os.path.join(ROOT, "tests", "no_tensorflow")})
     assert done.returncode == 0, done.stderr[-3000:]
-    records = [json.loads(line) for line in open(full / "metrics.jsonl")]
-    # The target: the best top-1 the run reached, so that most of its epochs count.
-    target = max(r["val_top1"] for r in records) - 1e-4
-    result, stdout, out = report(folder, target, prices, full, tf_probe, jax_probe)
-    first = probe_error(result, records, target)
-    if abs(first) > 0.10:
-        # The CPU is shared (CI's other worker; on a workstation, anyone's jobs): a load
-        # that rose or fell between the full run and the probe moves the rate one of them
-        # saw and not the other's. The machine is probed once more, as a user would; the
-        # first probe's error is kept for the message.
-        tf_probe = folder / "probe-tf-again"
+    first = None
+    for attempt in (1, 2):
+        # The full run, then the probe of its machine. The CPU is shared (CI's other
+        # worker; on a workstation, anyone's jobs): a load that rose or fell between the
+        # two moves the rate and the start-up one of them saw and not the other (here, at
+        # a load of 8-11 on 2 cores, start-ups of 33-63 s for the same process). The pair
+        # is measured once more then, as a user would; the first error is kept for the
+        # message.
+        done = run_cli(*common, f"--logdir={full}", "--machine=cpu-tf")
+        assert done.returncode == 0, done.stderr[-3000:]
         args = (*common, f"--logdir={tf_probe}", *TF_PROBE)
         probed = {"lines": stamped(*args), "folder": tf_probe, "args": args}
+        records = [json.loads(line) for line in open(full / "metrics.jsonl")]
+        # The target: the best top-1 the run reached, so that most of its epochs count.
+        target = max(r["val_top1"] for r in records) - 1e-4
         result, stdout, out = report(folder, target, prices, full, tf_probe, jax_probe)
+        error = probe_error(result, records, target)
+        if abs(error) <= 0.10 or attempt == 2:
+            break
+        first = error
+        full, tf_probe = folder / "full-again", folder / "probe-tf-again"
     return {"result": result, "stdout": stdout, "records": records, "target": target,
-            "out": out, "prices": prices, "probe": probed, "first_error": first}
+            "out": out, "prices": prices, "probe": probed, "first_error": first,
+            "full": full}
 
 
 @pytest.mark.slow
@@ -123,7 +127,7 @@ def test_every_options_dollars_are_its_hours_times_the_price_by_hand(decided):
     with open(decided["prices"], newline="") as f:
         by_hand = {r["machine"]: {o: float(r[f"{o}_usd_per_hour"]) for o in (
             "on_demand", "spot", "one_year", "three_year")} for r in csv.DictReader(f)}
-    labels = {"probe probe-tf": "cpu-tf", "run full)": "cpu-tf", "probe probe-jax)": "cpu-jax"}
+    labels = {"probe probe-tf": "cpu-tf", "run full": "cpu-tf", "probe probe-jax)": "cpu-jax"}
     seen = set()
     for option in decided["result"]["options"]:
         row = next(r for part, r in labels.items() if part in option["machine_label"])
