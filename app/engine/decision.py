@@ -137,7 +137,8 @@ def predict(found: list[dict], target: float, table: dict,
         startup = measured_startup(item)
         entry = {"label": label, "folder": item["folder"], "kind": item["kind"],
                  "device_kind": item["device_kind"], "images_per_sec": item["images_per_sec"],
-                 "startup_seconds": startup, "busy": item.get("busy"), **basis}
+                 "startup_seconds": startup, "busy": item.get("busy"),
+                 "same_machine": _same_machine(item, found), **basis}
         machines.append(entry)
         if "why" in basis:
             continue
@@ -182,6 +183,21 @@ def predict(found: list[dict], target: float, table: dict,
     return {"target": target, "interruptions_per_hour": interruptions_per_hour,
             "machines": machines, "options": options,
             "cheapest": cheapest_line(options), "fastest": fastest_line(options)}
+
+
+SAME_MACHINE = ("device_kind", "backend", "billed_devices", "precision", *SAME_JOB)
+
+
+def _same_machine(item: dict, found: list[dict]) -> str | None:
+    """For a full run: how a probe of the same machine, backend and job saw its rate
+    ("probe P saw 1.10x this run's steady rate"), the check of a probe's rate against a
+    run's (its per-step callbacks, evaluation between epochs); None where no probe is."""
+    if item["kind"] != "run":
+        return None
+    probes = [f for f in found if f["kind"] == "probe"
+              and all(f[k] == item[k] for k in SAME_MACHINE)]
+    return "; ".join(f"probe {p['name']} saw {p['images_per_sec'] / item['images_per_sec']:.2f}x "
+                     f"this run's steady rate" for p in probes) or None
 
 
 def _measured_hours(item: dict, target: float) -> float | None:

@@ -68,7 +68,8 @@ def lines(result: dict) -> list[str]:
             error = machine["hours"] / machine["measured_hours"] - 1
             out.append(f"check: {machine['label']} predicted {_hours(machine['hours'])} h to "
                        f"{result['target']:g}, measured {_hours(machine['measured_hours'])} h "
-                       f"({error:+.1%})")
+                       f"({error:+.1%})" + (f"; {machine['same_machine']}"
+                                            if machine.get("same_machine") else ""))
         if machine.get("busy"):
             out.append(f"caveat: {machine['label']} was measured on a busy machine "
                        f"({machine['busy']}): its rate may be low and its start-up long; "

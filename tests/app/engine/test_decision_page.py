@@ -50,7 +50,8 @@ def test_the_table_and_the_lines(tmp_path):
     said = decision_page.lines(result)
     assert said[0] == result["cheapest"] and said[1] == result["fastest"]
     assert ("check: 1 x Slow Y (tensorflow, run run) predicted 0.0056 h to 0.9, measured "
-            "0.0056 h (+0.0%)") in said
+            "0.0056 h (+0.0%)") in said  # no probe of its machine: nothing to compare
+
     assert ("stale prices (check the seller's page): slow read 2026-05, over 90 days ago"
             in said)
     assert ("caveat: 1 x Fast X (jax, probe probe) was measured on a busy machine (the CPU's "
@@ -59,6 +60,17 @@ def test_the_table_and_the_lines(tmp_path):
     assert said[-1] == (f"spot: each interruption adds ${6 / 3600 * 0.5:,.4f} to fast (0 an "
                         "hour assumed; --interruptions_per_hour sets it)")
 
+
+def test_a_full_run_is_checked_against_a_probe_of_its_own_machine(tmp_path):
+    """A probe of the run's device, backend, devices, precision and job: its rate over
+    the run's steady rate, on the check line (here 352 against 320: 1.10x)."""
+    path = catalog_file(tmp_path, row("slow", "^Slow Y$", {"on_demand": 1.0}))
+    same = write_probe(tmp_path / "same", device_kind="Slow Y", backend="tensorflow",
+                       images_per_sec=352.0)
+    result, _ = decision_page.decide([write_run(tmp_path / "run"), same], 0.9, path,
+                                     today=TODAY)
+    (check,) = [line for line in decision_page.lines(result) if line.startswith("check:")]
+    assert check.endswith("(+0.0%); probe same saw 1.10x this run's steady rate")
 
 def test_the_files_hold_the_figures_and_escape_what_folders_supplied(tmp_path):
     path = catalog_file(tmp_path, row("fast", "^Fast X$", {"on_demand": 2.0}))
