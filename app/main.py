@@ -3,8 +3,8 @@
 A thin absl shell: it parses the flags, builds the frozen config once, checks the
 run (app/run/context.py: run folder, devices, data, price) and hands it to one
 mode of app/modes/: train (the default), sweep (--sweep, --sweep_batch_sizes), the
-input benchmark (--benchmark=input) or the effort ladder (--benchmark=ladder). Each
-mode returns the summary dict it wrote.
+input benchmark (--benchmark=input), the effort ladder (--benchmark=ladder) or the
+probe (--benchmark=probe). Each mode returns the summary dict it wrote.
 
 Exit codes: 0 done (or already complete), 2 a user mistake (one line on stderr,
 nothing touched), 69 no training progress (the input stream yields nothing), 74 the
@@ -93,6 +93,8 @@ def run(config, started_at: float | None = None) -> dict:
         from app.modes import ladder as mode
     elif config.benchmark == "input":
         from app.modes import input_benchmark as mode
+    elif config.benchmark == "probe":
+        from app.modes import probe as mode
     else:
         from app.modes import train as mode
     try:
@@ -154,14 +156,15 @@ def main(argv):
 
 
 def _list_machines(pattern: str) -> int:
-    """--list_machines[=PATTERN]: the price catalog on stdout (pure Python: no framework)."""
-    from app.engine import prices
+    """--list_machines[=PATTERN]: the price catalog (--price_catalog's, else the app's) on
+    stdout (pure Python: no framework)."""
+    from app.engine import catalog
 
     try:
-        text = prices.list_machines(pattern or None)
+        text = catalog.list_machines(pattern or None, path=FLAGS.price_catalog)
     except ConfigError as error:  # a damaged catalog
         return _fail(str(error), EXIT_USER_ERROR)
-    if text.startswith(prices.NO_MATCH):
+    if text.startswith(catalog.NO_MATCH):
         return _fail(f"{text}; accepted: part of a machine, accelerator, device or provider "
                      "name, or a regular expression (--list_machines lists every row)",
                      EXIT_USER_ERROR)

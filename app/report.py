@@ -42,7 +42,7 @@ from callbacks.figures import breakdown  # noqa: E402
 from callbacks.figures.money import usd_per_million_images  # noqa: E402
 from callbacks.records import untrusted  # noqa: E402
 from callbacks.records.durable import dumps, strict  # noqa: E402
-from flags.config import PRICINGS  # noqa: E402
+from flags.config import PRICINGS, ConfigError  # noqa: E402
 
 MODEL_NAMES = {"small_resnet": "small ResNet", "resnet18": "ResNet-18",
                "resnet34": "ResNet-34", "resnet50": "ResNet-50"}
@@ -588,6 +588,15 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True, help="folder for the report")
     parser.add_argument("--targets", default="",
                         help="comma list of top-1 targets; default: those of the runs")
+    parser.add_argument("--target", type=float, default=None,
+                        help="the decision: hours and dollars to this top-1 on every machine "
+                             "measured (full runs, --benchmark=probe folders) and every catalog "
+                             "row that sells its device, under each pricing option "
+                             "(decision.md, decision.json, decision.png)")
+    parser.add_argument("--catalog", default="",
+                        help="the decision's price catalog (default app/engine/prices.csv)")
+    parser.add_argument("--interruptions_per_hour", type=float, default=0.0,
+                        help="the decision's spot interruptions expected an hour (default 0)")
     args = parser.parse_args(argv)
     runs = []
     for folder in args.runs:  # each folder is someone's: a bad one is skipped, not fatal
@@ -609,13 +618,28 @@ def main(argv=None) -> int:
             targets = None  # the runs' own
         if os.path.exists(args.out) and not os.path.isdir(args.out):
             raise ValueError(f"--out={args.out} is a file; accepted: a folder")
+        if args.target is not None and not 0 < args.target <= 1:
+            raise ValueError(f"--target={args.target}: accepted: a top-1 in (0, 1]")
+        if not 0 <= args.interruptions_per_hour <= 1e3:  # NaN fails this too
+            raise ValueError(f"--interruptions_per_hour={args.interruptions_per_hour}: "
+                             "accepted: a number from 0 to 1000")
     except (ValueError, OSError) as error:
         sys.stderr.write(f"error: {error}\n")
         return 2
     try:
         write(runs, targets, args.out)
+        if args.target is not None:  # app/engine/decision.py: the cheapest and the fastest
+            from app.engine import decision_page
+
+            text, warnings = decision_page.report(args.runs, args.target, args.out,
+                                                  args.catalog, args.interruptions_per_hour)
+            sys.stderr.write("".join(f"{line}\n" for line in warnings))
+            print(text)
     except OSError as error:
         sys.stderr.write(f"error: cannot write the report to {args.out}: {error}\n")
+        return 2
+    except ConfigError as error:  # the --catalog cannot be used: one line
+        sys.stderr.write(f"error: {error}\n")
         return 2
     print(f"report: {os.path.join(args.out, 'report.html')} (and report.md, PNG charts)")
     return 0

@@ -40,6 +40,10 @@
 #                     EfficientNetV2-S, MobileNetV3-Large (app and twin), a
 #                     user's file model (app only); $PROFILE's families
 #                     profiled again for their step breakdown
+# decide        1     issue 47: --benchmark=probe, then the full run of the   (run folders, for
+#                     same flags (Fashion-MNIST, batch 512, 15 epochs, 0.93  app/report.py
+#                     target), each from empty compile caches; their        --target: README's
+#                     folders come back as probe/ and full/                 first section)
 #
 # Settings (environment): B (256) the batch of step's trace and of real_data, TRAIN
 # (20,480) the JPEGs made for real_data and scale, TESTS=0 and PEER=0 leave real_data's
@@ -63,9 +67,9 @@ OUT=${OUT:-$PWD/bench-out}
 R=$OUT/$RECIPE
 
 case "$RECIPE" in  # the GPUs of one host each recipe needs
-  step|real_data|digits|energy|fashion_mnist|models|ladder) NEED=1 ;;
+  step|real_data|digits|energy|fashion_mnist|models|ladder|decide) NEED=1 ;;
   batchnorm|scale) NEED=2 ;;
-  *) sed -n '2,43p' "$0" | cut -c3-; echo "error: unknown recipe '$RECIPE'" >&2; exit 2 ;;
+  *) sed -n '2,47p' "$0" | cut -c3-; echo "error: unknown recipe '$RECIPE'" >&2; exit 2 ;;
 esac
 HAVE=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$HAVE" -lt "$NEED" ]; then
@@ -156,6 +160,21 @@ jpegs() {
   echo "$folder"
 }
 
+# unpack_fashion: Fashion-MNIST's IDX files from $FASHION into /tmp/fashion (.xz, .gz unpacked).
+unpack_fashion() {
+  python3 - "$FASHION" /tmp/fashion <<'PY'
+import gzip, lzma, os, sys
+source, target = sys.argv[1:]
+os.makedirs(target, exist_ok=True)
+for name in os.listdir(source):
+    stem, ext = os.path.splitext(name)
+    opener = {".xz": lzma.open, ".gz": gzip.open}.get(ext)
+    with (opener or open)(os.path.join(source, name), "rb") as f, \
+            open(os.path.join(target, stem if opener else name), "wb") as out:
+        out.write(f.read())
+PY
+}
+
 case "$RECIPE" in
   step)
     for batch in 1024 256; do
@@ -223,17 +242,7 @@ case "$RECIPE" in
       --steps_per_epoch=40 --throughput_warmup_steps=40
     ;;
   fashion_mnist)
-    python3 - "$FASHION" /tmp/fashion <<'PY' || exit 1
-import gzip, lzma, os, sys
-source, target = sys.argv[1:]
-os.makedirs(target, exist_ok=True)
-for name in os.listdir(source):
-    stem, ext = os.path.splitext(name)
-    opener = {".xz": lzma.open, ".gz": gzip.open}.get(ext)
-    with (opener or open)(os.path.join(source, name), "rb") as f, \
-            open(os.path.join(target, stem if opener else name), "wb") as out:
-        out.write(f.read())
-PY
+    unpack_fashion || exit 1
     # Turn 1 compiles from cold on both sides; later turns find turn 1's programs in
     # each one's persistent cache (JAX's, which the app keeps by default, and inductor's,
     # which torch.compile keeps by default in /tmp/torchinductor_$USER): both emptied here.
@@ -284,6 +293,22 @@ PY
         --data_dir=/tmp/fashion --epochs=15 --batch=512 --out "$R/eager$turn.json" \
         > "$R/eager$turn.log" 2>&1
       rc=$?; echo "eager$turn $rc" >> "$R/exits.txt"; echo "eager$turn exit $rc"
+    done
+    ;;
+  decide)  # a probe, then the full run of the same flags: each from empty compile caches
+    unpack_fashion || exit 1
+    CACHES=/tmp/bench/caches; rm -rf "$CACHES"; mkdir -p "$CACHES"
+    F="--model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion
+      --global_batch_size=512 --epochs=15"
+    app probe 1 200 JAX_COMPILATION_CACHE_DIR="$CACHES/xla-probe" \
+      CUDA_CACHE_PATH="$CACHES/cuda-probe" -- $F --benchmark=probe
+    grep -E "^(probe|start-up|breakdown|machine|price):" "$R/probe.log"
+    app full 1 240 JAX_COMPILATION_CACHE_DIR="$CACHES/xla-full" \
+      CUDA_CACHE_PATH="$CACHES/cuda-full" -- $F --target_top1=0.93
+    for name in probe full; do  # the folders app/report.py --target reads
+      mkdir -p "$R/$name"
+      cp /tmp/bench/$name/{config,summary,probe}.json /tmp/bench/$name/metrics.jsonl \
+        "$R/$name/" 2>/dev/null
     done
     ;;
   ladder)  # each rung a short measured run; a ladder cut by its limit keeps its rungs

@@ -32,7 +32,7 @@ LR_SCHEDULES = ("cosine", "step")
 BATCHNORM_STATISTICS = ("per_replica", "global")
 PREPROCESSINGS = ("auto",) + PRESETS
 VERBOSITIES = ("auto", "0", "1", "2")
-BENCHMARKS = ("none", "input", "ladder")
+BENCHMARKS = ("none", "input", "ladder", "probe")
 INPUT_PIPELINES = ("auto", "tf.data", "grain", "gpu", "device")
 XLA_AUTOTUNES = ("auto", "full", "heuristic")  # app/engine/autotune.py
 
@@ -62,6 +62,9 @@ RESUMABLE_FIELDS = frozenset({
     "fresh", "verbose", "profile_steps", "log_every_steps", "coordinator_address",
     "process_id", "coordinator_timeout_seconds", "logdir", "data_dir", "manual_dir",
     "download", "checkpoint_every_steps", "tpu",
+    # The catalog file, as its contents, may change between attempts (prices are
+    # updated); the run is billed at the price each attempt reads, as it always was.
+    "price_catalog",
 })
 
 
@@ -205,6 +208,7 @@ class Config:
     machine: str = "auto"
     pricing: str = "on_demand"
     price_per_hour_usd: float | None = None
+    price_catalog: str = ""  # "" = app/engine/prices.csv (app/engine/catalog.py)
     peak_tflops_per_device: float | None = None
     profile_steps: str = ""
     throughput_warmup_steps: int = 0
@@ -225,6 +229,7 @@ class Config:
             # Named by what the run measures, so rerunning the same command finds
             # (and resumes, or reports complete) the same folder; --fresh starts over.
             name = ("sweep" if self.is_sweep else "ladder" if self.benchmark == "ladder"
+                    else f"probe-{self.dataset_name}" if self.benchmark == "probe"
                     else self.dataset_name)
             object.__setattr__(self, "logdir", os.path.join(
                 "runs", f"{self.model_label}-{name}-{self.backend}-{self.fingerprint}"))

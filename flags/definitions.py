@@ -33,7 +33,7 @@ GROUPS = {
               "gradient_clip_norm"),
     "distribution": ("accelerator", "backend", "num_devices", "tpu", "num_processes",
                      "process_id", "coordinator_address", "coordinator_timeout_seconds"),
-    "cost": ("machine", "pricing", "price_per_hour_usd", "list_machines"),
+    "cost": ("machine", "pricing", "price_per_hour_usd", "price_catalog", "list_machines"),
     "profiling": ("profile_steps", "peak_tflops_per_device", "throughput_warmup_steps"),
     "output": ("logdir", "fresh", "checkpoint_every_steps", "log_every_steps", "verbose"),
 }
@@ -241,6 +241,11 @@ def define_flags():
                             "Override: dollars per hour for everything the run uses (all its "
                             "hosts and devices together, as one bill), instead of the "
                             "catalog row's price; never multiplied by a machine count.")
+    absl_flags.DEFINE_string("price_catalog", D["price_catalog"],
+                             "A price catalog CSV of your own (the columns of "
+                             "app/engine/prices.csv, e.g. negotiated prices) instead of the "
+                             "app's; empty = app/engine/prices.csv. --list_machines and "
+                             "--machine read it too.")
     absl_flags.DEFINE_float("peak_tflops_per_device", D["peak_tflops_per_device"],
                             "Override: dense bf16 peak TFLOP/s of one device, for MFU.")
     absl_flags.DEFINE_string("profile_steps", D["profile_steps"],
@@ -270,4 +275,7 @@ def define_flags():
                            "float32 to the app's best settings, one rung at a time "
                            "(mixed bfloat16, the largest batch that fits, steps per "
                            "execution, a real dataset held on the device, XLA's full "
-                           "autotuning), each rung's gain.")
+                           "autotuning), each rung's gain; probe = this machine's rate and "
+                           "start-up for the run's model, batch, precision and data in "
+                           "about a minute after the compile, for app/report.py's "
+                           "--target decision.")

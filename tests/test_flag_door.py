@@ -75,12 +75,13 @@ def test_list_machines_prints_the_catalog_and_exits_0_without_a_framework(tmp_pa
     done = run(["--list_machines"], env=NO_FRAMEWORKS, cwd=tmp_path)
     assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
     lines = done.stdout.splitlines()
-    assert lines[0].split()[:3] == ["machine", "devices", "on_demand"]
+    assert lines[0].split()[:4] == ["machine", "devices", "$/device-h", "on_demand"]
     assert any(line.startswith("gcp-tpu-v4 ") for line in lines)
     assert any(line.startswith("gcp-a3-ultragpu-8g ") for line in lines)
     done = run(["--list_machines=h200"], env=NO_FRAMEWORKS, cwd=tmp_path)
     assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
-    rows = done.stdout.splitlines()[1:-1]
+    rows = [line for line in done.stdout.splitlines()[1:]
+            if not line.startswith(("US dollars", "* read"))]  # the legend and the stale mark
     assert rows and all("H200" in row for row in rows)
     assert not any(line.startswith("gcp-tpu-v4 ") for line in done.stdout.splitlines())
     assert time.time() - began < 30  # two processes; no framework is imported

@@ -175,3 +175,30 @@ def waterfall_chart(steps: list, path: str, *, title: str, ylabel: str):
                     rotation=20, ha="right")
     axes.set_ylim(bottom=0)
     return _finish(figure, axes, path, title=title, xlabel="", ylabel=ylabel)
+
+
+@_plain_rc
+def frontier_chart(points: list, path: str, *, title: str, xlabel: str, ylabel: str):
+    """Draws dollars against hours: [(label, hours, dollars, on_frontier)], one marker
+    color per label's group (what precedes " | ", e.g. a machine), the Pareto frontier
+    (no point both faster and cheaper) joined by a line and its points named; points
+    whose hours or dollars are not finite are left out."""
+    shown = [(label, x, y, best) for label, x, y, best in points if _finite(x) and _finite(y)]
+    groups = list(dict.fromkeys(label.split(" | ")[0] for label, _, _, _ in shown))
+    figure, axes = plt.subplots(figsize=(8.5, 5.0), dpi=110)
+    for index, group in enumerate(groups):
+        mine = [(x, y) for label, x, y, _ in shown if label.split(" | ")[0] == group]
+        axes.scatter(*zip(*mine), s=28, color=f"C{index % 10}", alpha=0.8,
+                     label=plain_text(group))
+    frontier = sorted((x, y, label) for label, x, y, best in shown if best)
+    if frontier:  # ringed, and joined: nothing is both faster and cheaper than these
+        axes.plot([x for x, _, _ in frontier], [y for _, y, _ in frontier], color="black",
+                  linewidth=1, linestyle="--", marker="o", markersize=11, fillstyle="none",
+                  label="Pareto frontier", zorder=3)
+        for x, y, label in frontier:
+            axes.annotate(plain_text(label.split(" | ")[-1], 40), (x, y), fontsize=7,
+                          xytext=(4, 4), textcoords="offset points")
+    axes.set_xlim(left=0)
+    axes.set_ylim(bottom=0)
+    return _finish(figure, axes, path, title=title, xlabel=xlabel, ylabel=ylabel,
+                   money_y=True, legend=bool(shown))

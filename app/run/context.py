@@ -86,7 +86,8 @@ def prepare(config, started_at: float) -> RunContext:
             check_model_builds(config, known_shape(config.dataset, spec))
         billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
                                   config.peak_tflops_per_device, topology.device_kind,
-                                  topology.billed_devices, warn=False)
+                                  topology.billed_devices, warn=False,
+                                  catalog_path=config.price_catalog)
     except BaseException:
         rundir.abandon(run_dir)  # refused: the folder is left as this process found it
         raise

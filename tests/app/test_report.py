@@ -15,7 +15,7 @@ from browser import dom, needs_chromium, screenshot
 from conftest import ROOT
 
 from app import report, report_page
-from app.engine import plots, prices
+from app.engine import catalog, plots
 
 IMAGENET_TRAIN = 1_281_167
 STUDY = "https://medium.com/riseml/comparing-google-tpuv2-against-nvidia-v100-on-resnet-50-c2bbb6a51e5e"
@@ -25,7 +25,7 @@ def study_run(folder, *, images_per_sec, machine, num_replicas, device_kind, cur
     """A run folder made from the study's published figures (STUDY), in the app's format:
     per-epoch top-1 on `curve` (piecewise linear through (epoch, top1) points), billed
     time from the published throughput, dollars from the catalog's price."""
-    price = prices.load_catalog()[machine].price_per_hour_usd("on_demand")
+    price = catalog.load_catalog()[machine].price_per_hour_usd("on_demand")
     xs, ys = zip(*curve)
     os.makedirs(folder)
     with open(os.path.join(folder, "metrics.jsonl"), "w") as f:

@@ -1,0 +1,280 @@
+"""`--benchmark=probe`: how fast this machine trains the user's model, in about a minute.
+
+The same command as a training run, with --benchmark=probe: the model, batch,
+precision and --dataset as the run would have them, measured on this machine by the
+measuring function the sweep and the ladder share (app/engine/measure.py's timed_fit):
+  1. start-up: from the process's start (as a run is billed from it) through the
+     data, the model's build and a warm-up fit that compiles its step, measured;
+  2. a short calibration (CALIBRATION_EXECUTIONS host calls) that times a step, then
+     the timed steps: --steps_per_epoch where given, else as many as PROBE_SECONDS
+     hold (at least MIN_EXECUTIONS calls), so the measuring after the compile takes at
+     most about a minute; the rate is the Throughput callback's steady window;
+  3. a few more steps traced and split by kind of work (PROFILED_STEPS), as a sweep's
+     point is: the step breakdown;
+  4. the machine's state where it can be read (its CPU load and cores; each GPU's
+     temperature, clocks, power limit and other processes, through NVML).
+What it says is what app/report.py's decision predicts from (app/engine/decision.py):
+the rate and the start-up of this machine, its catalog row and prices.
+
+Outputs (process 0): probe.json and summary.json (the same dict) in the run folder,
+the trace under plugins/profile/ (TensorBoard's Profile tab), and a few lines. A
+stopped probe is measured again by the same command; a finished one prints its
+lines again (--fresh measures anew).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+
+from app.engine import measure
+from app.engine.data import steps_for, steps_per_execution
+from app.engine.recipe import make_compiled_model, recipe_facts
+from app.run import context as run_context
+from app.run import rundir
+from app.run.summary import PRICING_WORDS, percent, shell_command
+from callbacks.energy import EnergyMeter, gpu_energy_readers
+from callbacks.figures import breakdown as step_breakdown
+from callbacks.figures.money import cost_usd
+from callbacks.mfu import ModelFlopsUtilization
+from callbacks.profiler import Profiler
+from callbacks.stop_on_request import StopOnRequest
+from callbacks.stops import PROCESS_STOP
+
+PROBE_FILE = "probe.json"
+PROBE_SECONDS = 30.0  # the timed steps' share of the minute after the compile
+CALIBRATION_EXECUTIONS = 3  # host calls timed to size the timed steps (the first is left out)
+MIN_EXECUTIONS = 4  # the fewest host calls timed, however slow a step
+MAX_STEPS = 100_000
+PROFILED_STEPS = 3  # traced after the timed ones (rounded up to whole host calls)
+
+
+def timed_steps(step_seconds: float | None, spe: int, asked: int = 0) -> int:
+    """The steps to time: `asked` (--steps_per_epoch) where given, else as many whole
+    host calls of `spe` steps as PROBE_SECONDS hold at `step_seconds` a step, from
+    MIN_EXECUTIONS calls up to MAX_STEPS."""
+    if asked:
+        return asked
+    if not step_seconds or step_seconds <= 0:
+        return MIN_EXECUTIONS * spe
+    calls = int(PROBE_SECONDS / (step_seconds * spe))
+    return spe * max(MIN_EXECUTIONS, min(calls, MAX_STEPS // spe))
+
+
+def machine_state(backend_gpus: list[int] | None, nvml=None) -> dict:
+    """What can be read of this machine's state now: its CPU cores and 1-minute load
+    average (Linux), and for each GPU index in `backend_gpus` its temperature, SM
+    clock against its maximum, power limit and the other processes on it (NVML);
+    a figure that cannot be read is absent, never 0.
+
+    Args:
+        backend_gpus: NVML indices of this process's GPUs (None: no GPU).
+        nvml: the pynvml module, or a stand-in with its functions (tests); None
+            imports pynvml where installed.
+    """
+    state = {"cpu_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count()}
+    try:
+        state["load_average_1m"] = round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        pass
+    if not backend_gpus:
+        return state
+    try:
+        if nvml is None:
+            import pynvml as nvml
+        nvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no library, no driver: no GPU state
+        return state
+    gpus = []
+    for index in backend_gpus:
+        gpu = {"index": index}
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception:  # noqa: BLE001
+            continue
+        reads = {"temperature_c": lambda h: nvml.nvmlDeviceGetTemperature(h, 0),
+                 "sm_clock_mhz": lambda h: nvml.nvmlDeviceGetClockInfo(h, 1),
+                 "max_sm_clock_mhz": lambda h: nvml.nvmlDeviceGetMaxClockInfo(h, 1),
+                 "power_limit_w": lambda h: nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000,
+                 "other_processes": lambda h: sum(
+                     1 for p in nvml.nvmlDeviceGetComputeRunningProcesses(h)
+                     if p.pid != os.getpid())}
+        for name, read in reads.items():
+            try:
+                gpu[name] = read(handle)
+            except Exception:  # noqa: BLE001 - this figure unsupported here
+                pass
+        gpus.append(gpu)
+    state["gpus"] = gpus
+    return state
+
+
+def run(context) -> dict:
+    """Probes this machine with the run's model, batch, precision and data; returns the
+    summary dict (as in probe.json).
+
+    Raises:
+        callbacks.stops.Preempted: SIGTERM or Ctrl-C, at a step boundary.
+    """
+    config, run_dir = context.config, context.run_dir
+    done = os.path.join(run_dir.path, PROBE_FILE)
+    if run_dir.resuming and os.path.exists(done):
+        summary = rundir.read_json(done)
+        print(f"probe is complete: {run_dir.path} holds its {PROBE_FILE} (kept as it is); "
+              "pass --fresh to measure again", flush=True)
+        print(closing_lines(summary), flush=True)
+        return summary
+    context = run_context.start(context)
+    from preprocessing.datasets import make_datasets
+
+    data = make_datasets(config.dataset, dataclasses.replace(context.spec,
+                                                             with_validation=False))
+    epoch_steps = steps_for(config, data.train_examples, data.epoch_steps)
+    run_context.create_folder(context)
+    context = run_context.with_steps_per_execution(context, steps_per_execution(
+        config, data.input_pipeline, epoch_steps))
+    config, topology, billing = context.config, context.topology, context.billing
+    spe = config.steps_per_execution
+    print(f"[probe] {config.model} on {config.dataset} ({data.image_size}x{data.image_size}, "
+          f"input_pipeline={data.input_pipeline}) on {topology.num_replicas} x "
+          f"{topology.device_kind} ({config.backend}), global batch {context.batch.global_size}, "
+          f"precision {config.policy}, {spe} step(s) per call", flush=True)
+    if billing.notes:
+        print(run_context.billing_notes(context), flush=True)
+    state_before = machine_state(_gpu_indices(config, topology))
+    model, flops = make_compiled_model(config, topology, data.num_classes, data.image_size,
+                                       epoch_steps)
+    stop = [StopOnRequest(PROCESS_STOP)]
+    warmup = max(2 * spe, config.throughput_warmup_steps)
+    fit_started = time.time()
+    PROCESS_STOP.raise_if_requested()
+    calibration, warmup_seconds = measure.timed_fit(
+        model, data.train, config, context.batch, CALIBRATION_EXECUTIONS * spe, warmup,
+        stop, warmup_callbacks=stop)
+    startup = fit_started - context.started_at + warmup_seconds
+    step_seconds = (context.batch.global_size / calibration.images_per_sec
+                    if calibration.images_per_sec else None)
+    steps = timed_steps(step_seconds, spe, config.steps_per_epoch)
+    readers = gpu_energy_readers(config.accelerator, topology.devices_per_process)
+    energy = EnergyMeter(**readers, images_per_step=context.batch.per_process,
+                         warmup_steps=spe) if readers else None
+    profiled = spe * -(-PROFILED_STEPS // spe)
+    profiler = Profiler(run_dir.path, 1, profiled, backend=config.backend,
+                        steps_per_epoch=profiled) if context.is_chief else None
+    timed_started = time.perf_counter()
+    meter, _ = measure.timed_fit(
+        model, data.train, config, context.batch, steps, spe,
+        [c for c in (energy, *stop) if c is not None], warmup_callbacks=stop,
+        profiled=(profiled, profiler))
+    measuring_seconds = time.perf_counter() - timed_started
+    summary = _summary(context, data, epoch_steps, flops, meter, energy, profiler, {
+        "startup_seconds": round(startup, 2),
+        "before_compile_seconds": round(fit_started - context.started_at, 2),
+        "compile_and_warmup_seconds": round(warmup_seconds, 2), "warmup_steps": warmup,
+        "calibration_steps": CALIBRATION_EXECUTIONS * spe, "timed_steps": steps,
+        "profiled_steps": profiled, "measuring_seconds": round(measuring_seconds, 2),
+    }, {"before": state_before, "after": machine_state(_gpu_indices(config, topology))})
+    if context.is_chief:
+        for name in (PROBE_FILE, rundir.SUMMARY_FILE):
+            rundir.write_json_atomic(os.path.join(run_dir.path, name), summary)
+        print(closing_lines(summary), flush=True)
+    return summary
+
+
+def _gpu_indices(config, topology) -> list[int] | None:
+    from callbacks.energy import visible_gpu_indices
+
+    return (visible_gpu_indices(topology.devices_per_process)
+            if config.accelerator == "gpu" else None)
+
+
+def _summary(context, data, epoch_steps, flops, meter, energy, profiler, timing, state):
+    config, topology, billing = context.config, context.topology, context.billing
+    rate = meter.images_per_sec
+    mfu = ModelFlopsUtilization(flops, topology.num_replicas,
+                                billing.peak_tflops_per_device).utilization(rate) if rate else None
+    billed = time.time() - context.started_at
+    return {
+        "mode": "probe", **topology.describe(), "model": config.model,
+        "dataset": config.dataset, "num_classes": data.num_classes,
+        "image_size": data.image_size, "precision": config.policy,
+        "input_pipeline": data.input_pipeline, "global_batch_size": context.batch.global_size,
+        "per_replica_batch_size": context.batch.per_replica,
+        "steps_per_execution": config.steps_per_execution,
+        "xla_autotune": context.xla_autotune, "steps_per_epoch": epoch_steps,
+        "train_examples": data.train_examples, "epochs": config.epochs, "seed": context.seed,
+        "recipe": recipe_facts(config, epoch_steps),
+        # The steady window of the timed steps (callbacks/throughput.py).
+        "images_per_sec": round(rate, 2) if rate else None,
+        "images_per_sec_per_device": round(rate / topology.num_replicas, 2) if rate else None,
+        **{k: round(v, 4) for k, v in meter.step_time().items()},
+        "train_flops_per_image": flops,
+        "mfu": float(f"{mfu:.6g}") if mfu is not None else None,
+        "peak_tflops_per_device": billing.peak_tflops_per_device, **timing,
+        "breakdown": profiler.breakdown if profiler else None,
+        "power_watts": round(energy.power_watts, 1) if energy and energy.power_watts else None,
+        "machine_state": state,
+        "machine": billing.machine, "pricing": billing.pricing, "machines": billing.machines,
+        "price_per_hour_usd": billing.price_per_hour_usd, "price_source": billing.source,
+        "price_per_hour_usd_by_pricing": dict(billing.price_per_hour_by_option),
+        "price_notes": list(billing.notes),
+        "billed_seconds": round(billed, 2),
+        "cost_usd": round(cost_usd(billed, billing.price_per_hour_usd), 6)
+        if billing.price_per_hour_usd is not None else None,
+        "status": "completed", "started_at": context.started_at,
+        "logdir": context.logdir, "command": shell_command(*sys.argv),
+    }
+
+
+def closing_lines(summary: dict) -> str:
+    """What the probe measured, in a few lines, and the command that decides from it."""
+    rate = summary.get("images_per_sec")
+    mfu = f", MFU {percent(summary['mfu'])}" if summary.get("mfu") is not None else ""
+    lines = [f"probe: {rate:,.1f} images/sec ({summary['images_per_sec_per_device']:,.1f} per "
+             f"device x {summary['num_replicas']}){mfu} over {summary['timed_steps']} timed "
+             f"steps at global batch {summary['global_batch_size']}" if rate else
+             "probe: not measured (too few steps after the warm-up)",
+             f"start-up: {summary['startup_seconds']:,.1f} s from the process's start to the "
+             f"compiled step ({summary['compile_and_warmup_seconds']:,.1f} s of it compiling "
+             f"and warming up)"]
+    if summary.get("breakdown"):
+        lines.append("breakdown: " + step_breakdown.line(
+            summary["breakdown"], peak_tflops_per_device=summary.get("peak_tflops_per_device")))
+    lines.append("machine: " + _state_line(summary.get("machine_state") or {}))
+    prices = summary.get("price_per_hour_usd_by_pricing") or {}
+    if prices:
+        sold = ", ".join(f"${v:,.4g}/h {PRICING_WORDS.get(k, k)}" for k, v in prices.items())
+        lines.append(f"price: {summary['machine']}: {sold}; this probe ${summary['cost_usd']:,.4f}"
+                     if summary.get("cost_usd") is not None else f"price: {sold}")
+    else:
+        lines.append("price: unknown (no catalog row prices this device: pass --machine or "
+                     "--price_per_hour_usd)")
+    report = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "report.py")
+    if not os.path.relpath(report).startswith(".."):
+        report = os.path.relpath(report)
+    lines.append("decide: " + shell_command(report, "FULL_RUN", summary["logdir"],
+                                            "--target=TOP1", "--out", "decision")
+                 + " (FULL_RUN: a training run of this model at this batch, on any machine)")
+    return "\n".join(lines)
+
+
+def _state_line(state: dict) -> str:
+    before, after = state.get("before") or {}, state.get("after") or {}
+    parts = [f"{before.get('cpu_cores', '?')} CPU cores"]
+    if "load_average_1m" in before:
+        parts.append(f"load {before['load_average_1m']:g} before, "
+                     f"{after.get('load_average_1m', float('nan')):g} after")
+    for gpu in after.get("gpus") or []:
+        text = [f"GPU {gpu['index']}"]
+        if "temperature_c" in gpu:
+            text.append(f"{gpu['temperature_c']} C")
+        if "sm_clock_mhz" in gpu and "max_sm_clock_mhz" in gpu:
+            text.append(f"SM {gpu['sm_clock_mhz']}/{gpu['max_sm_clock_mhz']} MHz")
+        if gpu.get("other_processes"):
+            text.append(f"{gpu['other_processes']} other process(es)")
+        parts.append(" ".join(text))
+    return "; ".join(parts)
