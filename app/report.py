@@ -38,7 +38,7 @@ if __name__ == "__main__":  # `python app/report.py`: the packages live one leve
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from app import report_page  # noqa: E402
-from callbacks.figures import breakdown  # noqa: E402
+from callbacks.profiling import breakdown  # noqa: E402
 from callbacks.figures.money import usd_per_million_images  # noqa: E402
 from callbacks.records import untrusted  # noqa: E402
 from callbacks.records.durable import dumps, strict  # noqa: E402

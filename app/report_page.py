@@ -18,7 +18,7 @@ import os
 import re
 
 from app.run.summary import PRICING_WORDS, percent
-from callbacks.figures import breakdown
+from callbacks.profiling import breakdown
 
 MISSING = "—"
 INVALID = "n/a"  # a figure the run folder holds, but of the wrong kind or out of range
@@ -124,7 +124,7 @@ def _ladder_findings(rows: dict, quote) -> list[str]:
 
 def _breakdown_findings(rows: dict, quote) -> list[str]:
     """Two or more profiled runs: each against the first, the kind of work whose time a
-    step differs most (callbacks/figures/breakdown.py), with both steps in one line."""
+    step differs most (callbacks/profiling/breakdown.py), with both steps in one line."""
     profiled = [r for r in rows.values() if r.get("breakdown")]
     out = []
     for other in profiled[1:]:

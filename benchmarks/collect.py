@@ -22,7 +22,7 @@ from results_io import emit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # the app's own one-line breakdown (models)
-from callbacks.figures.breakdown import line as breakdown_line  # noqa: E402
+from callbacks.profiling.breakdown import line as breakdown_line  # noqa: E402
 SUMMARY_KEYS = ("global_batch_size", "num_replicas", "input_pipeline", "images_per_sec",
                 "images_per_sec_per_device", "images_per_sec_wall", "step_time_ms",
                 "step_time_jitter", "mfu", "input_wait_seconds", "epochs_completed",
@@ -263,7 +263,7 @@ def _app_epochs(folder: Folder, name: str, summary: dict | None) -> list[dict]:
 
 def models(folder: Folder) -> dict:
     """Each family against its torchvision twin (torch_models_peer.py), in the same call;
-    a profiled family's step breakdown (callbacks/figures/breakdown.py)."""
+    a profiled family's step breakdown (callbacks/profiling/breakdown.py)."""
     families = {}
     for log in sorted(n for n in os.listdir(folder.path) if n.endswith(".log")
                       and "." not in n[:-4]):

@@ -11,7 +11,7 @@ must close there), so a profiled JAX run dispatches synchronously: profile a run
 to see where time goes, not to time it.
 
 When the trace stops, the traced steps are split by kind of work
-(callbacks/figures/breakdown.py): `breakdown` holds the split, with `host_clock_ms`,
+(callbacks/profiling/breakdown.py): `breakdown` holds the split, with `host_clock_ms`,
 the same steps timed by this callback's own clock around its step markers (the
 figure the split is checked against), and a TensorBoard card gets it (scalars
 step_breakdown/<kind> in ms per step, and a table under the Text tab).
@@ -25,7 +25,7 @@ import time
 
 import keras
 
-from callbacks.figures import breakdown as step_breakdown
+from callbacks.profiling import breakdown as step_breakdown
 from callbacks.figures.steps import global_step
 
 
@@ -183,7 +183,7 @@ def _card(folder: str, result: dict) -> None:
         rows = ["| kind of work | ms per step | share | achieved |", "|---|---:|---:|---|"]
         for name, part in result["parts"].items():
             writer.scalar(f"step_breakdown/{name}", part["ms"], step, description=(
-                f"A profiled step's time in {name} (callbacks/figures/breakdown.py), "
+                f"A profiled step's time in {name} (callbacks/profiling/breakdown.py), "
                 f"at the last traced step. *Unit: ms per step.*"))
             rate = step_breakdown.rate_words(part).removeprefix(" at ")
             rows.append(f"| {name} | {part['ms']:.3f} | {part['share']:.1%} | {rate} |")

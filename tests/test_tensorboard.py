@@ -213,7 +213,7 @@ def test_the_step_breakdown_card_is_served(server, runs, backend):
     if backend == "jax":  # XLA's ops have FLOPs and bytes: the table gives the rates
         from urllib.parse import quote
 
-        from callbacks.figures import breakdown
+        from callbacks.profiling import breakdown
 
         table = fetch(f"{server}/data/plugin/text/text?run={quote(backend + '/train')}"
                       "&tag=step_breakdown")[-1]["text"]

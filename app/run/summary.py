@@ -28,7 +28,7 @@ from callbacks.figures.money import (
     projected_cost_usd,
     usd_per_million_images,
 )
-from callbacks.figures.breakdown import line as breakdown_line
+from callbacks.profiling.breakdown import line as breakdown_line
 from preprocessing.spec import skipped_line
 
 # How the closing lines name each pricing option (flags.PRICINGS).
@@ -278,7 +278,7 @@ def _profile(profiler, logdir: str) -> dict | None:
         return None
     return {"steps": [profiler.traced_steps[0], profiler.traced_steps[-1]],
             "folder": os.path.join(logdir, "plugins", "profile"),
-            # The traced steps split by kind of work (callbacks/figures/breakdown.py).
+            # The traced steps split by kind of work (callbacks/profiling/breakdown.py).
             "breakdown": profiler.breakdown}
 
 

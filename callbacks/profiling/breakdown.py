@@ -1,35 +1,17 @@
 """Where a profiled step's time goes: the step split by kind of work, from the trace.
 
-Read with the profiler's own tools (xprof, which TensorBoard's Profile tab runs):
-its `trace_viewer` converter gives the trace's events, each device op named by its
-HLO op and module (XLA: JAX on every device, TensorFlow where it compiles with XLA)
-or by its framework op ("path:Type", TensorFlow's executor on a CPU); its
-`graph_viewer` gives each traced HLO module as text, from which an op's opcode, its
-fused computation's opcodes, its custom-call target and its framework name (the
-Keras layer it came from) are read. No kernel name is guessed at.
+Read with the profiler's own tools (callbacks/profiling/xprof.py): the trace's events,
+each device op named by its HLO op and module (XLA: JAX on every device, TensorFlow
+where it compiles with XLA) or by its framework op ("path:Type", TensorFlow's executor
+on a CPU), and each traced HLO module, whose ops are sorted into kinds of work
+(callbacks/profiling/kinds.py: CATEGORIES, and idle).
 
 Each kind's achieved rate, where its work is known in full: TFLOP/s for convolutions,
 matrix products and attention (FLOPs counted from each op's shapes as XLA's cost
-analysis counts them, callbacks/figures/hlo_cost.py; none where an op is a library
+analysis counts them, callbacks/profiling/hlo_cost.py; none where an op is a library
 call, cuBLAS or cuDNN, whose text does not give them), GB/s for the other kinds (each
 op's operands and result). xprof's own `hlo_stats` rates are not copied: they gave an
 H200's matrix products of ViT-B/16 1.49 PFLOP/s, 1.5x the chip's dense bf16 peak.
-
-Kinds of work (CATEGORIES), decided per op in this order:
-- collectives: all-reduce, all-gather, reduce-scatter, permutes, NCCL calls;
-- attention: cuDNN's fused attention, or any other op that is not a convolution or a
-  matrix product of an attention layer (a Keras layer whose class name has
-  "Attention": its softmax, scaling, masking);
-- convolutions: a convolution, a cuDNN convolution, or a fusion holding one;
-- matrix products: a dot, a cuBLAS call, or a fusion holding a dot (an attention
-  layer's projections and, without a fused kernel, its scores);
-- normalization: an op of a normalization layer (BatchNormalization,
-  LayerNormalization, the app's BatchNorm: a class name with "Norm");
-- host-to-device copies: the device's copies from the host;
-- elementwise and other: every other op (activations, residual adds, the loss, the
-  optimizer's update, layout copies);
-- idle: the step's time with no op running on the device (the host's work, the
-  input, the launch of the next step).
 
 The step is the profiler's step markers ("train N", callbacks/profiler.py): their
 total length over the steps they hold. Ops running at once (a CPU's threads, a GPU's
@@ -40,210 +22,22 @@ of the figure is against a second clock (the Profiler's own, around the same ste
 from __future__ import annotations
 
 import collections
-import contextlib
-import glob
-import json
-import os
-import re
-import sys
-import tempfile
 
-from callbacks.figures import hlo_cost
+from callbacks.profiling import xprof
+from callbacks.profiling.kinds import (
+    CATEGORIES,
+    TF_INTERNAL,
+    Op,
+    category_of_hlo,
+    category_of_tf_op,
+    parse_module,
+)
+from callbacks.profiling.xprof import ProfileError
 
-CATEGORIES = ("convolutions", "matrix products", "attention", "normalization",
-              "collectives", "host-to-device copies", "elementwise and other", "idle")
-_COLLECTIVE = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute",
-               "all-to-all", "collective-broadcast")
-_TF_CONV = re.compile(r"Conv\d?D|DepthwiseConv")
-_TF_MATMUL = re.compile(r"MatMul|Einsum|Gemm")
-_TF_COLLECTIVE = re.compile(r"Nccl|Collective|AllReduce")
-_TF_INTERNAL = ("ReadVariableOp", "AssignVariableOp", "VarHandleOp", "NoOp", "Identity",
-                "_Recv", "_Send", "Const", "_Arg", "_Retval")
-
-
-class ProfileError(ValueError):
-    """A profile folder the breakdown cannot read (its message is one line)."""
-
-
-# --- the profiler's own converters -----------------------------------------------
-
-def _session(profile_folder: str) -> list[str]:
-    """The newest trace session's xplane files under logdir/plugins/profile."""
-    sessions = sorted(glob.glob(os.path.join(profile_folder, "*", "")))
-    for session in reversed(sessions):
-        paths = sorted(glob.glob(os.path.join(session, "*.xplane.pb")))
-        if paths:
-            return paths
-    raise ProfileError(f"no trace (*.xplane.pb) under {profile_folder}")
-
-
-# What xprof's converters log on every call through absl to the process's stderr
-# (e.g. "No UnifiedProfileProcessor registered for tool: trace_viewer": it then takes
-# its older path, which serves): not a fault, and a ladder prints it for every rung.
-CONVERTER_NOISE = re.compile(r"No (Unified)?ProfileProcessor registered for tool|"
-                             r"All log messages before absl::InitializeLog")
-
-
-@contextlib.contextmanager
-def _converter_log():
-    """Within the block, what is written to file descriptor 2 (the converters' C++
-    logging) is caught; afterwards every line but CONVERTER_NOISE is passed on."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as caught:
-        os.dup2(caught.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            caught.seek(0)
-            for text in caught.read().decode("utf-8", "replace").splitlines(keepends=True):
-                if not CONVERTER_NOISE.search(text):
-                    sys.stderr.write(text)
-
-
-def _tool(paths: list[str], tool: str, options: dict | None = None):
-    from xprof.convert import raw_to_tool_data
-
-    with _converter_log():
-        data, _ = raw_to_tool_data.xspace_to_tool_data(paths, tool, options or {})
-    if data is None:
-        return None
-    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-
-
-def _modules_text(paths: list[str], names: set[str]) -> dict[str, str]:
-    """Each named HLO module's text (with metadata) from graph_viewer, by module name."""
-    from xprof.convert import raw_to_tool_data
-
-    with _converter_log():  # writes NAME(ID).hlo_proto.pb beside them
-        raw_to_tool_data.xspace_to_tool_names(paths)
-    folder = os.path.dirname(paths[0])
-    texts = {}
-    for file in sorted(os.listdir(folder)):
-        if not file.endswith(".hlo_proto.pb"):
-            continue
-        module = file[:-len(".hlo_proto.pb")]
-        if module.split("(")[0] not in names:
-            continue
-        try:
-            texts[module.split("(")[0]] = _tool(paths, "graph_viewer", {
-                "graph_viewer_options": {"type": "pbtxt", "module_name": module}}) or ""
-        except ValueError:
-            continue
-    return texts
-
-
-# --- HLO modules ------------------------------------------------------------------
-
-class Op:
-    """An HLO instruction: what it computes, where it came from, what it costs
-    (callbacks/figures/hlo_cost.py: FLOPs and bytes, None where unknown)."""
-
-    __slots__ = ("opcode", "target", "op_name", "fused", "flops", "bytes")
-
-    def __init__(self, opcode="", target="", op_name="", fused=(), flops=None, bytes=None):
-        self.opcode, self.target, self.op_name, self.fused = opcode, target, op_name, fused
-        self.flops, self.bytes = flops, bytes
-
-
-def parse_module(text: str) -> dict[str, Op]:
-    """Instruction name -> Op, from a module's HloProto text (graph_viewer's pbtxt).
-
-    A fusion's `fused` is the set of opcodes of the computations it calls (nested).
-    """
-    module = hlo_cost.computations(text)
-    costs = hlo_cost.Costs(module)
-    first = hlo_cost.first
-
-    def opcodes(computation_id: str, seen: frozenset = frozenset()) -> set:
-        found = set()
-        for item in module.get(computation_id, ()):
-            found.add(first(item, "opcode"))
-            if first(item, "custom_call_target"):
-                found.add("custom-call:" + first(item, "custom_call_target"))
-            for called in hlo_cost.calls(item):
-                if called not in seen:
-                    found |= opcodes(called, seen | {called})
-        return found
-
-    ops = {}
-    for instructions in module.values():
-        for item in instructions:
-            fused = set()
-            if first(item, "opcode") == "fusion":
-                for called in hlo_cost.calls(item):
-                    fused |= opcodes(called, frozenset({called}))
-            ops[first(item, "name")] = Op(
-                first(item, "opcode"), first(item, "custom_call_target"),
-                first(first(item, "metadata", {}), "op_name"), frozenset(fused),
-                costs.flops(item), costs.bytes(item))
-    return ops
-
-
-# --- which kind of work an op is ----------------------------------------------------
-
-def _innermost_layer(name: str, layer_classes: dict[str, str]) -> str:
-    """The class of the innermost Keras layer named in a framework op name ('' if none)."""
-    best = ""
-    for part in re.split(r"[/()]", name):
-        # TensorFlow's name scopes add "_1" to a layer's name: stage1_bn1_1 is stage1_bn1
-        for candidate in (part, re.sub(r"_\d+$", "", part)):
-            if candidate in layer_classes:
-                best = layer_classes[candidate]
-                break
-    return best
-
-
-def _by_layer(name: str, layer_classes: dict[str, str]) -> str | None:
-    layer = _innermost_layer(name, layer_classes)
-    if "Attention" in layer:
-        return "attention"
-    if "Norm" in layer:
-        return "normalization"
-    return None
-
-
-def category_of_hlo(op: Op, layer_classes: dict[str, str]) -> str:
-    """The kind of work of one HLO op (see the module docstring for the order)."""
-    opcodes = {op.opcode} | set(op.fused)
-    targets = {op.target} | {code.split(":", 1)[1] for code in op.fused
-                             if code.startswith("custom-call:")}
-    target_text = " ".join(t.lower() for t in targets if t)
-    base = {code.removesuffix("-start").removesuffix("-done") for code in opcodes}
-    if base & set(_COLLECTIVE) or "nccl" in target_text:
-        return "collectives"
-    if "fmha" in target_text or "attention" in target_text:
-        return "attention"
-    if "convolution" in base or "conv" in target_text:
-        return "convolutions"
-    if "dot" in base or "gemm" in target_text or "matmul" in target_text:
-        return "matrix products"
-    return _by_layer(op.op_name, layer_classes) or "elementwise and other"
-
-
-def category_of_tf_op(long_name: str, layer_classes: dict[str, str]) -> str:
-    """The kind of work of one TensorFlow op, named "path/to/op:Type"."""
-    path, _, op_type = long_name.rpartition(":")
-    if _TF_COLLECTIVE.search(op_type):
-        return "collectives"
-    if _TF_CONV.search(op_type):
-        return "convolutions"
-    if _TF_MATMUL.search(op_type):
-        return "matrix products"
-    return _by_layer(path, layer_classes) or "elementwise and other"
-
+__all__ = ["CATEGORIES", "COMPUTE", "Op", "ProfileError", "breakdown", "category_of_hlo",
+           "category_of_tf_op", "largest_difference", "line", "parse_module", "rate_words"]
 
 # --- the trace --------------------------------------------------------------------
-
-def _events(paths: list[str]) -> list[dict]:
-    text = _tool(paths, "trace_viewer")
-    if not text:
-        raise ProfileError("the profiler's trace viewer returned no events")
-    trace = json.loads(text)
-    return trace.get("traceEvents", []) if isinstance(trace, dict) else trace
-
 
 def _steps(events: list[dict]) -> list[tuple[float, float, int]]:
     """(start, end, step) of each host step marker 'train N', in microseconds."""
@@ -319,7 +113,7 @@ def _op_spans(events, devices: set, layer_classes, modules: dict[str, dict[str, 
         elif "hlo_op" not in args:  # not XLA on the host CPU: TensorFlow's executor?
             long_name = str(args.get("long_name", ""))
             if (":" in long_name and str(args.get("is_eager")) == "0"
-                    and long_name.rpartition(":")[2] not in _TF_INTERNAL):
+                    and long_name.rpartition(":")[2] not in TF_INTERNAL):
                 spans.append((start, end, category_of_tf_op(long_name, layer_classes), None))
             continue
         spans.append(_hlo_span(start, end, args, modules, layer_classes))
@@ -405,8 +199,8 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
         ProfileError: no trace, or no step marker in it.
     """
     layer_classes = layer_classes or {}
-    paths = _session(profile_folder)
-    events = _events(paths)
+    paths = xprof.session(profile_folder)
+    events = xprof.events(paths)
     marks = _steps(events)
     if not marks:
         raise ProfileError("the trace holds no step marker ('train N')")
@@ -414,7 +208,7 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
     module_names = {str((e.get("args") or {}).get("hlo_module", "")).split("(")[0]
                     for e in events if (e.get("args") or {}).get("hlo_module")}
     modules = {name: parse_module(text)
-               for name, text in _modules_text(paths, module_names).items()}
+               for name, text in xprof.modules_text(paths, module_names).items()}
     devices = _device_pids(events)
     spans = _op_spans(events, devices, layer_classes, modules)
     totals, idle = _share(spans, windows)

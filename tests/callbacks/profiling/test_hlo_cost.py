@@ -1,4 +1,4 @@
-"""callbacks/figures/hlo_cost.py: an HLO module's instructions from graph_viewer's
+"""callbacks/profiling/hlo_cost.py: an HLO module's instructions from graph_viewer's
 HloProto text, and each one's FLOPs and bytes. The FLOPs are checked against XLA's
 own cost analysis of the same modules (JAX lowers them here, on the CPU), a fusion's
 against what it holds, and the reader against hostile text (Hypothesis)."""
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from callbacks.figures import breakdown, hlo_cost
+from callbacks.profiling import breakdown, hlo_cost
 
 # (image shape NHWC, kernel HWIO, strides, padding, lhs dilation, rhs dilation, groups)
 CONVOLUTIONS = [
