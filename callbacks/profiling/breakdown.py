@@ -8,9 +8,8 @@ on a CPU), and each traced HLO module, whose ops are sorted into kinds of work
 
 Each kind's achieved rate, where its work is known in full: TFLOP/s for convolutions,
 matrix products and attention (FLOPs counted from each op's shapes as XLA's cost
-analysis counts them, callbacks/profiling/hlo_cost.py; none where an op is a library
-call, cuBLAS or cuDNN, whose text does not give them), GB/s for the other kinds (each
-op's operands and result). xprof's own `hlo_stats` rates are not copied: they gave an
+analysis counts them, callbacks/profiling/hlo_cost.py, a GPU's cuDNN and cuBLAS calls
+included: library_calls.py), GB/s for the other kinds (each op's operands and result). xprof's own `hlo_stats` rates are not copied: they gave an
 H200's matrix products of ViT-B/16 1.49 PFLOP/s, 1.5x the chip's dense bf16 peak.
 
 The step is the profiler's step markers ("train N", callbacks/profiler.py): their

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from callbacks.profiling import hlo_cost
+from callbacks.profiling import hlo_cost, hlo_text
 
 CATEGORIES = ("convolutions", "matrix products", "attention", "normalization",
               "collectives", "host-to-device copies", "elementwise and other", "idle")
@@ -51,13 +51,14 @@ class Op:
 
 
 def parse_module(text: str) -> dict[str, Op]:
-    """Instruction name -> Op, from a module's HloProto text (graph_viewer's pbtxt).
+    """Instruction name -> Op, from a module's text: HloProto text (graph_viewer's
+    pbtxt) or XLA's dump format (callbacks/profiling/hlo_text.py).
 
     A fusion's `fused` is the set of opcodes of the computations it calls (nested).
     """
-    module = hlo_cost.computations(text)
+    module = hlo_text.computations(text)
     costs = hlo_cost.Costs(module)
-    first = hlo_cost.first
+    first = hlo_text.first
 
     def opcodes(computation_id: str, seen: frozenset = frozenset()) -> set:
         found = set()
@@ -65,7 +66,7 @@ def parse_module(text: str) -> dict[str, Op]:
             found.add(first(item, "opcode"))
             if first(item, "custom_call_target"):
                 found.add("custom-call:" + first(item, "custom_call_target"))
-            for called in hlo_cost.calls(item):
+            for called in hlo_text.calls(item):
                 if called not in seen:
                     found |= opcodes(called, seen | {called})
         return found
@@ -75,7 +76,7 @@ def parse_module(text: str) -> dict[str, Op]:
         for item in instructions:
             fused = set()
             if first(item, "opcode") == "fusion":
-                for called in hlo_cost.calls(item):
+                for called in hlo_text.calls(item):
                     fused |= opcodes(called, frozenset({called}))
             ops[first(item, "name")] = Op(
                 first(item, "opcode"), first(item, "custom_call_target"),
