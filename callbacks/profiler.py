@@ -149,6 +149,20 @@ class Profiler(keras.callbacks.Callback):
         if self.want_breakdown and self.traced_steps and self.breakdown is None:
             self._split()
 
+    def _device_kind(self) -> str | None:
+        """The traced devices' kind as the framework names it ("NVIDIA H100 80GB HBM3",
+        "cpu"), None where it cannot say."""
+        try:
+            if self.backend == "jax":
+                import jax
+                return jax.devices()[0].device_kind
+            import tensorflow as tf
+            gpus = tf.config.list_physical_devices("GPU")
+            return (tf.config.experimental.get_device_details(gpus[0]).get("device_name")
+                    if gpus else "cpu")
+        except Exception:  # noqa: BLE001 - diagnostic: a kind unknown is a share unshown
+            return None
+
     def _split(self):
         """The traced steps split by kind of work, a TensorBoard card of it."""
         layers = {layer.name: type(layer).__name__
@@ -157,7 +171,7 @@ class Profiler(keras.callbacks.Callback):
         try:
             result = step_breakdown.breakdown(
                 os.path.join(self.logdir, "plugins", "profile"), layers,
-                steps_per_mark=self._steps_per_call)
+                steps_per_mark=self._steps_per_call, device_kind=self._device_kind())
         except Exception as error:  # diagnostic: a trace the tools cannot read
             _warn(f"no step breakdown: {str(error).splitlines()[0] if str(error) else error!r}")
             return
@@ -178,6 +192,7 @@ def _card(folder: str, result: dict) -> None:
     from callbacks.records import events
 
     step = result["traced"][-1]
+    _, memory = step_breakdown.whole_device(result)
     writer = events.EventWriter(folder, suffix=".breakdown")
     try:
         rows = ["| kind of work | ms per step | share | achieved |", "|---|---:|---:|---|"]
@@ -185,7 +200,7 @@ def _card(folder: str, result: dict) -> None:
             writer.scalar(f"step_breakdown/{name}", part["ms"], step, description=(
                 f"A profiled step's time in {name} (callbacks/profiling/breakdown.py), "
                 f"at the last traced step. *Unit: ms per step.*"))
-            rate = step_breakdown.rate_words(part).removeprefix(" at ")
+            rate = step_breakdown.rate_words(part, None, memory).removeprefix(" at ")
             rows.append(f"| {name} | {part['ms']:.3f} | {part['share']:.1%} | {rate} |")
         writer.scalar("step_breakdown/step", result["step_ms"], step, description=(
             "A profiled step's length, its parts summed (the trace's step markers). "

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import collections
 
-from callbacks.profiling import xprof
+from callbacks.profiling import bandwidth, xprof
 from callbacks.profiling.kinds import (
     CATEGORIES,
     TF_INTERNAL,
@@ -185,7 +185,7 @@ def _rates(kind: str, work: dict, steps: int, micros: float) -> dict:
 
 
 def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
-              steps_per_mark: int = 1) -> dict:
+              steps_per_mark: int = 1, device_kind: str | None = None) -> dict:
     """The step split by kind of work (see the module docstring), as summary.json keeps it.
 
     Args:
@@ -193,6 +193,8 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
         layer_classes: the model's layer names -> class names (normalization and
             attention are known by the layer an op came from).
         steps_per_mark: training steps in each step marker (the steps per execution).
+        device_kind: the traced devices' kind, as the framework names it (kept: the
+            line measures memory-bound kinds against its bandwidth).
 
     Raises:
         ProfileError: no trace, or no step marker in it.
@@ -224,34 +226,54 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
     return {"step_ms": round(step_us / 1e3, 4), "steps": steps,
             "traced": [marks[0][2], marks[-1][2] + max(int(steps_per_mark), 1) - 1],
             "ops": len(spans), "devices": max(len(devices), 1),
-            "parts": parts}
+            "device_kind": device_kind, "parts": parts}
 
 
-def rate_words(part: dict, peak_tflops: float | None = None) -> str:
+def _figure(value: float) -> str:
+    """3 significant digits, whole numbers from 100 up (1,340 GB/s, not 1.34e+03)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def rate_words(part: dict, peak_tflops: float | None = None,
+               memory_gb_per_sec: float | None = None) -> str:
     """' at 41.2 TFLOP/s' (with ' (4% of peak)' where the peak is known) or ' at 812
-    GB/s' (smaller units below 1), or ''."""
-    for key, unit, small in (("tflops_per_sec", "TFLOP/s", "GFLOP/s"),
-                             ("gb_per_sec", "GB/s", "MB/s")):
+    GB/s' (with ' (24% of bandwidth)' where the memory's is known; smaller units below
+    1), or ''."""
+    for key, unit, small, whole, of in (
+            ("tflops_per_sec", "TFLOP/s", "GFLOP/s", peak_tflops, "peak"),
+            ("gb_per_sec", "GB/s", "MB/s", memory_gb_per_sec, "bandwidth")):
         rate = part.get(key)
         if isinstance(rate, (int, float)) and rate > 0:
-            words = (f" at {rate:.3g} {unit}" if rate >= 1 else
-                     f" at {rate * 1e3:.3g} {small}")
-            if key == "tflops_per_sec" and peak_tflops:
-                words += f" ({rate / peak_tflops:.0%} of peak)"
+            words = (f" at {_figure(rate)} {unit}" if rate >= 1 else
+                     f" at {_figure(rate * 1e3)} {small}")
+            if whole:
+                words += f" ({rate / whole:.0%} of {of})"
             return words
     return ""
 
 
+def whole_device(result: dict, peak_tflops_per_device: float | None = None) -> tuple:
+    """(peak TFLOP/s, memory GB/s) of all the traced devices, each None where unknown:
+    the peak given per device, the bandwidth of the traced device kind
+    (callbacks/profiling/bandwidth.py)."""
+    devices = result.get("devices", 1) if isinstance(result.get("devices"), int) else 1
+    memory = bandwidth.memory_gb_per_sec(result.get("device_kind"))
+    return (peak_tflops_per_device * devices if peak_tflops_per_device else None,
+            memory * devices if memory else None)
+
+
 def line(result: dict, largest: int = 3, peak_tflops_per_device: float | None = None) -> str:
-    """One line: 'step 31.2 ms: 48% convolutions at 41.2 TFLOP/s, 27% normalization at
-    812 GB/s, 9% idle' (each kind's achieved rate where its work is known, and its
-    share of the traced devices' peak where `peak_tflops_per_device` is given)."""
+    """One line: 'step 31.2 ms: 48% convolutions at 41.2 TFLOP/s (4% of peak), 27%
+    normalization at 812 GB/s (24% of bandwidth), 9% idle' (each kind's achieved rate
+    where its work is known; its share of the traced devices' peak where
+    `peak_tflops_per_device` is given, of their memory bandwidth where their kind's is
+    known)."""
     parts = result.get("parts", {})
-    peak = (peak_tflops_per_device * result.get("devices", 1)
-            if peak_tflops_per_device else None)
+    peak, memory = whole_device(result, peak_tflops_per_device)
     ranked = sorted(((name, part) for name, part in parts.items() if name != "idle"),
                     key=lambda item: -item[1]["share"])[:largest]
-    words = [f"{part['share']:.0%} {name}{rate_words(part, peak)}" for name, part in ranked]
+    words = [f"{part['share']:.0%} {name}{rate_words(part, peak, memory)}"
+             for name, part in ranked]
     if "idle" in parts:
         words.append(f"{parts['idle']['share']:.0%} idle")
     return f"step {result['step_ms']:.1f} ms: " + ", ".join(words)

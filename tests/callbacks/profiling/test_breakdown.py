@@ -115,13 +115,17 @@ def test_a_trace_whose_kernels_no_module_names_is_no_breakdown():
 
 
 def test_the_line_gives_each_kinds_rate_and_its_share_of_the_traced_devices_peak():
-    result = {"step_ms": 10.0, "devices": 2, "parts": {
+    """Two H100s: convolutions at 400 TFLOP/s of their 2 x 989 (20%), normalization at
+    1,340 GB/s of their 2 x 3,350 (20%); an unknown device's kind gives no bandwidth."""
+    result = {"step_ms": 10.0, "devices": 2, "device_kind": "NVIDIA H100 80GB HBM3", "parts": {
         "convolutions": {"ms": 6.0, "share": 0.6, "tflops_per_sec": 400.0},
-        "normalization": {"ms": 3.0, "share": 0.3, "gb_per_sec": 0.5},
+        "normalization": {"ms": 3.0, "share": 0.3, "gb_per_sec": 1340.0},
         "idle": {"ms": 1.0, "share": 0.1}}}
     assert breakdown.line(result, peak_tflops_per_device=1000.0) == (
         "step 10.0 ms: 60% convolutions at 400 TFLOP/s (20% of peak), 30% normalization "
-        "at 500 MB/s, 10% idle")
+        "at 1,340 GB/s (20% of bandwidth), 10% idle")
+    result["device_kind"] = "cpu"
+    result["parts"]["normalization"]["gb_per_sec"] = 0.5
     assert breakdown.line(result) == ("step 10.0 ms: 60% convolutions at 400 TFLOP/s, "
                                       "30% normalization at 500 MB/s, 10% idle")
 
