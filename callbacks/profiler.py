@@ -207,7 +207,9 @@ def _card(folder: str, result: dict) -> None:
             "*Unit: ms per step.*"))
         text = (f"**{step_breakdown.line(result)}** (steps {result['traced'][0]}-"
                 f"{result['traced'][1]}; this step by the host's clock: "
-                f"{result['host_clock_ms']:.1f} ms)\n\n" + "\n".join(rows))
+                f"{result['host_clock_ms']:.1f} ms; traced steps run slower than timed "
+                "ones: the run's closing breakdown line sets their work against the timed "
+                "steps' time)\n\n" + "\n".join(rows))
         writer.summary(text_pb("step_breakdown", text), step)
     finally:
         writer.close()

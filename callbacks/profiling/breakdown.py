@@ -9,8 +9,9 @@ on a CPU), and each traced HLO module, whose ops are sorted into kinds of work
 Each kind's achieved rate, where its work is known in full: TFLOP/s for convolutions,
 matrix products and attention (FLOPs counted from each op's shapes as XLA's cost
 analysis counts them, callbacks/profiling/hlo_cost.py, a GPU's cuDNN and cuBLAS calls
-included: library_calls.py), GB/s for the other kinds (each op's operands and result). xprof's own `hlo_stats` rates are not copied: they gave an
-H200's matrix products of ViT-B/16 1.49 PFLOP/s, 1.5x the chip's dense bf16 peak.
+included: library_calls.py), GB/s for the other kinds (each op's operands and result).
+xprof's own `hlo_stats` rates are not copied: they gave an H200's matrix products of
+ViT-B/16 1.49 PFLOP/s, 1.5x the chip's dense bf16 peak.
 
 The step is the profiler's step markers ("train N", callbacks/profiler.py): their
 total length over the steps they hold. Ops running at once (a CPU's threads, a GPU's
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import collections
 
-from callbacks.profiling import bandwidth, xprof
+from callbacks.profiling import bandwidth, timed, xprof
 from callbacks.profiling.kinds import (
     CATEGORIES,
     TF_INTERNAL,
@@ -264,7 +265,8 @@ def whole_device(result: dict, peak_tflops_per_device: float | None = None) -> t
 
 def line(result: dict, largest: int = 3, peak_tflops_per_device: float | None = None) -> str:
     """One line: 'step 31.2 ms: 48% convolutions at 41.2 TFLOP/s (4% of peak), 27%
-    normalization at 812 GB/s (24% of bandwidth), 9% idle' (each kind's achieved rate
+    normalization at 812 GB/s (24% of bandwidth), 9% idle' ('step 31.2 ms timed (traced
+    35.0 ms, ...)' once reconciled, callbacks/profiling/timed.py; each kind's achieved rate
     where its work is known; its share of the traced devices' peak where
     `peak_tflops_per_device` is given, of their memory bandwidth where their kind's is
     known)."""
@@ -276,7 +278,7 @@ def line(result: dict, largest: int = 3, peak_tflops_per_device: float | None = 
              for name, part in ranked]
     if "idle" in parts:
         words.append(f"{parts['idle']['share']:.0%} idle")
-    return f"step {result['step_ms']:.1f} ms: " + ", ".join(words)
+    return f"{timed.step_words(result)}: " + ", ".join(words)
 
 
 def largest_difference(first: dict, second: dict) -> tuple[str, float, float] | None:

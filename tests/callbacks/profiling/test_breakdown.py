@@ -48,13 +48,22 @@ def test_the_parts_sum_to_the_step_and_the_step_is_the_profilers_own_clock(
     assert result["traced"] == [4, 6] and result["steps"] == 3
     parts = result["parts"]
     assert set(parts) <= set(breakdown.CATEGORIES)
-    assert sum(part["ms"] for part in parts.values()) == pytest.approx(result["step_ms"],
-                                                                       rel=1e-3)
+    # The traced step (the trace's markers) against a second clock: the Profiler's
+    # perf_counter around the same markers.
+    assert result["traced_step_ms"] == pytest.approx(result["host_clock_ms"], rel=0.05)
+    # The step explained is the timed one (callbacks/throughput.py's clock); the kinds'
+    # time as traced, idle by hand: the timed step less it, never below 0
+    assert result["step_ms"] == pytest.approx(summary["step_time_ms"], abs=1e-3)
+    busy = sum(part["ms"] for kind, part in parts.items() if kind != "idle")
+    assert result["busy_ms"] == pytest.approx(busy, abs=1e-3)
+    assert parts.get("idle", {}).get("ms", 0.0) == pytest.approx(
+        max(result["step_ms"] - busy, 0.0), abs=1e-3)
+    assert ("over_step_ms" in result) == (busy > result["step_ms"] + 1e-3)
     assert sum(part["share"] for part in parts.values()) == pytest.approx(1.0, abs=2e-3)
-    # A second clock: the Profiler's perf_counter around the same step markers.
-    assert result["step_ms"] == pytest.approx(result["host_clock_ms"], rel=0.05)
     assert work <= set(parts), parts
     assert f"breakdown: {breakdown.line(result)}" in stdout.splitlines()
+    assert f"step {result['step_ms']:.1f} ms timed (traced {result['traced_step_ms']:.1f} ms" \
+        in stdout
     if backend == "jax":  # XLA's ops: their FLOPs from the module's shapes
         # The app's count of the same step (app/engine/flops.py, from the lowered step's
         # HLO text, for MFU) against this one (the compiled module run in the trace).
