@@ -200,7 +200,10 @@ def _card(folder: str, result: dict) -> None:
             writer.scalar(f"step_breakdown/{name}", part["ms"], step, description=(
                 f"A profiled step's time in {name} (callbacks/profiling/breakdown.py), "
                 f"at the last traced step. *Unit: ms per step.*"))
-            rate = step_breakdown.rate_words(part, None, memory).removeprefix(" at ")
+            # no rate: say why (TensorFlow's own ops have no shapes in the trace; idle
+            # is no work)
+            rate = (step_breakdown.rate_words(part, None, memory).removeprefix(" at ")
+                    or part.get("no_rate") or ("nothing ran" if name == "idle" else ""))
             rows.append(f"| {name} | {part['ms']:.3f} | {part['share']:.1%} | {rate} |")
         writer.scalar("step_breakdown/step", result["step_ms"], step, description=(
             "A profiled step's length, its parts summed (the trace's step markers). "

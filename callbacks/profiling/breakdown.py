@@ -34,6 +34,9 @@ from callbacks.profiling.kinds import (
 )
 from callbacks.profiling.xprof import ProfileError
 
+# TensorFlow's executor ops: the trace names their type and layer, not their shapes.
+TF_OP = Op("tensorflow")
+
 __all__ = ["CATEGORIES", "COMPUTE", "Op", "ProfileError", "breakdown", "category_of_hlo",
            "category_of_tf_op", "largest_difference", "line", "parse_module", "rate_words"]
 
@@ -114,7 +117,8 @@ def _op_spans(events, devices: set, layer_classes, modules: dict[str, dict[str, 
             long_name = str(args.get("long_name", ""))
             if (":" in long_name and str(args.get("is_eager")) == "0"
                     and long_name.rpartition(":")[2] not in TF_INTERNAL):
-                spans.append((start, end, category_of_tf_op(long_name, layer_classes), None))
+                spans.append((start, end, category_of_tf_op(long_name, layer_classes),
+                              TF_OP))
             continue
         spans.append(_hlo_span(start, end, args, modules, layer_classes))
         hlo_us += end - start
@@ -156,10 +160,23 @@ def _share(spans, windows) -> tuple[dict, float]:
 COMPUTE = ("convolutions", "matrix products", "attention")
 
 
+def _unknown(op: Op | None) -> str:
+    """Why an op's work is not known: the words a kind without a rate gets."""
+    if op is TF_OP:
+        return "TensorFlow's own ops: the trace gives their names, not their shapes"
+    if op is None:
+        return "kernels or copies that no traced HLO op names"
+    if op.opcode == "custom-call":
+        return f"a library call whose work is not known ({op.target})"
+    if op.opcode in ("while", "conditional"):
+        return "a loop, whose trip count the module's text does not give"
+    return f"an op ({op.opcode}) whose shapes the module's text does not give"
+
+
 def _work(spans, windows) -> dict[str, dict]:
     """Per kind of work: the FLOPs and bytes of its ops that start inside the windows,
     each None where any of those ops has none (a rate of part of the work would
-    mislead)."""
+    mislead), and why (`why_flops`, `why_bytes`: the first such op's reason)."""
     work = {}
     for start, _, category, op in spans:
         if not any(a <= start < b for a, b in windows):
@@ -167,22 +184,42 @@ def _work(spans, windows) -> dict[str, dict]:
         totals = work.setdefault(category, {"flops": 0, "bytes": 0.0})
         for key in ("flops", "bytes"):
             value = getattr(op, key) if op is not None else None
+            if value is None:
+                totals.setdefault(f"why_{key}", _unknown(op))
             totals[key] = None if value is None or totals[key] is None else totals[key] + value
     return work
 
 
 def _rates(kind: str, work: dict, steps: int, micros: float) -> dict:
-    """A kind's achieved rate over its time: TFLOP/s for COMPUTE kinds, GB/s for the
-    others; none where its work is not known in full."""
+    """A kind's achieved rate over its time: TFLOP/s for COMPUTE kinds (GB/s where
+    their ops do no FLOPs: attention's softmax without a fused kernel), GB/s for the
+    others; none where its work is not known in full, and `no_rate` says why."""
     seconds = micros / 1e6
     if not work or seconds <= 0:
         return {}
-    if kind in COMPUTE:
-        flops = work["flops"]
-        return ({"gflop": round(flops / steps / 1e9, 6),
-                 "tflops_per_sec": float(f"{flops / seconds / 1e12:.4g}")} if flops else {})
-    moved = work["bytes"]
-    return {"gb_per_sec": float(f"{moved / seconds / 1e9:.4g}")} if moved else {}
+    flops, moved = work["flops"], work["bytes"]
+    if kind in COMPUTE and flops:
+        return {"gflop": round(flops / steps / 1e9, 6),
+                "tflops_per_sec": float(f"{flops / seconds / 1e12:.4g}")}
+    if kind in COMPUTE and flops is None:
+        return {"no_rate": work["why_flops"]}
+    if moved:
+        return {"gb_per_sec": float(f"{moved / seconds / 1e9:.4g}")}
+    return {"no_rate": work["why_bytes"]} if moved is None else {}
+
+
+def _counted(spans, windows, steps: int) -> dict:
+    """The FLOPs counted over the traced steps, per step (the figure set against the
+    app's MFU count), and how many op launches a step had none for."""
+    known, unknown = 0, 0
+    for start, _, _, op in spans:
+        if any(a <= start < b for a, b in windows):
+            flops = getattr(op, "flops", None)
+            if flops is None:
+                unknown += 1
+            else:
+                known += flops
+    return {"gflop": round(known / steps / 1e9, 6), "ops_without_flops": round(unknown / steps, 2)}
 
 
 def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
@@ -227,7 +264,7 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
     return {"step_ms": round(step_us / 1e3, 4), "steps": steps,
             "traced": [marks[0][2], marks[-1][2] + max(int(steps_per_mark), 1) - 1],
             "ops": len(spans), "devices": max(len(devices), 1),
-            "device_kind": device_kind, "parts": parts}
+            "device_kind": device_kind, **_counted(spans, windows, steps), "parts": parts}
 
 
 def _figure(value: float) -> str:

@@ -70,11 +70,16 @@ def test_the_timed_step_is_explained_and_the_traced_step_is_the_profilers_own_cl
         # HLO text, for MFU) against this one (the compiled module run in the trace).
         counted = sum(part.get("gflop", 0.0) for part in parts.values()) * 1e9
         assert counted == pytest.approx(summary["train_flops_per_image"] * 16, rel=2e-3)
+        assert result["gflop"] * 1e9 == pytest.approx(counted, rel=1e-5)
+        assert result["ops_without_flops"] == 0
         for name in {"convolutions", "matrix products"} & set(parts):
             part = parts[name]
             assert part["tflops_per_sec"] == pytest.approx(
                 part["gflop"] / part["ms"], rel=2e-3)  # GFLOP per ms is TFLOP/s
         assert parts["elementwise and other"]["gb_per_sec"] > 0
+    else:  # TensorFlow's executor: no shapes in the trace, and the parts say so
+        assert {part.get("no_rate") for kind, part in parts.items() if kind != "idle"} == {
+            "TensorFlow's own ops: the trace gives their names, not their shapes"}
 
 
 def test_a_model_of_only_matrix_products_is_matrix_products(tmp_path):
@@ -122,6 +127,27 @@ def test_a_trace_whose_kernels_no_module_names_is_no_breakdown():
     with pytest.raises(breakdown.ProfileError, match="57% of the device's op time"):
         breakdown._op_spans(meta + [named, kernel(40, 30), kernel(70, 23)], {1}, {},
                              modules)
+
+
+def test_a_kind_without_a_rate_says_why():
+    """TensorFlow's executor ops (no shapes in the trace), kernels no HLO op names, a
+    loop: each kind's `no_rate`; attention whose ops do no FLOPs (a softmax without a
+    fused kernel) has the GB/s its bytes give instead."""
+    windows = [(0.0, 1000.0)]
+    spans = [(0.0, 100.0, "convolutions", breakdown.TF_OP),
+             (100.0, 200.0, "elementwise and other", None),
+             (200.0, 300.0, "matrix products", breakdown.Op("while", bytes=8.0)),
+             (300.0, 500.0, "attention", breakdown.Op("fusion", flops=0, bytes=4e6))]
+    work = breakdown._work(spans, windows)
+    rates = {kind: breakdown._rates(kind, work[kind], 1, 100.0) for kind in work}
+    assert rates["convolutions"] == {
+        "no_rate": "TensorFlow's own ops: the trace gives their names, not their shapes"}
+    assert rates["elementwise and other"] == {
+        "no_rate": "kernels or copies that no traced HLO op names"}
+    assert rates["matrix products"] == {
+        "no_rate": "a loop, whose trip count the module's text does not give"}
+    assert rates["attention"] == {"gb_per_sec": 40.0}  # 4 MB in 100 us
+    assert breakdown._counted(spans, windows, 1) == {"gflop": 0.0, "ops_without_flops": 3}
 
 
 def test_the_line_gives_each_kinds_rate_and_its_share_of_the_traced_devices_peak():

@@ -88,6 +88,8 @@ def test_a_kind_has_a_rate_only_where_all_its_work_is_known():
                                  totals["matrix products"])
         assert found.get("tflops_per_sec") == (pytest.approx(rate * 1000 / 900, rel=1e-3) if rate
                                              else None)
+        assert found.get("no_rate") == (None if rate else
+                                        "a library call whose work is not known (__cublas$gemm)")
 
 
 def test_the_reader_takes_any_text_without_a_traceback():
