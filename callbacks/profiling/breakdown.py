@@ -6,12 +6,13 @@ where it compiles with XLA) or by its framework op ("path:Type", TensorFlow's ex
 on a CPU), and each traced HLO module, whose ops are sorted into kinds of work
 (callbacks/profiling/kinds.py: CATEGORIES, and idle).
 
-Each kind's achieved rate, where its work is known in full: TFLOP/s for convolutions,
-matrix products and attention (FLOPs counted from each op's shapes as XLA's cost
-analysis counts them, callbacks/profiling/hlo_cost.py, a GPU's cuDNN and cuBLAS calls
-included: library_calls.py), GB/s for the other kinds (each op's operands and result).
-xprof's own `hlo_stats` rates are not copied: they gave an H200's matrix products of
-ViT-B/16 1.49 PFLOP/s, 1.5x the chip's dense bf16 peak.
+Each kind's achieved rate, where the work of its ops is known (of those holding at
+least MIN_RATED of its time: their rate): TFLOP/s for convolutions, matrix products
+and attention (FLOPs counted from each op's shapes as XLA's cost analysis counts them,
+callbacks/profiling/hlo_cost.py, a GPU's cuDNN and cuBLAS calls included:
+library_calls.py), GB/s for the other kinds (each op's operands and result). xprof's
+own `hlo_stats` rates are not copied: they gave an H200's matrix products of ViT-B/16
+1.49 PFLOP/s, 1.5x the chip's dense bf16 peak.
 
 The step is the profiler's step markers ("train N", callbacks/profiler.py): their
 total length over the steps they hold. Ops running at once (a CPU's threads, a GPU's
@@ -173,39 +174,55 @@ def _unknown(op: Op | None) -> str:
     return f"an op ({op.opcode}) whose shapes the module's text does not give"
 
 
+# A kind's rate is that of its ops whose work is known, where they hold at least this
+# share of its ops' time (a memset or copy that no HLO op names does not take a kind's
+# GB/s away); below it, none: the rate of a small part of the work would mislead.
+MIN_RATED = 0.9
+
+
 def _work(spans, windows) -> dict[str, dict]:
-    """Per kind of work: the FLOPs and bytes of its ops that start inside the windows,
-    each None where any of those ops has none (a rate of part of the work would
-    mislead), and why (`why_flops`, `why_bytes`: the first such op's reason)."""
+    """Per kind of work, over its ops that start inside the windows: the FLOPs and
+    bytes of those whose work is known, the time those ops ran (`flops_us`,
+    `bytes_us`) of all its ops' (`us`), and why the others' is not (`why_flops`,
+    `why_bytes`: the first such op's reason)."""
     work = {}
-    for start, _, category, op in spans:
+    for start, end, category, op in spans:
         if not any(a <= start < b for a, b in windows):
             continue
-        totals = work.setdefault(category, {"flops": 0, "bytes": 0.0})
+        totals = work.setdefault(category, {"flops": 0, "bytes": 0.0, "us": 0.0,
+                                            "flops_us": 0.0, "bytes_us": 0.0})
+        totals["us"] += end - start
         for key in ("flops", "bytes"):
             value = getattr(op, key) if op is not None else None
             if value is None:
                 totals.setdefault(f"why_{key}", _unknown(op))
-            totals[key] = None if value is None or totals[key] is None else totals[key] + value
+            else:
+                totals[key] += value
+                totals[f"{key}_us"] += end - start
     return work
 
 
 def _rates(kind: str, work: dict, steps: int, micros: float) -> dict:
     """A kind's achieved rate over its time: TFLOP/s for COMPUTE kinds (GB/s where
     their ops do no FLOPs: attention's softmax without a fused kernel), GB/s for the
-    others; none where its work is not known in full, and `no_rate` says why."""
+    others; of its ops whose work is known, over their part of its time, where they
+    hold MIN_RATED of it (`rated_share` where not all); else none, and `no_rate` says
+    why."""
     seconds = micros / 1e6
-    if not work or seconds <= 0:
+    if not work or seconds <= 0 or work["us"] <= 0:
         return {}
-    flops, moved = work["flops"], work["bytes"]
-    if kind in COMPUTE and flops:
-        return {"gflop": round(flops / steps / 1e9, 6),
-                "tflops_per_sec": float(f"{flops / seconds / 1e12:.4g}")}
-    if kind in COMPUTE and flops is None:
-        return {"no_rate": work["why_flops"]}
-    if moved:
-        return {"gb_per_sec": float(f"{moved / seconds / 1e9:.4g}")}
-    return {"no_rate": work["why_bytes"]} if moved is None else {}
+    for key in ("flops", "bytes") if kind in COMPUTE else ("bytes",):
+        known = work[f"{key}_us"] / work["us"]
+        if known < MIN_RATED:
+            return {"no_rate": work[f"why_{key}"]}
+        if not work[key]:
+            continue  # no FLOPs: the bytes say how fast
+        rated = {"rated_share": round(known, 3)} if known < 1 else {}
+        if key == "flops":
+            return {"gflop": round(work[key] / steps / 1e9, 6), "tflops_per_sec": float(
+                f"{work[key] / (seconds * known) / 1e12:.4g}"), **rated}
+        return {"gb_per_sec": float(f"{work[key] / (seconds * known) / 1e9:.4g}"), **rated}
+    return {}
 
 
 def _counted(spans, windows, steps: int) -> dict:

@@ -150,6 +150,23 @@ def test_a_kind_without_a_rate_says_why():
     assert breakdown._counted(spans, windows, 1) == {"gflop": 0.0, "ops_without_flops": 3}
 
 
+def test_a_kinds_rate_is_that_of_its_ops_whose_work_is_known_where_they_hold_most_of_it():
+    """Elementwise work of 950 us in ops of known bytes (9.5 MB) and 50 us in a memset no
+    HLO op names, in a kind of 1,000 us: 9.5 MB over 950 us, 10 GB/s, 95% of its time
+    rated; one of 850 us known is under MIN_RATED: no rate, and why."""
+    windows = [(0.0, 2000.0)]
+    for known_us, expected in ((950.0, {"gb_per_sec": 10.0, "rated_share": 0.95}),
+                               (850.0, {"no_rate": "kernels or copies that no traced HLO "
+                                                   "op names"})):
+        spans = [(0.0, known_us, "elementwise and other",
+                  breakdown.Op("fusion", flops=0, bytes=known_us * 1e4)),
+                 (known_us, 1000.0, "elementwise and other", None)]
+        totals, _ = breakdown._share(spans, windows)
+        work = breakdown._work(spans, windows)
+        assert breakdown._rates("elementwise and other", work["elementwise and other"], 1,
+                                totals["elementwise and other"]) == expected
+
+
 def test_the_line_gives_each_kinds_rate_and_its_share_of_the_traced_devices_peak():
     """Two H100s: convolutions at 400 TFLOP/s of their 2 x 989 (20%), normalization at
     1,340 GB/s of their 2 x 3,350 (20%); an unknown device's kind gives no bandwidth."""
