@@ -18,12 +18,10 @@ import re
 import subprocess
 import sys
 
+from breakdown_checks import explained
 from results_io import emit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)  # the app's own one-line breakdown (models)
-from callbacks.profiling.breakdown import line as breakdown_line  # noqa: E402
-from callbacks.profiling.timed import reconcile  # noqa: E402
 SUMMARY_KEYS = ("global_batch_size", "num_replicas", "input_pipeline", "images_per_sec",
                 "images_per_sec_per_device", "images_per_sec_wall", "step_time_ms",
                 "step_time_jitter", "mfu", "input_wait_seconds", "epochs_completed",
@@ -260,36 +258,6 @@ def _app_epochs(folder: Folder, name: str, summary: dict | None) -> list[dict]:
         epochs.append({"epoch": record["epoch"], "val_top1": record.get("val_top1"),
                        "seconds": round(record["time"] - started, 2)})
     return epochs
-
-
-def explained(traced: dict, unprofiled: dict, profiled: dict, busy: dict | None) -> dict:
-    """A profiled family's step breakdown set against its unprofiled run's timed step
-    (its idle the model's, not the profiler's: callbacks/profiling/timed.py) with its
-    line, and issue 48's two checks of it: the FLOPs the trace counted a step against
-    the app's MFU count of the same batch (within 2%), and its idle share against the
-    same step less the GPU's busy time read apart from the trace (benchmarks/
-    busy_time.py: the median execution's, per step; within 2 points)."""
-    step = unprofiled.get("step_time_ms")
-    result = reconcile(traced, step)
-    peak = profiled.get("peak_tflops_per_device")
-    mfu_gflop = (profiled["train_gflops_per_image"] * profiled["global_batch_size"]
-                 if profiled.get("train_gflops_per_image") and profiled.get("global_batch_size")
-                 else None)
-    counted = result.get("gflop")
-    checks = {"counted_gflop_per_step": counted, "mfu_gflop_per_step": mfu_gflop,
-              "counted_over_mfu": ratio(counted, mfu_gflop),
-              "ops_without_flops_per_step": result.get("ops_without_flops")}
-    checks["flops_within_2_percent"] = (abs(checks["counted_over_mfu"] - 1) <= 0.02
-                                        if checks["counted_over_mfu"] else None)
-    if busy and busy.get("median_busy_ms") is not None and step:
-        busy_ms = busy["median_busy_ms"] / (profiled.get("steps_per_execution") or 1)
-        idle = result["parts"].get("idle", {}).get("share", 0.0)
-        apart = max(step - busy_ms, 0.0) / step
-        checks.update({"busy_ms_read_apart": round(busy_ms, 4), "idle_share": idle,
-                       "idle_share_read_apart": round(apart, 4),
-                       "idle_within_2_points": abs(idle - apart) <= 0.02})
-    return {"breakdown": {**result, "line": breakdown_line(result, peak_tflops_per_device=peak)},
-            "breakdown_checks": checks}
 
 
 def models(folder: Folder) -> dict:
