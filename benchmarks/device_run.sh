@@ -316,7 +316,12 @@ PY
           2>/dev/null | head -1)
         [ -n "$trace" ] && timeout 300 python3 benchmarks/busy_time.py "$trace" \
           --json "$R/$twin.busy.json" > "$R/$twin.busy.log" 2>&1
-        cat "$R/$twin.busy.log" 2>/dev/null ;;
+        cat "$R/$twin.busy.log" 2>/dev/null
+        # the traced step's module as the trace holds it (HloProto, ~3 MB): the counter's
+        # reading of it can be checked off the device (tests/hlo_fixtures.py's form)
+        proto=$(find "/tmp/bench/$twin.profiled/plugins/profile" -name 'jit_train_step*.hlo_proto.pb' \
+          2>/dev/null | head -1)
+        [ -n "$proto" ] && cp "$proto" "$R/$twin.train_step.hlo_proto.pb" ;;
       esac
     done
     ;;
