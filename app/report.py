@@ -38,7 +38,7 @@ if __name__ == "__main__":  # `python app/report.py`: the packages live one leve
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from app import report_page  # noqa: E402
-from callbacks.figures import breakdown  # noqa: E402
+from callbacks.profiling import difference  # noqa: E402
 from callbacks.figures.money import usd_per_million_images  # noqa: E402
 from callbacks.records import untrusted  # noqa: E402
 from callbacks.records.durable import dumps, strict  # noqa: E402
@@ -78,6 +78,7 @@ SUMMARY_FIELDS = {
     "num_processes": ("integer", 1, 1 << 24), "validation_examples": ("integer", 1, 1 << 40),
     "epochs_completed": ("integer", 0, 1 << 40), "epochs": ("integer", 0, 1 << 40),
     "price_per_hour_usd": ("number", 0, 1e9), "best_val_top1": ("number", 0, 1),
+    "peak_tflops_per_device": ("number", 0, 1e7),
     "cost_usd": ("number", 0, 1e12),
 }
 # Lists and objects: each item checked with its own fields; a bad item is left out.
@@ -154,34 +155,18 @@ def _figures(record: dict, where: str, notes: list, invalid: set) -> dict:
     return out
 
 
-RATES = ("tflops_per_sec", "gb_per_sec")  # a kind of work's achieved rate, if any
-
-
 def _breakdown(record: dict, where: str, notes: list) -> dict | None:
-    """summary.json's profile.breakdown, checked: a step time and each known kind of
-    work's ms and share, and its rate where it has one (untrusted.field); anything else
-    is a caveat and no breakdown."""
+    """summary.json's profile.breakdown, checked (callbacks/profiling/difference.py's
+    `checked`); a wrong one is a caveat and no breakdown."""
     profile = record.get("profile") if isinstance(record, dict) else None
     found = profile.get("breakdown") if isinstance(profile, dict) else None
     if found is None:
         return None
     try:
-        step_ms = untrusted.field(found, "step_ms", "number", low=0, high=1e9)
-        parts = {}
-        for kind, part in untrusted.field(found, "parts", "object").items():
-            if kind not in breakdown.CATEGORIES:
-                raise untrusted.RecordError(f"kind {one_line(kind)!r} is not one the app writes")
-            parts[kind] = {"ms": untrusted.field(part, "ms", "number", low=0, high=1e9),
-                           "share": untrusted.field(part, "share", "number", low=0, high=1)}
-            for rate in RATES:  # where the run had them: achieved TFLOP/s or GB/s
-                value = untrusted.field(part, rate, "number", low=0, high=1e9,
-                                        required=False)
-                if value is not None:
-                    parts[kind][rate] = value
+        return difference.checked(found)
     except untrusted.RecordError as error:
         notes.append(f"{where}: its step breakdown: {one_line(error)}; left out")
         return None
-    return {"step_ms": step_ms, "parts": parts}
 
 
 def _settings(config: dict) -> dict:
@@ -481,6 +466,8 @@ def build(runs: list[dict], targets=None) -> dict:
             "status": s.get("status"), "complete": complete(s), "cost_usd": s.get("cost_usd"),
             "has_sweep": bool(run["sweep"]), "targets": target_rows(run, targets),
             "ladder": run.get("ladder") or [], "breakdown": s.get("breakdown"),
+            "step_time_ms": s.get("step_time_ms"),
+            "peak_tflops_per_device": s.get("peak_tflops_per_device"),
             "invalid": sorted(run["invalid"]), "notes": run["notes"],
         })
     slowest = min((r["images_per_sec"] for r in rows if r["images_per_sec"]), default=None)

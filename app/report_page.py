@@ -18,7 +18,7 @@ import os
 import re
 
 from app.run.summary import PRICING_WORDS, percent
-from callbacks.figures import breakdown
+from callbacks.profiling import breakdown, difference
 
 MISSING = "—"
 INVALID = "n/a"  # a figure the run folder holds, but of the wrong kind or out of range
@@ -123,20 +123,21 @@ def _ladder_findings(rows: dict, quote) -> list[str]:
 
 
 def _breakdown_findings(rows: dict, quote) -> list[str]:
-    """Two or more profiled runs: each against the first, the kind of work whose time a
-    step differs most (callbacks/figures/breakdown.py), with both steps in one line."""
+    """Two or more profiled runs: each against the first, the kind of work whose time an
+    image changed most, with both times and rates (callbacks/profiling/difference.py),
+    and both steps' lines."""
     profiled = [r for r in rows.values() if r.get("breakdown")]
     out = []
     for other in profiled[1:]:
         first = profiled[0]
-        difference = breakdown.largest_difference(first["breakdown"], other["breakdown"])
-        if difference is None:  # a breakdown without parts: nothing to set side by side
+        change = difference.largest_change(first, other)
+        if change is None:  # a breakdown without parts, or no batch: nothing to compare
             continue
-        kind, a, b = difference
-        out.append(f"Step breakdown: {kind} differs most, {a:.1f} ms a step on "
-                   f"{quote(first['label'])} against {b:.1f} ms on {quote(other['label'])} "
-                   f"({quote(first['label'])}: {breakdown.line(first['breakdown'])}; "
-                   f"{quote(other['label'])}: {breakdown.line(other['breakdown'])}).")
+        lines = [f"{quote(row['label'])}: " + breakdown.line(
+            difference.of_timed_step(row),
+            peak_tflops_per_device=row.get("peak_tflops_per_device")) for row in (first, other)]
+        out.append(f"Step breakdown: from {quote(first['label'])} to {quote(other['label'])} "
+                   f"the largest change is {change['words']} ({'; '.join(lines)}).")
     return out
 
 

@@ -18,11 +18,10 @@ import re
 import subprocess
 import sys
 
+from breakdown_checks import explained
 from results_io import emit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)  # the app's own one-line breakdown (models)
-from callbacks.figures.breakdown import line as breakdown_line  # noqa: E402
 SUMMARY_KEYS = ("global_batch_size", "num_replicas", "input_pipeline", "images_per_sec",
                 "images_per_sec_per_device", "images_per_sec_wall", "step_time_ms",
                 "step_time_jitter", "mfu", "input_wait_seconds", "epochs_completed",
@@ -263,7 +262,7 @@ def _app_epochs(folder: Folder, name: str, summary: dict | None) -> list[dict]:
 
 def models(folder: Folder) -> dict:
     """Each family against its torchvision twin (torch_models_peer.py), in the same call;
-    a profiled family's step breakdown (callbacks/figures/breakdown.py)."""
+    a profiled family's step breakdown (callbacks/profiling/breakdown.py)."""
     families = {}
     for log in sorted(n for n in os.listdir(folder.path) if n.endswith(".log")
                       and "." not in n[:-4]):
@@ -290,18 +289,15 @@ def models(folder: Folder) -> dict:
                 "speedup_over_twin": ratio(entry["images_per_sec"], rate(twin_row), 3)})
         breakdown = (profiled.get("profile") or {}).get("breakdown")
         if breakdown:
-            # (the rates hlo_stats gave at f776d161 are dropped: 1.5x the chip's peak)
-            parts = {kind: {k: v for k, v in part.items() if k in ("ms", "share")}
-                     for kind, part in breakdown.get("parts", {}).items()}
-            entry["breakdown"] = {**breakdown, "parts": parts,
-                                  "line": breakdown_line({**breakdown, "parts": parts})}
+            entry.update(explained(breakdown, entry, profiled, folder.json(f"{name}.busy.json")))
         families[name] = entry
     return {
         "what": "one H200, synthetic data, 224 px, batch 256, bf16, every callback on: each "
                 "family with the app (JAX) then its torchvision twin (bf16 autocast, "
                 "channels-last for convolutional networks, torch.compile, the app's recipe "
                 "family: benchmarks/torch_models_peer.py), in turn in one call; a profiled "
-                "family's step breakdown from a second, profiled run (synchronous, not timed)",
+                "family's step breakdown from a second, profiled run (synchronous, not timed), "
+                "set against the first run's timed step, with its checks",
         "families": families,
     }
 

@@ -39,7 +39,8 @@
 #                     batch 256, synthetic: ResNet-50, ViT-B/16, ConvNeXt-T,
 #                     EfficientNetV2-S, MobileNetV3-Large (app and twin), a
 #                     user's file model (app only); $PROFILE's families
-#                     profiled again for their step breakdown
+#                     profiled again for their step breakdown, the GPU's
+#                     busy time read apart (busy_time.py) to check its idle
 # decide        1     issue 47: --benchmark=probe, then the full run of the   (run folders, for
 #                     same flags (Fashion-MNIST, batch 512, 15 epochs, 0.93  app/report.py
 #                     target), each from empty compile caches; their        --target: README's
@@ -69,7 +70,7 @@ R=$OUT/$RECIPE
 case "$RECIPE" in  # the GPUs of one host each recipe needs
   step|real_data|digits|energy|fashion_mnist|models|ladder|decide) NEED=1 ;;
   batchnorm|scale) NEED=2 ;;
-  *) sed -n '2,47p' "$0" | cut -c3-; echo "error: unknown recipe '$RECIPE'" >&2; exit 2 ;;
+  *) sed -n '2,/^set -u/p' "$0" | grep '^#' | cut -c3-; echo "error: unknown recipe '$RECIPE'" >&2; exit 2 ;;
 esac
 HAVE=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$HAVE" -lt "$NEED" ]; then
@@ -334,7 +335,18 @@ PY
       case " $PROFILE " in *" $twin "*)  # a profiled run dispatches synchronously: not timed
         app "$twin.profiled" 1 150 -- $SYN --steps_per_epoch=40 --profile_steps=30,32 \
           --model="$model"
-        grep -E "^breakdown" "$R/$twin.profiled.log" ;;
+        grep -E "^breakdown" "$R/$twin.profiled.log"
+        # the GPU's busy time a step read apart from the breakdown, for its idle's check
+        trace=$(find "/tmp/bench/$twin.profiled/plugins/profile" -name '*.xplane.pb' \
+          2>/dev/null | head -1)
+        [ -n "$trace" ] && timeout 300 python3 benchmarks/busy_time.py "$trace" \
+          --json "$R/$twin.busy.json" > "$R/$twin.busy.log" 2>&1
+        cat "$R/$twin.busy.log" 2>/dev/null
+        # the traced step's module as the trace holds it (HloProto, ~3 MB): the counter's
+        # reading of it can be checked off the device (tests/hlo_fixtures.py's form)
+        proto=$(find "/tmp/bench/$twin.profiled/plugins/profile" -name 'jit_train_step*.hlo_proto.pb' \
+          2>/dev/null | head -1)
+        [ -n "$proto" ] && cp "$proto" "$R/$twin.train_step.hlo_proto.pb" ;;
       esac
     done
     ;;

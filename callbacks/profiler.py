@@ -11,7 +11,7 @@ must close there), so a profiled JAX run dispatches synchronously: profile a run
 to see where time goes, not to time it.
 
 When the trace stops, the traced steps are split by kind of work
-(callbacks/figures/breakdown.py): `breakdown` holds the split, with `host_clock_ms`,
+(callbacks/profiling/breakdown.py): `breakdown` holds the split, with `host_clock_ms`,
 the same steps timed by this callback's own clock around its step markers (the
 figure the split is checked against), and a TensorBoard card gets it (scalars
 step_breakdown/<kind> in ms per step, and a table under the Text tab).
@@ -25,7 +25,7 @@ import time
 
 import keras
 
-from callbacks.figures import breakdown as step_breakdown
+from callbacks.profiling import breakdown as step_breakdown
 from callbacks.figures.steps import global_step
 
 
@@ -149,6 +149,20 @@ class Profiler(keras.callbacks.Callback):
         if self.want_breakdown and self.traced_steps and self.breakdown is None:
             self._split()
 
+    def _device_kind(self) -> str | None:
+        """The traced devices' kind as the framework names it ("NVIDIA H100 80GB HBM3",
+        "cpu"), None where it cannot say."""
+        try:
+            if self.backend == "jax":
+                import jax
+                return jax.devices()[0].device_kind
+            import tensorflow as tf
+            gpus = tf.config.list_physical_devices("GPU")
+            return (tf.config.experimental.get_device_details(gpus[0]).get("device_name")
+                    if gpus else "cpu")
+        except Exception:  # noqa: BLE001 - diagnostic: a kind unknown is a share unshown
+            return None
+
     def _split(self):
         """The traced steps split by kind of work, a TensorBoard card of it."""
         layers = {layer.name: type(layer).__name__
@@ -157,7 +171,7 @@ class Profiler(keras.callbacks.Callback):
         try:
             result = step_breakdown.breakdown(
                 os.path.join(self.logdir, "plugins", "profile"), layers,
-                steps_per_mark=self._steps_per_call)
+                steps_per_mark=self._steps_per_call, device_kind=self._device_kind())
         except Exception as error:  # diagnostic: a trace the tools cannot read
             _warn(f"no step breakdown: {str(error).splitlines()[0] if str(error) else error!r}")
             return
@@ -178,21 +192,27 @@ def _card(folder: str, result: dict) -> None:
     from callbacks.records import events
 
     step = result["traced"][-1]
+    _, memory = step_breakdown.whole_device(result)
     writer = events.EventWriter(folder, suffix=".breakdown")
     try:
         rows = ["| kind of work | ms per step | share | achieved |", "|---|---:|---:|---|"]
         for name, part in result["parts"].items():
             writer.scalar(f"step_breakdown/{name}", part["ms"], step, description=(
-                f"A profiled step's time in {name} (callbacks/figures/breakdown.py), "
+                f"A profiled step's time in {name} (callbacks/profiling/breakdown.py), "
                 f"at the last traced step. *Unit: ms per step.*"))
-            rate = step_breakdown.rate_words(part).removeprefix(" at ")
+            # no rate: say why (TensorFlow's own ops have no shapes in the trace; idle
+            # is no work)
+            rate = (step_breakdown.rate_words(part, None, memory).removeprefix(" at ")
+                    or part.get("no_rate") or ("nothing ran" if name == "idle" else ""))
             rows.append(f"| {name} | {part['ms']:.3f} | {part['share']:.1%} | {rate} |")
         writer.scalar("step_breakdown/step", result["step_ms"], step, description=(
             "A profiled step's length, its parts summed (the trace's step markers). "
             "*Unit: ms per step.*"))
         text = (f"**{step_breakdown.line(result)}** (steps {result['traced'][0]}-"
                 f"{result['traced'][1]}; this step by the host's clock: "
-                f"{result['host_clock_ms']:.1f} ms)\n\n" + "\n".join(rows))
+                f"{result['host_clock_ms']:.1f} ms; traced steps run slower than timed "
+                "ones: the run's closing breakdown line sets their work against the timed "
+                "steps' time)\n\n" + "\n".join(rows))
         writer.summary(text_pb("step_breakdown", text), step)
     finally:
         writer.close()

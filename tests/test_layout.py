@@ -104,6 +104,27 @@ def test_every_import_points_downward():
     assert not upward, "imports against the layering:\n" + "\n".join(sorted(upward))
 
 
+# callbacks/ holds the callbacks at its top and, below them, what they share and what
+# others read without Keras: figures/ (a run's plain arithmetic: pure Python, nothing
+# of ours), records/ (the run folder's formats), profiling/ (the trace's reading). A
+# subpackage imports no callback; figures/ imports nothing of ours at all.
+CALLBACK_SUBPACKAGES = ("callbacks.figures", "callbacks.records", "callbacks.profiling")
+
+
+def test_callbacks_subpackages_import_no_callback():
+    found = []
+    for module, targets in _graph().items():
+        home = next((p for p in CALLBACK_SUBPACKAGES if module.startswith(p)), None)
+        if home is None:
+            continue
+        for target in targets:
+            if home == "callbacks.figures" and not target.startswith(home):
+                found.append(f"{module} -> {target} (figures/ is pure arithmetic)")
+            elif target.startswith("callbacks") and not target.startswith(CALLBACK_SUBPACKAGES):
+                found.append(f"{module} -> {target}")
+    assert not found, "a subpackage of callbacks/ importing a callback:\n" + "\n".join(found)
+
+
 def test_preprocessing_imports_point_down_its_floors():
     upward = []
     for module, targets in _graph().items():

@@ -56,7 +56,7 @@ def set_before_keras(config) -> None:
             # A profiled run runs its kernels outside XLA's command buffers (CUDA
             # graphs): in a graph a kernel is traced under the graph's name, not its HLO
             # op's, and the step breakdown could not say what it computes
-            # (callbacks/figures/breakdown.py). A profiled step dispatches synchronously
+            # (callbacks/profiling/breakdown.py). A profiled step dispatches synchronously
             # anyway (callbacks/profiler.py): it shows where time goes, not the speed.
             flags = f"{flags} --xla_gpu_enable_command_buffer=".strip()
             os.environ["XLA_FLAGS"] = flags

@@ -43,7 +43,7 @@ import sys
 
 import keras
 
-from callbacks.figures.hlo_cost import valid_taps
+from callbacks.profiling.contractions import valid_taps
 
 # How the FLOPs were counted (summary.json's flops_method), by backend.
 METHODS = {"jax": "xla_hlo_dot_convolution_of_lowered_train_step_jax",

@@ -29,7 +29,7 @@ from app.modes import points
 from app.run import context as run_context
 from app.run import rundir
 from app.run.summary import shell_command
-from callbacks.figures import breakdown as step_breakdown
+from callbacks.profiling import breakdown as step_breakdown
 from callbacks.stops import PROCESS_STOP, Preempted
 from flags.config import model_kind
 

@@ -34,7 +34,7 @@ from app.engine.recipe import make_compiled_model
 from app.run import context as run_context
 from app.run import rundir
 from callbacks.energy import EnergyMeter, gpu_energy_readers
-from callbacks.figures import breakdown as step_breakdown
+from callbacks.profiling import breakdown as step_breakdown
 from callbacks.figures.money import usd_per_million_images
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.profiler import Profiler
@@ -48,7 +48,7 @@ from preprocessing.spec import DataError
 
 DEFAULT_STEPS = 100
 # After its timed steps, each point traces this many more (rounded up to whole host
-# calls) and splits them by kind of work (callbacks/figures/breakdown.py): the row's
+# calls) and splits them by kind of work (callbacks/profiling/breakdown.py): the row's
 # breakdown, what the ladder's "why" lines compare. Not timed: a profiled JAX fit
 # dispatches synchronously.
 PROFILED_STEPS = 3

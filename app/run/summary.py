@@ -28,7 +28,8 @@ from callbacks.figures.money import (
     projected_cost_usd,
     usd_per_million_images,
 )
-from callbacks.figures.breakdown import line as breakdown_line
+from callbacks.profiling.breakdown import line as breakdown_line
+from callbacks.profiling.timed import reconcile
 from preprocessing.spec import skipped_line
 
 # How the closing lines name each pricing option (flags.PRICINGS).
@@ -127,7 +128,8 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         "mfu": _significant(parts.mfu.utilization(images_per_sec) if images_per_sec else None),
         "peak_tflops_per_device": billing.peak_tflops_per_device,
         # --profile_steps: the steps traced and where TensorBoard's Profile tab reads them.
-        "profile": _profile(parts.profiler, context.logdir),
+        "profile": _profile(parts.profiler, context.logdir,
+                            throughput.step_time().get("step_time_ms")),
         # Energy (GPUs with NVML only), over the same windows as images_per_sec.
         **_energy(parts.energy),
         # Money.
@@ -272,14 +274,17 @@ def _target_cost(target: dict, pricing: str | None) -> str:
         f"{_money(by_pricing[k])} {PRICING_WORDS.get(k, k)}" for k in order)
 
 
-def _profile(profiler, logdir: str) -> dict | None:
+def _profile(profiler, logdir: str, step_time_ms: float | None) -> dict | None:
     """The traced steps (first, last) and the trace's folder, or None if none was taken."""
     if profiler is None or not profiler.traced_steps:
         return None
     return {"steps": [profiler.traced_steps[0], profiler.traced_steps[-1]],
             "folder": os.path.join(logdir, "plugins", "profile"),
-            # The traced steps split by kind of work (callbacks/figures/breakdown.py).
-            "breakdown": profiler.breakdown}
+            # The traced steps split by kind of work (callbacks/profiling/breakdown.py),
+            # set against the timed steps' time: its idle is theirs, the traced step's
+            # excess the profiler's (callbacks/profiling/timed.py).
+            "breakdown": reconcile(profiler.breakdown, step_time_ms)
+            if profiler.breakdown else None}
 
 
 def closing_lines(summary: dict) -> str:

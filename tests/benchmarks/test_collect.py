@@ -57,3 +57,38 @@ def test_a_peer_that_never_reaches_the_target_leaves_the_other_to_count(tmp_path
     turn = collect.fashion_mnist(collect.Folder(folder))["time_to_accuracy"]
     assert turn["speedup_over_eager_peer"] is None
     assert turn["speedup_over_faster_peer"] == turn["speedup_over_peer"] == 2.0
+
+
+def test_a_profiled_familys_breakdown_is_the_unprofiled_steps_with_its_two_checks(tmp_path):
+    """The models recipe by hand: ConvNeXt-T's profiled run traced a 69.8 ms step (its
+    kinds 47.3 ms, 8 GFLOP counted a step); its unprofiled run timed 57.1 ms. The
+    family's breakdown is the 57.1 ms step's: idle 9.8 ms = 17.2%; the GPU's busy time
+    read apart, 47.0 ms: 17.7% idle, 0.5 points apart; 8 GFLOP against the MFU count's
+    0.03 x 256 = 7.68: 4.2% over, not within 2%."""
+    folder = str(tmp_path)
+    traced = {"step_ms": 69.8, "devices": 1, "device_kind": "NVIDIA H100 80GB HBM3",
+              "gflop": 8.0, "ops_without_flops": 0,
+              "parts": {"convolutions": {"ms": 14.5, "share": 0.21, "gflop": 3.0,
+                                         "tflops_per_sec": 206.9},
+                        "matrix products": {"ms": 13.3, "share": 0.19},
+                        "elementwise and other": {"ms": 19.5, "share": 0.28},
+                        "idle": {"ms": 22.5, "share": 0.32}}}
+    _write(folder, "convnext_tiny.log", "")
+    _write(folder, "convnext_tiny.json", {"model": "applications:ConvNeXtTiny",
+                                          "images_per_sec": 4483.4, "step_time_ms": 57.1})
+    _write(folder, "convnext_tiny.profiled.json", {
+        "train_gflops_per_image": 0.03, "global_batch_size": 256, "steps_per_execution": 1,
+        "peak_tflops_per_device": 989.0, "profile": {"breakdown": traced}})
+    _write(folder, "convnext_tiny.busy.json", {"median_busy_ms": 47.0, "median_ms": 50.0})
+    entry = collect.models(collect.Folder(folder))["families"]["convnext_tiny"]
+    result, checks = entry["breakdown"], entry["breakdown_checks"]
+    assert result["step_ms"] == 57.1 and result["traced_step_ms"] == 69.8
+    assert result["parts"]["idle"]["ms"] == pytest.approx(9.8)
+    assert checks["idle_share"] == pytest.approx(9.8 / 57.1, abs=1e-4)
+    assert checks["idle_share_read_apart"] == pytest.approx(10.1 / 57.1, abs=1e-4)
+    assert checks["idle_within_2_points"] is True
+    assert checks["counted_over_mfu"] == pytest.approx(8.0 / 7.68, abs=1e-4)
+    assert checks["flops_within_2_percent"] is False
+    assert result["line"].startswith("step 57.1 ms timed (traced 69.8 ms, 12.7 ms of it the "
+                                     "profiler's): 34% elementwise and other, 25% convolutions "
+                                     "at 207 TFLOP/s (21% of peak)")

@@ -1,78 +1,14 @@
-"""callbacks/figures/hlo_cost.py: an HLO module's instructions from graph_viewer's
-HloProto text, and each one's FLOPs and bytes. The FLOPs are checked against XLA's
-own cost analysis of the same modules (JAX lowers them here, on the CPU), a fusion's
-against what it holds, and the reader against hostile text (Hypothesis)."""
+"""callbacks/profiling/hlo_cost.py: each instruction's FLOPs and bytes, a fusion's
+against what it holds, a kind's rate only where all its work is known, and the reader
+against hostile text (Hypothesis). The dot and convolution rules against XLA's own cost
+analysis: test_contractions.py; library calls: test_library_calls.py."""
 
+import json
 import math
 
 import pytest
 
-from callbacks.figures import breakdown, hlo_cost
-
-# (image shape NHWC, kernel HWIO, strides, padding, lhs dilation, rhs dilation, groups)
-CONVOLUTIONS = [
-    ((2, 9, 9, 4), (3, 3, 4, 8), (1, 1), "SAME", (1, 1), (1, 1), 1),
-    ((2, 9, 7, 4), (3, 3, 4, 8), (2, 2), ((1, 1), (1, 1)), (1, 1), (1, 1), 1),
-    ((2, 8, 8, 6), (3, 3, 2, 6), (1, 1), "SAME", (1, 1), (1, 1), 3),   # grouped
-    ((2, 7, 7, 8), (7, 7, 1, 8), (1, 1), "SAME", (1, 1), (1, 1), 8),   # depthwise 7x7 on 7x7
-    ((1, 6, 6, 4), (3, 3, 4, 4), (1, 1), ((2, 2), (2, 2)), (2, 2), (1, 1), 1),  # transposed
-    ((1, 10, 10, 4), (3, 3, 4, 4), (1, 1), "VALID", (1, 1), (2, 2), 1),  # dilated kernel
-]
-
-
-def _module_text(lowered) -> str:
-    """The lowered module as graph_viewer gives it: the HloProto in text form."""
-    from google.protobuf import text_format
-    from tensorflow.compiler.xla.service import hlo_pb2
-
-    proto = lowered.compiler_ir("hlo").as_serialized_hlo_module_proto()
-    return "hlo_module {\n" + text_format.MessageToString(
-        hlo_pb2.HloModuleProto.FromString(proto)) + "}\n"
-
-
-def _counted(text: str) -> int:
-    """Every dot and convolution of the module, as the reader counts them."""
-    module = hlo_cost.computations(text)
-    costs = hlo_cost.Costs(module)
-    return sum(costs.flops(i) for instructions in module.values() for i in instructions
-               if hlo_cost.first(i, "opcode") in ("dot", "convolution"))
-
-
-@pytest.mark.parametrize("shape,kernel,strides,padding,lhs_dilation,rhs_dilation,groups",
-                         CONVOLUTIONS)
-def test_a_convolution_and_its_gradients_count_what_xla_counts(
-        shape, kernel, strides, padding, lhs_dilation, rhs_dilation, groups):
-    """The forward convolution, and its gradients for the image and the kernel (XLA's
-    backward convolutions: windows as large as the map, batch groups for grouped
-    filters): the reader's count equals XLA's cost analysis of the same module."""
-    import jax
-    import jax.numpy as jnp
-
-    def conv(x, w):
-        return jax.lax.conv_general_dilated(
-            x, w, strides, padding, lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation,
-            dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=groups)
-
-    x, w = jnp.ones(shape), jnp.ones(kernel)
-    cotangent = jnp.ones(jax.eval_shape(conv, x, w).shape)
-    for function, args in ((conv, (x, w)),
-                           (lambda x, w, g: jax.vjp(conv, x, w)[1](g), (x, w, cotangent))):
-        lowered = jax.jit(function).lower(*args)
-        expected = lowered.cost_analysis()["flops"]
-        assert _counted(_module_text(lowered)) == pytest.approx(expected, rel=1e-9)
-
-
-def test_a_dot_with_batch_dimensions_counts_what_xla_counts():
-    import jax
-    import jax.numpy as jnp
-
-    def attention_scores(q, k):
-        return jnp.einsum("bqhd,bkhd->bhqk", q, k)
-
-    lowered = jax.jit(attention_scores).lower(jnp.ones((2, 5, 3, 8)), jnp.ones((2, 7, 3, 8)))
-    assert _counted(_module_text(lowered)) == 2 * 2 * 3 * 5 * 7 * 8
-    assert lowered.cost_analysis()["flops"] == 2 * 2 * 3 * 5 * 7 * 8
-
+from callbacks.profiling import breakdown
 
 def _pbtxt(message: dict, indent: str = "  ") -> str:
     """A message in protobuf's text form, one field a line: {key: value or [values],
@@ -110,21 +46,29 @@ MODULE = "hlo_module {\n" + _pbtxt({"computations": [
                      called_computation_ids=7),
         _instruction("gemm.1", "custom-call", {"tuple_shapes": [
             _shape("F32", 4, 5), _shape("S8", 64)]}, 10, 11, id=13,
+            custom_call_target='"__cublas$gemm"', backend_config=json.dumps(json.dumps(
+                {"gemm_backend_config": {"dot_dimension_numbers": {
+                    "lhs_contracting_dimensions": ["1"], "rhs_contracting_dimensions": ["0"],
+                    "lhs_batch_dimensions": [], "rhs_batch_dimensions": []}}}))),
+        _instruction("gemm.2", "custom-call", {"tuple_shapes": [
+            _shape("F32", 4, 5), _shape("S8", 64)]}, 10, 11, id=15,
             custom_call_target='"__cublas$gemm"'),
         _instruction("odd", "add", _shape("F31", 4), id=14)],
      "id": 8}]}) + "\n}\n"
 
 
-def test_a_fusion_counts_what_it_holds_and_a_library_call_is_unknown():
+def test_a_fusion_counts_what_it_holds_and_a_library_call_what_its_config_says():
     """Written by hand in graph_viewer's form: a fusion holding a 4x6 by 6x5 dot is
     2 x 4 x 5 x 6 FLOPs and reads 2 x 24 + 2 x 30 bytes, writes 4 x 20; a cuBLAS call
-    of the same shapes has no FLOPs (its text does not give them), its bytes the tuple's;
-    an unknown element type has no bytes."""
+    of the same shapes and dot dimensions (its backend config, a JSON string) as many
+    FLOPs and bytes, its 64-byte workspace not counted as data; the same call without
+    its config has no FLOPs; an unknown element type has no bytes."""
     ops = breakdown.parse_module(MODULE)
-    fusion, gemm, odd = ops["fusion.1"], ops["gemm.1"], ops["odd"]
+    fusion, gemm, bare, odd = ops["fusion.1"], ops["gemm.1"], ops["gemm.2"], ops["odd"]
     assert fusion.flops == 2 * 4 * 5 * 6 and fusion.fused == {"parameter", "dot"}
     assert fusion.bytes == 2 * 24 + 2 * 30 + 4 * 20
-    assert gemm.flops is None and gemm.bytes == 2 * 24 + 2 * 30 + 4 * 20 + 64
+    assert gemm.flops == 2 * 4 * 5 * 6 and gemm.bytes == 2 * 24 + 2 * 30 + 4 * 20
+    assert bare.flops is None and bare.bytes == gemm.bytes
     assert odd.flops == 0 and odd.bytes is None
     assert breakdown.category_of_hlo(gemm, {}) == "matrix products"
 
@@ -144,6 +88,8 @@ def test_a_kind_has_a_rate_only_where_all_its_work_is_known():
                                  totals["matrix products"])
         assert found.get("tflops_per_sec") == (pytest.approx(rate * 1000 / 900, rel=1e-3) if rate
                                              else None)
+        assert found.get("no_rate") == (None if rate else
+                                        "a library call whose work is not known (__cublas$gemm)")
 
 
 def test_the_reader_takes_any_text_without_a_traceback():

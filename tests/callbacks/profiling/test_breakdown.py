@@ -1,7 +1,9 @@
-"""The step breakdown (callbacks/figures/breakdown.py): each profiled step split by kind
+"""The step breakdown (callbacks/profiling/breakdown.py): each profiled step split by kind
 of work, read from real traces of real runs on both backends, its parts summing to
 the step, the step equal to the Profiler's own clock; the sharing of concurrent ops
-against a hand count; the kinds of HLO and TensorFlow ops."""
+against a hand count; a trace whose kernels no module names; the line; the report's
+reader of a breakdown (the kinds of ops: test_kinds.py; two runs compared:
+test_difference.py)."""
 
 import json
 import math
@@ -10,7 +12,7 @@ import textwrap
 import pytest
 from conftest import run_cli
 
-from callbacks.figures import breakdown
+from callbacks.profiling import breakdown
 
 SYNTHETIC = ["--dataset=synthetic", "--image_size=32", "--global_batch_size=16",
              "--epochs=1", "--steps_per_epoch=8", "--validation_steps=-1",
@@ -29,75 +31,6 @@ def test_ops_at_once_share_each_moment_and_the_rest_is_idle():
     assert sum(totals.values()) + idle == 100.0
 
 
-def test_the_kind_of_an_hlo_op_is_what_it_computes_then_the_layer_it_came_from():
-    layers = {"stem_bn": "BatchNorm", "block_attention": "SelfAttention", "head": "Dense"}
-    kind = breakdown.category_of_hlo
-    Op = breakdown.Op
-    assert kind(Op("convolution"), layers) == "convolutions"
-    assert kind(Op("custom-call", "__cudnn$convForward"), layers) == "convolutions"
-    assert kind(Op("fusion", fused=frozenset({"convolution", "add"})), layers) == "convolutions"
-    assert kind(Op("custom-call", "__cublas$lt$matmul"), layers) == "matrix products"
-    assert kind(Op("fusion", fused=frozenset({"dot", "multiply"}),
-                   op_name="jit(train_step)/jvp(head)/dot_general"), layers) == "matrix products"
-    assert kind(Op("custom-call", "__cudnn$fmhaSoftmax"), layers) == "attention"
-    assert kind(Op("fusion", fused=frozenset({"reduce", "exponential"}),
-                   op_name="jit(train_step)/jvp(block_attention)/softmax"), layers) == "attention"
-    # an attention layer's projections are matrix products, on a GPU's cuBLAS too
-    assert kind(Op("custom-call", "__cublas$lt$matmul",
-                   op_name="jit(train_step)/jvp(block_attention)/qkv/dot_general"),
-                layers) == "matrix products"
-    assert kind(Op("fusion", fused=frozenset({"reduce"}),
-                   op_name="jit(train_step)/transpose(jvp(stem_bn))/reduce_sum"),
-                layers) == "normalization"
-    assert kind(Op("all-reduce-start"), layers) == "collectives"
-    assert kind(Op("fusion", fused=frozenset({"add", "maximum"})), layers) == \
-        "elementwise and other"
-
-
-def test_the_kind_of_a_tensorflow_op_is_its_type_then_its_layer():
-    layers = {"stem_bn": "BatchNormalization"}
-    kind = breakdown.category_of_tf_op
-    assert kind("model/stem_conv/convolution:Conv2D", layers) == "convolutions"
-    assert kind("gradient_tape/model/stem_conv/Conv2DBackpropFilter:Conv2DBackpropFilter",
-                layers) == "convolutions"
-    assert kind("model/head/MatMul:MatMul", layers) == "matrix products"
-    assert kind("model/stem_bn/moments/mean:Mean", layers) == "normalization"
-    assert kind("model/relu/Relu:Relu", layers) == "elementwise and other"
-
-
-def test_a_module_text_gives_each_fusion_what_it_holds():
-    """graph_viewer's pbtxt, cut to what the reader uses: a fusion calling a computation
-    that holds a convolution, with its framework name."""
-    text = textwrap.dedent('''\
-        hlo_module {
-          computations {
-            name: "fused_computation"
-            instructions {
-              name: "conv.1"
-              opcode: "convolution"
-            }
-            id: 7
-          }
-          computations {
-            name: "main"
-            instructions {
-              name: "fusion.2"
-              opcode: "fusion"
-              metadata {
-                op_name: "jit(train_step)/jvp(stem_conv)/conv_general_dilated"
-              }
-              called_computation_ids: 7
-            }
-            id: 8
-          }
-        }
-        ''')
-    ops = breakdown.parse_module(text)
-    assert ops["fusion.2"].fused == {"convolution"}
-    assert ops["fusion.2"].op_name == "jit(train_step)/jvp(stem_conv)/conv_general_dilated"
-    assert breakdown.category_of_hlo(ops["fusion.2"], {}) == "convolutions"
-
-
 def _profiled(tmp_path, backend, model, *extra):
     logdir = tmp_path / f"{backend}-{model.replace('/', '_').replace(':', '_')}"
     done = run_cli(f"--backend={backend}", f"--model={model}", f"--logdir={logdir}",
@@ -109,30 +42,44 @@ def _profiled(tmp_path, backend, model, *extra):
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 @pytest.mark.parametrize("model,work", [("small_resnet", {"convolutions", "normalization"}),
                                         ("vit_ti16", {"matrix products", "normalization"})])
-def test_the_parts_sum_to_the_step_and_the_step_is_the_profilers_own_clock(
+def test_the_timed_step_is_explained_and_the_traced_step_is_the_profilers_own_clock(
         tmp_path, backend, model, work):
     summary, stdout = _profiled(tmp_path, backend, model)
     result = summary["profile"]["breakdown"]
     assert result["traced"] == [4, 6] and result["steps"] == 3
     parts = result["parts"]
     assert set(parts) <= set(breakdown.CATEGORIES)
-    assert sum(part["ms"] for part in parts.values()) == pytest.approx(result["step_ms"],
-                                                                       rel=1e-3)
+    # The traced step (the trace's markers) against a second clock: the Profiler's
+    # perf_counter around the same markers.
+    assert result["traced_step_ms"] == pytest.approx(result["host_clock_ms"], rel=0.05)
+    # The step explained is the timed one (callbacks/throughput.py's clock); the kinds'
+    # time as traced, idle by hand: the timed step less it, never below 0
+    assert result["step_ms"] == pytest.approx(summary["step_time_ms"], abs=1e-3)
+    busy = sum(part["ms"] for kind, part in parts.items() if kind != "idle")
+    assert result["busy_ms"] == pytest.approx(busy, abs=1e-3)
+    assert parts.get("idle", {}).get("ms", 0.0) == pytest.approx(
+        max(result["step_ms"] - busy, 0.0), abs=1e-3)
+    assert ("over_step_ms" in result) == (busy > result["step_ms"] + 1e-3)
     assert sum(part["share"] for part in parts.values()) == pytest.approx(1.0, abs=2e-3)
-    # A second clock: the Profiler's perf_counter around the same step markers.
-    assert result["step_ms"] == pytest.approx(result["host_clock_ms"], rel=0.05)
     assert work <= set(parts), parts
     assert f"breakdown: {breakdown.line(result)}" in stdout.splitlines()
+    assert f"step {result['step_ms']:.1f} ms timed (traced {result['traced_step_ms']:.1f} ms" \
+        in stdout
     if backend == "jax":  # XLA's ops: their FLOPs from the module's shapes
         # The app's count of the same step (app/engine/flops.py, from the lowered step's
         # HLO text, for MFU) against this one (the compiled module run in the trace).
         counted = sum(part.get("gflop", 0.0) for part in parts.values()) * 1e9
         assert counted == pytest.approx(summary["train_flops_per_image"] * 16, rel=2e-3)
+        assert result["gflop"] * 1e9 == pytest.approx(counted, rel=1e-5)
+        assert result["ops_without_flops"] == 0
         for name in {"convolutions", "matrix products"} & set(parts):
             part = parts[name]
             assert part["tflops_per_sec"] == pytest.approx(
                 part["gflop"] / part["ms"], rel=2e-3)  # GFLOP per ms is TFLOP/s
         assert parts["elementwise and other"]["gb_per_sec"] > 0
+    else:  # TensorFlow's executor: no shapes in the trace, and the parts say so
+        assert {part.get("no_rate") for kind, part in parts.items() if kind != "idle"} == {
+            "TensorFlow's own ops: the trace gives their names, not their shapes"}
 
 
 def test_a_model_of_only_matrix_products_is_matrix_products(tmp_path):
@@ -182,14 +129,56 @@ def test_a_trace_whose_kernels_no_module_names_is_no_breakdown():
                              modules)
 
 
+def test_a_kind_without_a_rate_says_why():
+    """TensorFlow's executor ops (no shapes in the trace), kernels no HLO op names, a
+    loop: each kind's `no_rate`; attention whose ops do no FLOPs (a softmax without a
+    fused kernel) has the GB/s its bytes give instead."""
+    windows = [(0.0, 1000.0)]
+    spans = [(0.0, 100.0, "convolutions", breakdown.TF_OP),
+             (100.0, 200.0, "elementwise and other", None),
+             (200.0, 300.0, "matrix products", breakdown.Op("while", bytes=8.0)),
+             (300.0, 500.0, "attention", breakdown.Op("fusion", flops=0, bytes=4e6))]
+    work = breakdown._work(spans, windows)
+    rates = {kind: breakdown._rates(kind, work[kind], 1, 100.0) for kind in work}
+    assert rates["convolutions"] == {
+        "no_rate": "TensorFlow's own ops: the trace gives their names, not their shapes"}
+    assert rates["elementwise and other"] == {
+        "no_rate": "kernels or copies that no traced HLO op names"}
+    assert rates["matrix products"] == {
+        "no_rate": "a loop, whose trip count the module's text does not give"}
+    assert rates["attention"] == {"gb_per_sec": 40.0}  # 4 MB in 100 us
+    assert breakdown._counted(spans, windows, 1) == {"gflop": 0.0, "ops_without_flops": 3}
+
+
+def test_a_kinds_rate_is_that_of_its_ops_whose_work_is_known_where_they_hold_most_of_it():
+    """Elementwise work of 950 us in ops of known bytes (9.5 MB) and 50 us in a memset no
+    HLO op names, in a kind of 1,000 us: 9.5 MB over 950 us, 10 GB/s, 95% of its time
+    rated; one of 850 us known is under MIN_RATED: no rate, and why."""
+    windows = [(0.0, 2000.0)]
+    for known_us, expected in ((950.0, {"gb_per_sec": 10.0, "rated_share": 0.95}),
+                               (850.0, {"no_rate": "kernels or copies that no traced HLO "
+                                                   "op names"})):
+        spans = [(0.0, known_us, "elementwise and other",
+                  breakdown.Op("fusion", flops=0, bytes=known_us * 1e4)),
+                 (known_us, 1000.0, "elementwise and other", None)]
+        totals, _ = breakdown._share(spans, windows)
+        work = breakdown._work(spans, windows)
+        assert breakdown._rates("elementwise and other", work["elementwise and other"], 1,
+                                totals["elementwise and other"]) == expected
+
+
 def test_the_line_gives_each_kinds_rate_and_its_share_of_the_traced_devices_peak():
-    result = {"step_ms": 10.0, "devices": 2, "parts": {
+    """Two H100s: convolutions at 400 TFLOP/s of their 2 x 989 (20%), normalization at
+    1,340 GB/s of their 2 x 3,350 (20%); an unknown device's kind gives no bandwidth."""
+    result = {"step_ms": 10.0, "devices": 2, "device_kind": "NVIDIA H100 80GB HBM3", "parts": {
         "convolutions": {"ms": 6.0, "share": 0.6, "tflops_per_sec": 400.0},
-        "normalization": {"ms": 3.0, "share": 0.3, "gb_per_sec": 0.5},
+        "normalization": {"ms": 3.0, "share": 0.3, "gb_per_sec": 1340.0},
         "idle": {"ms": 1.0, "share": 0.1}}}
     assert breakdown.line(result, peak_tflops_per_device=1000.0) == (
         "step 10.0 ms: 60% convolutions at 400 TFLOP/s (20% of peak), 30% normalization "
-        "at 500 MB/s, 10% idle")
+        "at 1,340 GB/s (20% of bandwidth), 10% idle")
+    result["device_kind"] = "cpu"
+    result["parts"]["normalization"]["gb_per_sec"] = 0.5
     assert breakdown.line(result) == ("step 10.0 ms: 60% convolutions at 400 TFLOP/s, "
                                       "30% normalization at 500 MB/s, 10% idle")
 
@@ -202,48 +191,16 @@ def test_the_largest_difference_between_two_breakdowns_is_named():
     assert breakdown.largest_difference(first, {}) is None
 
 
-def test_the_report_of_two_profiled_runs_names_the_kind_that_differs_most(tmp_path):
-    """Issue 39: two runs on different models, side by side in the report: one sentence
-    names the kind of work whose time differs most, with both steps' lines; a damaged
-    breakdown in a third folder is a caveat, not a traceback."""
-    import shutil
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
-    resnet, _ = _profiled(tmp_path, "jax", "small_resnet")
-    vit, _ = _profiled(tmp_path, "jax", "vit_ti16")
-    kind, a, b = breakdown.largest_difference(resnet["profile"]["breakdown"],
-                                              vit["profile"]["breakdown"])
-    damaged = tmp_path / "damaged"
-    shutil.copytree(tmp_path / "jax-vit_ti16", damaged)
-    summary = json.loads((damaged / "summary.json").read_text())
-    summary["profile"]["breakdown"]["parts"] = {"convolutions": {"ms": -1, "share": 7}}
-    (damaged / "summary.json").write_text(json.dumps(summary))
-    done = subprocess.run([sys.executable, "app/report.py", str(tmp_path / "jax-small_resnet"),
-                           str(tmp_path / "jax-vit_ti16"), str(damaged),
-                           "--out", str(tmp_path / "report")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    page = (tmp_path / "report" / "report.md").read_text()
-    assert f"Step breakdown: {kind} differs most, {a:.1f} ms a step on " in page
-    assert f"against {b:.1f} ms on " in page
-    convolutions = resnet["profile"]["breakdown"]["parts"]["convolutions"]
-    assert f"convolutions{breakdown.rate_words(convolutions)}" in page  # its achieved rate
-    assert ("its step breakdown: 'ms' holds int -1; accepted: number in \\[0, 1000000000.0\\]; "
-            "left out") in page  # (Markdown escapes the brackets)
-
-
 def test_the_reports_reader_of_a_breakdown_takes_hostile_values_without_a_traceback():
     """Hypothesis: summary.json's profile.breakdown with any kinds, numbers (NaN, inf,
     huge, negative, booleans) and shapes is read as a checked breakdown or as none with
     a caveat, never a traceback; what it keeps is finite and in range, and two kept
-    breakdowns always make their sentence."""
+    breakdowns with parts always make their sentence."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
     from app import report, report_page
+    from callbacks.profiling import difference
 
     values = st.one_of(st.none(), st.booleans(), st.text(max_size=6),
                        st.floats(allow_nan=True, allow_infinity=True),
@@ -269,11 +226,12 @@ def test_the_reports_reader_of_a_breakdown_takes_hostile_values_without_a_traceb
                     assert kind in breakdown.CATEGORIES
                     assert 0 <= part["ms"] <= 1e9 and 0 <= part["share"] <= 1
                     assert all(math.isfinite(part[rate]) and part[rate] >= 0
-                               for rate in report.RATES if rate in part)
+                               for rate in difference.RATES if rate in part)
                 breakdown.line(result)  # what the page prints of it
                 kept.append(result)
-        rows = {f"run {i}": {"label": f"run {i}", "breakdown": b} for i, b in enumerate(kept)}
+        rows = {f"run {i}": {"label": f"run {i}", "breakdown": b, "global_batch_size": 8,
+                             "step_time_ms": 5.0} for i, b in enumerate(kept)}
         sentences = report_page._breakdown_findings(rows, str)
-        assert len(sentences) <= 1
+        assert len(sentences) == (len(kept) == 2 and all(b["parts"] for b in kept))
 
     check()
