@@ -57,6 +57,26 @@ def without_unused_imports(module: str):
         sys.meta_path.remove(finder)
 
 
+@contextlib.contextmanager
+def tensorflow_unseen(lazy):
+    """Within the block, Keras takes TensorFlow for absent unless it is imported already.
+
+    `lazy` is Keras's keras.src.utils.module_utils.tensorflow, which imports TensorFlow
+    the first time Keras asks whether it is available (seeding, serializing a model's
+    config: `model.to_json()` asks of every value it writes). On the JAX backend with
+    TensorFlow installed that was a 3.6 s import (2-core host) on the way to the first
+    step, and the JAX path must not touch TensorFlow. Keras asks again after the block.
+    """
+    if "tensorflow" in sys.modules or lazy._available is not None:
+        yield
+        return
+    lazy._available = False
+    try:
+        yield
+    finally:
+        lazy._available = None
+
+
 CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
 
 
@@ -113,3 +133,4 @@ def reserve_memory(jax, devices) -> None:
             jax.device_put(np.zeros((), np.int32), device).block_until_ready()
     except Exception:  # noqa: BLE001 - the run's first array meets it again, and says so
         pass
+

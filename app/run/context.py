@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from app.engine import autotune, distribute
+from app.engine import autotune, cold_start, distribute
 from app.engine.memory import process_memory_limit
 from app.engine.data import input_spec
 from app.engine.models import check_model, check_model_builds
@@ -156,19 +156,10 @@ def set_random_seed(keras, seed: int) -> None:
     is not imported yet, it is not seeded: its only user here, the tf.data pipeline,
     draws every random number from explicit stateless seeds.
     """
-    import sys
-
     from keras.src.utils import module_utils
 
-    lazy = module_utils.tensorflow
-    if "tensorflow" in sys.modules or lazy._available is not None:
+    with cold_start.tensorflow_unseen(module_utils.tensorflow):
         keras.utils.set_random_seed(seed)
-        return
-    lazy._available = False  # for this call only: Keras asks again later
-    try:
-        keras.utils.set_random_seed(seed)
-    finally:
-        lazy._available = None
 
 
 def create_folder(context: RunContext) -> None:
