@@ -29,6 +29,37 @@ def test_the_idx_files_are_read_exactly(tmp_path):
                           fashion_mnist.read_idx(str(tmp_path / "gz" / "t10k-images-idx3-ubyte.gz")))
 
 
+def test_files_read_ahead_are_the_files_and_are_taken_once(tmp_path):
+    """read_ahead reads the four files in threads (while the frameworks import); load
+    takes each once, the same arrays, and reads afresh after; a damaged file read ahead
+    is the same one line when load takes it."""
+    from preprocessing.datasets import fashion_mnist, read_ahead
+    from preprocessing.spec import BatchShape, DataError, InputSpec
+
+    write_fashion(tmp_path / "gz")
+    spec = InputSpec(data_dir=str(tmp_path / "gz"), image_size=0, batch=BatchShape(8))
+    read_ahead("fashion_mnist", spec)
+    assert len(fashion_mnist._AHEAD) == 4
+    ahead = fashion_mnist.load(spec, "train")
+    assert len(fashion_mnist._AHEAD) == 2  # the validation split's, not yet taken
+    fashion_mnist.load(spec, "validation")
+    assert fashion_mnist._AHEAD == {}
+    again = fashion_mnist.load(spec, "train")
+    assert np.array_equal(ahead.images, again.images) and ahead.images is not again.images
+    assert np.array_equal(ahead.labels, again.labels)
+
+    write_fashion(tmp_path / "plain", gzipped=False)
+    path = tmp_path / "plain" / "train-images-idx3-ubyte"
+    path.write_bytes(path.read_bytes()[:-5])
+    spec = InputSpec(data_dir=str(tmp_path / "plain"), image_size=0, batch=BatchShape(8))
+    read_ahead("fashion_mnist", spec)
+    with pytest.raises(DataError, match="holds 75,259 bytes of data where its header"):
+        fashion_mnist.load(spec, "train")
+    fashion_mnist._AHEAD.clear()
+    read_ahead("fashion_mnist", InputSpec(data_dir=str(tmp_path / "none"), image_size=0))
+    read_ahead("digits", spec)  # no files of its own to read ahead: nothing happens
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda data: data[:-5], "holds 78,395 bytes of data where its header promises 78,400"),
     (lambda data: b"\x00\x01" + data[2:], "is not an IDX file"),
