@@ -15,8 +15,9 @@ the main thread itself spent tracing, lowering and compiling in each part are gi
 (each part's `program_seconds`). TensorFlow says nothing of its programs: its first step
 holds its trace and compile.
 
-`block` is summary.json's `startup`; app/run/startup_record.py writes its TensorBoard
-card and closing line. Nothing here imports a framework.
+`block` is summary.json's `startup`, `write_card` its TensorBoard Text card
+(app/run/summary.py's `startup_lines` its closing line). Nothing here imports a
+framework.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ PARTS = {
     "model_check_and_price": "the model built once from shapes to check it fits; the "
                              "price resolved",
     "mode_imports": "the mode's modules imported (callbacks, records, the input wings)",
-    "data": "seed and precision set; the datasets read, decoded and placed (the device "
-            "pipeline's programs start compiling in a thread)",
+    "data": "seed and precision set; the datasets read (or taken from the thread that "
+            "read them ahead), decoded and placed (the device pipeline's programs start "
+            "compiling in a thread)",
     "run_folder": "config.json and the billing ledger written; the banner",
     "model_build": "the model built and compiled (Keras's compile: no XLA program yet)",
     "steps_trace_and_lower": "JAX: the training and evaluation steps traced and "
