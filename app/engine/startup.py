@@ -296,15 +296,16 @@ def card_markdown(block: dict) -> str:
     return text
 
 
-def write_card(folder: str, block: dict) -> None:
+def write_card(folder: str, block: dict, step: int = 0) -> None:
     """Writes `block`'s card to the TensorBoard run `folder` (the run's train/), under
-    the Text tab's "startup" tag."""
+    the Text tab's "startup" tag, at `step` (the global step the attempt started from:
+    a resumed run's attempts each have theirs)."""
     from tensorboard.plugins.text.summary_v2 import text_pb
 
     from callbacks.records import events
 
     writer = events.EventWriter(folder, suffix=".startup")
     try:
-        writer.summary(text_pb("startup", card_markdown(block)), step=0)
+        writer.summary(text_pb("startup", card_markdown(block)), step=step)
     finally:
         writer.close()

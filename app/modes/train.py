@@ -264,7 +264,8 @@ def _finish(context, plan, parts, status, attempts, model, ended_at) -> dict | N
                 status, started_at=summary.first_start(attempts, context.started_at),
                 step=result["epochs_completed"])
             if result.get("startup"):  # its TensorBoard card (app/engine/startup.py)
-                write_card(os.path.join(context.logdir, "train"), result["startup"])
+                write_card(os.path.join(context.logdir, "train"), result["startup"],
+                           step=plan.state.global_step)
             print(summary.closing_lines(result), flush=True)
         if topology.num_processes > 1:  # lets each host confirm it trained in lockstep
             print(f"process {topology.process_index} of {topology.num_processes}: {status}, "
