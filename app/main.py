@@ -81,10 +81,14 @@ def run(config, started_at: float | None = None) -> dict:
         callbacks.stops.Preempted, callbacks.stops.Diverged: see the exit codes.
     """
     from app.engine import prices
+    from app.engine.startup import TIMELINE
     from app.run import context as run_context
 
+    if started_at is None:  # called in-process: the start-up timeline starts here
+        started_at = time.time()
+        TIMELINE.begin(started_at, from_process_start=False)
     prices.check_config(config)
-    context = run_context.prepare(config, started_at or time.time())
+    context = run_context.prepare(config, started_at)
     # The mode is imported only now: its modules import Keras, whose backend
     # prepare() has just chosen.
     if config.is_sweep:  # --sweep, or --sweep_batch_sizes (its one-axis case)
@@ -97,6 +101,7 @@ def run(config, started_at: float | None = None) -> dict:
         from app.modes import probe as mode
     else:
         from app.modes import train as mode
+    TIMELINE.mark("mode_imports")
     try:
         return mode.run(context)
     except BaseException:
@@ -123,10 +128,21 @@ def main(argv):
                      "--flags (see --helpfull)", EXIT_USER_ERROR)
     if FLAGS.list_machines is not None:  # an action: no config, no run
         return _list_machines(FLAGS.list_machines)
+    from app.engine.startup import TIMELINE
+
+    # The start-up timeline (summary.json's `startup`) runs from the process's start.
+    TIMELINE.begin(STARTED_AT, from_process_start=True)
     try:
         config = config_from_flags(FLAGS)
     except ConfigError as error:
         return _fail(str(error), EXIT_USER_ERROR)
+    from app.engine import cold_start
+
+    try:
+        cold_start.cuts()  # its environment variable, checked before anything is touched
+    except ValueError as error:
+        return _fail(str(error), EXIT_USER_ERROR)
+    TIMELINE.mark("app_imports_and_flags")
 
     from app.engine import native_stderr
     from callbacks.stops import PROCESS_STOP, Diverged, Preempted, StorageError

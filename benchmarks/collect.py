@@ -12,14 +12,14 @@ collect right after the run) and whether the tree had uncommitted changes.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 import sys
 
 from breakdown_checks import explained
-from results_io import emit
+from results_io import Folder, emit, ratio
+from time_to_accuracy import coldstart, fashion_mnist
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUMMARY_KEYS = ("global_batch_size", "num_replicas", "input_pipeline", "images_per_sec",
@@ -27,28 +27,6 @@ SUMMARY_KEYS = ("global_batch_size", "num_replicas", "input_pipeline", "images_p
                 "step_time_jitter", "mfu", "input_wait_seconds", "epochs_completed",
                 "wall_seconds", "usd_per_million_images", "device_kind")
 RESNET = "ResNet-50 v1.5 bf16, Keras on JAX, every callback on"
-
-
-class Folder:
-    """The runner's output for one recipe."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def text(self, name: str) -> str | None:
-        try:
-            with open(os.path.join(self.path, name), encoding="utf-8", errors="replace") as f:
-                return f.read()
-        except OSError:
-            return None
-
-    def json(self, name: str):
-        text = self.text(name)
-        return json.loads(text) if text else None
-
-
-def ratio(a, b, digits: int = 4):
-    return round(a / b, digits) if a is not None and b else None
 
 
 def rate(row):
@@ -192,74 +170,6 @@ def scale(folder: Folder) -> dict:
     }
 
 
-def _seconds_to(epochs, target: float):
-    """The first epoch line reaching `target`: (seconds from start, epoch), or Nones."""
-    reached = [e for e in epochs if e["val_top1"] is not None and e["val_top1"] >= target]
-    return (reached[0]["seconds"], reached[0]["epoch"]) if reached else (None, None)
-
-
-def fashion_mnist(folder: Folder, target: float = 0.93) -> dict:
-    """Time to `target` top-1: the app's from its process start (its ledger's start and
-    metrics.jsonl's epoch times), the peer's from its own clock, turn by turn."""
-    turns = []
-    for turn in range(1, 10):
-        summary, peer_result = folder.json(f"app{turn}.json"), folder.json(f"peer{turn}.json")
-        if summary is None and peer_result is None:
-            break
-        app_epochs = _app_epochs(folder, f"app{turn}", summary)
-        peer_epochs = [{"epoch": e["epoch"], "val_top1": e["val_top1"],
-                        "seconds": e["seconds_from_start"]}
-                       for e in (peer_result or {}).get("epochs", [])]
-        app_seconds, app_epoch = _seconds_to(app_epochs, target)
-        peer_seconds, peer_epoch = _seconds_to(peer_epochs, target)
-        eager = folder.json(f"eager{turn}.json")  # the same peer, --no_compile
-        eager_seconds, _ = _seconds_to(
-            [{"epoch": e["epoch"], "val_top1": e["val_top1"], "seconds": e["seconds_from_start"]}
-             for e in (eager or {}).get("epochs", [])], target)
-        fastest = min((s for s in (peer_seconds, eager_seconds) if s is not None), default=None)
-        turns.append({
-            "target_top1": target,
-            "compile_caches": "cold (both emptied)" if turn == 1 else "warm (turn 1's)",
-            "app_seconds_to_target": app_seconds, "app_epoch_to_target": app_epoch,
-            "peer_seconds_to_target": peer_seconds, "peer_epoch_to_target": peer_epoch,
-            "speedup_over_peer": ratio(peer_seconds, app_seconds, 3),
-            "eager_peer_seconds_to_target": eager_seconds,
-            "speedup_over_eager_peer": ratio(eager_seconds, app_seconds, 3),
-            # the speedup that counts: over the faster of the peer's two modes
-            "speedup_over_faster_peer": ratio(fastest, app_seconds, 3),
-            "images_per_sec_app": summary and summary.get("images_per_sec"),
-            "images_per_sec_peer": peer_result and peer_result.get("images_per_sec_after_epoch_1"),
-            "final_top1_app": summary and summary.get("val_top1"),
-            "final_top1_peer": peer_result and peer_result.get("final_top1"),
-            "input_pipeline": summary and summary.get("input_pipeline"),
-            "input": summary and summary.get("input"),
-            "app_first_epoch_ends_at_seconds": app_epochs[0]["seconds"] if app_epochs else None,
-            "peer_first_epoch_ends_at_seconds": peer_epochs[0]["seconds"] if peer_epochs else None,
-            "app_epochs": app_epochs, "peer_epochs": peer_epochs})
-    return {
-        "what": "time to 0.93 top-1 on Fashion-MNIST (60,000 + 10,000 images, 28x28), one GPU: "
-                "the app's default recipe (small_resnet, batch 512, 15 epochs, "
-                "--input_pipeline=auto) against its PyTorch peer (benchmarks/torch_fashion_peer.py: "
-                "same network, recipe and augmentation, data on the GPU, bf16), torch.compile and "
-                "eager, each timed from its process start, in turn in one call",
-        "time_to_accuracy": (turns[0] if len(turns) == 1 else turns) or None,
-        "file_cache": (folder.text("page_cache.txt") or "").strip() or None,
-    }
-
-
-def _app_epochs(folder: Folder, name: str, summary: dict | None) -> list[dict]:
-    """The app's epochs (top-1, seconds from its process start) from NAME.metrics.jsonl."""
-    if summary is None:
-        return []
-    started = summary["attempts"][0]["started_at"] if summary.get("attempts") else None
-    epochs = []
-    for line in (folder.text(f"{name}.metrics.jsonl") or "").splitlines():
-        record = json.loads(line)
-        epochs.append({"epoch": record["epoch"], "val_top1": record.get("val_top1"),
-                       "seconds": round(record["time"] - started, 2)})
-    return epochs
-
-
 def models(folder: Folder) -> dict:
     """Each family against its torchvision twin (torch_models_peer.py), in the same call;
     a profiled family's step breakdown (callbacks/profiling/breakdown.py)."""
@@ -330,6 +240,7 @@ RECIPES = {
     "batchnorm": batchnorm,
     "scale": scale,
     "fashion_mnist": fashion_mnist,
+    "coldstart": coldstart,
     "models": models,
     "ladder": ladder,
 }

@@ -31,6 +31,11 @@
 #                     cold, later turns warm from its caches); the
 #                     IDX files from $FASHION (default .data/fashion-mnist:
 #                     carry it; .xz or .gz files are unpacked to /tmp)
+# coldstart     1     the fashion_mnist job's start-up (issue 49): each run   (startup)
+#                     from empty caches of its own, with the defaults, every
+#                     cut of app/engine/cold_start.py on, none, and each cut
+#                     turned from its default (BENCH_STARTUP_CUTS), then one
+#                     warm; every run's timeline (summary.json's startup)
 # ladder        1     the effort ladder (--benchmark=ladder) of ResNet-50    (ladders)
 #                     (base batch 128) and ViT-B/16 (base 64), synthetic
 #                     data, 96 timed steps a rung
@@ -50,7 +55,8 @@
 # (20,480) the JPEGs made for real_data and scale, TESTS=0 and PEER=0 leave real_data's
 # GPU tests and DataLoader peer out, TURNS (2) fashion_mnist's app-then-peer turns,
 # FAMILIES (all six: the twins' torchvision names and "user") and PROFILE (convnext_tiny
-# vit_b_16) the models recipe's families and those it profiles, COMMIT
+# vit_b_16) the models recipe's families and those it profiles, REPEATS (2) coldstart's
+# runs with the defaults and with every cut (the spread of a cold start), COMMIT
 # the git commit the copied tree is (else the copy's `git rev-parse HEAD`). fashion_mnist's
 # one-off diagnoses are gone, their findings kept: where the cold start's compiles went
 # (DIAG=1, 2026-12-03-h200-fashion-mnist-9bf4239.json at 35cc76c) and what XLA's flags do
@@ -64,11 +70,12 @@ B=${B:-256}
 TRAIN=${TRAIN:-20480}
 FASHION=${FASHION:-$PWD/.data/fashion-mnist}
 TESTS=${TESTS:-1} PEER=${PEER:-1} TURNS=${TURNS:-2}  # real_data's GPU tests and peer; fashion's turns
+REPEATS=${REPEATS:-2}  # coldstart's runs with the defaults, and with every cut
 OUT=${OUT:-$PWD/bench-out}
 R=$OUT/$RECIPE
 
 case "$RECIPE" in  # the GPUs of one host each recipe needs
-  step|real_data|digits|energy|fashion_mnist|models|ladder|decide) NEED=1 ;;
+  step|real_data|digits|energy|fashion_mnist|coldstart|models|ladder|decide) NEED=1 ;;
   batchnorm|scale) NEED=2 ;;
   *) sed -n '2,/^set -u/p' "$0" | grep '^#' | cut -c3-; echo "error: unknown recipe '$RECIPE'" >&2; exit 2 ;;
 esac
@@ -103,6 +110,7 @@ case "$RECIPE" in  # the settings the recipe reads, for the command it records
   step) SETTINGS="B=$B " ;;
   real_data) SETTINGS="B=$B TRAIN=$TRAIN TESTS=$TESTS PEER=$PEER " ;;
   fashion_mnist) SETTINGS="TURNS=$TURNS " ;;
+  coldstart) SETTINGS="REPEATS=$REPEATS " ;;
   scale) SETTINGS="TRAIN=$TRAIN " ;;
   batchnorm) SETTINGS=${BENCH_XLA:+"BENCH_XLA='$BENCH_XLA' "} ;;
   models) SETTINGS="${FAMILIES:+FAMILIES='$FAMILIES' }${PROFILE+PROFILE='$PROFILE' }" ;;
@@ -161,9 +169,10 @@ jpegs() {
   echo "$folder"
 }
 
-# unpack_fashion: Fashion-MNIST's IDX files from $FASHION into /tmp/fashion (.xz, .gz unpacked).
-unpack_fashion() {
-  python3 - "$FASHION" /tmp/fashion <<'PY'
+# fashion_setup: Fashion-MNIST's IDX files unpacked to /tmp/fashion, $CACHES made empty,
+# every shared library read once, the app's sources byte-compiled (fashion_mnist, coldstart).
+fashion_setup() {
+python3 - "$FASHION" /tmp/fashion <<'PY' || return 1
 import gzip, lzma, os, sys
 source, target = sys.argv[1:]
 os.makedirs(target, exist_ok=True)
@@ -174,6 +183,37 @@ for name in os.listdir(source):
             open(os.path.join(target, stem if opener else name), "wb") as out:
         out.write(f.read())
 PY
+  # Turn 1 compiles from cold on both sides; later turns find turn 1's programs in
+  # each one's persistent cache (JAX's, which the app keeps by default, and inductor's,
+  # which torch.compile keeps by default in /tmp/torchinductor_$USER): both emptied here.
+  # So is the CUDA driver's JIT cache (~/.nv/ComputeCache by default, CUDA_CACHE_PATH),
+  # one per side: what the driver compiles for one would warm every later process on
+  # the machine, whoever runs it (it held under 1 MiB for the app, and did not explain
+  # the app's cold compile: 2026-12-03-h200-fashion-mnist-afb598d-jit.json at 35cc76c).
+  CACHES=/tmp/bench/caches; rm -rf "$CACHES"; mkdir -p "$CACHES"
+  # Compile caches cold, the file cache warm for both: every shared library either
+  # side loads (JAX's, torch's, the CUDA libraries they share) is read once first, so
+  # neither pays for the disk, nor does the one going second find it read for it.
+python3 - > "$R/page_cache.txt" <<'PY'
+import importlib.util, os, time
+started, total = time.perf_counter(), 0
+roots = {p for name in ("jax", "jaxlib", "jax_plugins", "torch", "triton", "nvidia")
+         for spec in [importlib.util.find_spec(name)] if spec
+         for p in (spec.submodule_search_locations or [])}
+for root in sorted(roots):
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if ".so" in name:
+                with open(os.path.join(folder, name), "rb") as f:
+                    while chunk := f.read(1 << 24):
+                        total += len(chunk)
+print(f"read {total / 2**30:.2f} GiB of shared libraries in {time.perf_counter() - started:.1f} s")
+PY
+  cat "$R/page_cache.txt"
+  # The app's own sources byte-compiled, as pip does when it installs a package (an
+  # editable install, or this copied tree, leaves it to the first run); the peer's
+  # torch came installed so.
+  python3 -m compileall -q app callbacks flags preprocessing > /dev/null
 }
 
 case "$RECIPE" in
@@ -243,38 +283,7 @@ case "$RECIPE" in
       --steps_per_epoch=40 --throughput_warmup_steps=40
     ;;
   fashion_mnist)
-    unpack_fashion || exit 1
-    # Turn 1 compiles from cold on both sides; later turns find turn 1's programs in
-    # each one's persistent cache (JAX's, which the app keeps by default, and inductor's,
-    # which torch.compile keeps by default in /tmp/torchinductor_$USER): both emptied here.
-    # So is the CUDA driver's JIT cache (~/.nv/ComputeCache by default, CUDA_CACHE_PATH),
-    # one per side: what the driver compiles for one would warm every later process on
-    # the machine, whoever runs it (it held under 1 MiB for the app, and did not explain
-    # the app's cold compile: 2026-12-03-h200-fashion-mnist-afb598d-jit.json at 35cc76c).
-    CACHES=/tmp/bench/caches; rm -rf "$CACHES"; mkdir -p "$CACHES"
-    # Compile caches cold, the file cache warm for both: every shared library either
-    # side loads (JAX's, torch's, the CUDA libraries they share) is read once first, so
-    # neither pays for the disk, nor does the one going second find it read for it.
-    python3 - > "$R/page_cache.txt" <<'PY'
-import importlib.util, os, time
-started, total = time.perf_counter(), 0
-roots = {p for name in ("jax", "jaxlib", "jax_plugins", "torch", "triton", "nvidia")
-         for spec in [importlib.util.find_spec(name)] if spec
-         for p in (spec.submodule_search_locations or [])}
-for root in sorted(roots):
-    for folder, _, files in os.walk(root):
-        for name in files:
-            if ".so" in name:
-                with open(os.path.join(folder, name), "rb") as f:
-                    while chunk := f.read(1 << 24):
-                        total += len(chunk)
-print(f"read {total / 2**30:.2f} GiB of shared libraries in {time.perf_counter() - started:.1f} s")
-PY
-    cat "$R/page_cache.txt"
-    # The app's own sources byte-compiled, as pip does when it installs a package (an
-    # editable install, or this copied tree, leaves it to the first run); the peer's
-    # torch came installed so.
-    python3 -m compileall -q app callbacks flags preprocessing > /dev/null
+    fashion_setup || exit 1
     for turn in $(seq "$TURNS"); do  # app, peer, app, peer: the machine's drift hits both
       app "app$turn" 1 240 JAX_COMPILATION_CACHE_DIR="$CACHES/xla" \
         CUDA_CACHE_PATH="$CACHES/cuda-app" -- --model=small_resnet \
@@ -296,9 +305,38 @@ PY
       rc=$?; echo "eager$turn $rc" >> "$R/exits.txt"; echo "eager$turn exit $rc"
     done
     ;;
+  coldstart)  # issue 49: where a cold start goes, and what each cut takes off it
+    fashion_setup || exit 1
+    JOB="--model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion
+      --global_batch_size=512 --epochs=15 --target_top1=0.93"
+    # cold NAME CUTS: the job from compile caches of its own, empty (JAX's and the CUDA
+    # driver's), with BENCH_STARTUP_CUTS=CUTS (the defaults where empty)
+    cold() {
+      app "$1" 1 120 JAX_COMPILATION_CACHE_DIR="$CACHES/xla-$1" CUDA_CACHE_PATH="$CACHES/cuda-$1" \
+        BENCH_STARTUP_CUTS="$2" -- $JOB
+      grep -E "^start-up" "$R/$1.log"
+    }
+    # Every cut turned from its default, one at a time (app/engine/cold_start.py's CUTS).
+    TURNED=$(python3 -c "from app.engine.cold_start import CUTS
+print(' '.join(('-' if on else '') + name for name, (on, _) in CUTS.items()))") || exit 1
+    for round in $(seq "$REPEATS"); do  # interleaved: the machine's drift hits all
+      cold "defaults$round" ""
+      cold "all$round" all
+    done
+    cold none none
+    for turn in $TURNED; do
+      cold "turned_${turn#-}" "$turn"
+    done
+    # Warm: the first run's caches again (what a second run of the job finds).
+    app warm 1 120 JAX_COMPILATION_CACHE_DIR="$CACHES/xla-defaults1" \
+      CUDA_CACHE_PATH="$CACHES/cuda-defaults1" -- $JOB
+    grep -E "^start-up" "$R/warm.log"
+    # What importing the frameworks costs, module by module (interpreter start-up aside).
+    python3 -X importtime -c "import jax, keras; jax.devices()" 2> "$R/importtime.txt" \
+      > /dev/null
+    ;;
   decide)  # a probe, then the full run of the same flags: each from empty compile caches
-    unpack_fashion || exit 1
-    CACHES=/tmp/bench/caches; rm -rf "$CACHES"; mkdir -p "$CACHES"
+    fashion_setup || exit 1
     F="--model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion
       --global_batch_size=512 --epochs=15"
     app probe 1 200 JAX_COMPILATION_CACHE_DIR="$CACHES/xla-probe" \

@@ -228,3 +228,18 @@ def test_the_step_breakdown_card_is_served(server, runs, backend):
         assert reasons == {"TensorFlow's own ops: the trace gives their names, not their "
                            "shapes"}, parts
         assert all(reason in table for reason in reasons), table
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_the_startup_card_is_served(server, runs, backend):
+    """Issue 49: the start-up timeline's card under the Text tab, read back by the real
+    server: each part of summary.json's startup, with its seconds."""
+    from urllib.parse import quote
+
+    assert "startup" in fetch(server + "/data/plugin/text/tags")[backend + "/train"]
+    card = fetch(f"{server}/data/plugin/text/text?run={quote(backend + '/train')}"
+                 "&tag=startup")[-1]["text"]
+    block = json.loads((runs / backend / "summary.json").read_text())["startup"]
+    assert f"{block['seconds_to_first_step']:.2f} s to the first step" in card
+    for part in block["parts"]:
+        assert f"{part['part']}</td>" in card or f"| {part['part']} |" in card, card

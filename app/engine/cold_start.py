@@ -57,6 +57,26 @@ def without_unused_imports(module: str):
         sys.meta_path.remove(finder)
 
 
+@contextlib.contextmanager
+def tensorflow_unseen(lazy):
+    """Within the block, Keras takes TensorFlow for absent unless it is imported already.
+
+    `lazy` is Keras's keras.src.utils.module_utils.tensorflow, which imports TensorFlow
+    the first time Keras asks whether it is available (seeding, serializing a model's
+    config: `model.to_json()` asks of every value it writes). On the JAX backend with
+    TensorFlow installed that was a 3.6 s import (2-core host) on the way to the first
+    step, and the JAX path must not touch TensorFlow. Keras asks again after the block.
+    """
+    if "tensorflow" in sys.modules or lazy._available is not None:
+        yield
+        return
+    lazy._available = False
+    try:
+        yield
+    finally:
+        lazy._available = None
+
+
 CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
 
 
@@ -113,3 +133,79 @@ def reserve_memory(jax, devices) -> None:
             jax.device_put(np.zeros((), np.int32), device).block_until_ready()
     except Exception:  # noqa: BLE001 - the run's first array meets it again, and says so
         pass
+
+
+# ------------------------------------------------------------- the start's cuts (issue 49)
+# Each measure of issue 49 that shortens a cold start, by name: (on by default, what it
+# does). BENCH_STARTUP_CUTS turns them on and off one by one, so that one device call
+# can time each from cold (benchmarks/device_run.sh coldstart): a comma-separated list
+# read in order, of "all", "none", NAME (on) and -NAME (off), from the defaults. Those
+# measured on a CPU only are on; those that only a GPU can judge are off until it has.
+CUTS_ENV = "BENCH_STARTUP_CUTS"
+CUTS: dict[str, tuple[bool, str]] = {
+    "fit_takes_compiled_steps": (
+        True, "fit is handed the steps compiled beside the start (app/engine/precompile.py): "
+              "it neither traces, lowers nor reads them back from the compilation cache"),
+    "steps_side_by_side": (
+        True, "the training and evaluation steps compile in two threads, each as soon as "
+              "it is lowered (not under XLA's full autotuning)"),
+    "devices_beside_keras": (
+        True, "JAX's backend starts (its devices found: on a GPU its driver and context) in "
+              "a thread while Keras imports"),
+    "data_read_beside_imports": (
+        True, "the dataset's files read in a thread while the frameworks import "
+              "(Fashion-MNIST's IDX files: preprocessing/datasets/fashion_mnist.py)"),
+    "xla_parallel_codegen": (
+        False, "a short run's steps on an NVIDIA GPU: XLA compiles their kernels' LLVM "
+               "modules in parallel (xla_gpu_enable_llvm_module_compilation_parallelism; "
+               "with fit_takes_compiled_steps)"),
+    "xla_no_triton_gemm": (
+        False, "a short run's steps on an NVIDIA GPU: matrix products by cuBLAS, not Triton "
+               "kernels compiled for them (xla_gpu_enable_triton_gemm=false; with "
+               "fit_takes_compiled_steps)"),
+}
+
+
+def cuts(value: str | None = None) -> dict[str, bool]:
+    """{cut: on} from `value` (BENCH_STARTUP_CUTS where None; unset or empty: the
+    defaults).
+
+    Raises:
+        ValueError: a name that is not a cut, in one line saying what is accepted.
+    """
+    value = os.environ.get(CUTS_ENV, "") if value is None else value
+    chosen = {name: default for name, (default, _) in CUTS.items()}
+    for token in (t.strip() for t in value.split(",")):
+        if token in ("all", "none"):
+            chosen = dict.fromkeys(CUTS, token == "all")
+            continue
+        name = token.removeprefix("-")
+        if not token:
+            continue
+        if name not in CUTS:
+            raise ValueError(
+                f"{CUTS_ENV}={value!r}: {name!r} is not a start-up cut; accepted: all, none, "
+                f"and NAME or -NAME (on, off) for each of {', '.join(CUTS) or '(none)'}, "
+                "comma-separated")
+        chosen[name] = not token.startswith("-")
+    return chosen
+
+
+def cut_on(name: str) -> bool:
+    """Whether the cut `name` (a key of CUTS) is on in this process."""
+    return cuts()[name]
+
+
+def short_run_compiler_options(accelerator: str, xla_autotune: str | None) -> dict:
+    """The XLA options of the steps compiled beside the start, for a run whose compile
+    is worth more than a few per cent of its steps (`xla_autotune` heuristic: a short
+    run, app/engine/autotune.py) on an NVIDIA GPU: those of the cuts that are on."""
+    if accelerator != "gpu" or xla_autotune != "heuristic":
+        return {}
+    on = cuts()
+    options = {}
+    if on["xla_parallel_codegen"]:
+        options["xla_gpu_enable_llvm_module_compilation_parallelism"] = True
+    if on["xla_no_triton_gemm"]:
+        options["xla_gpu_enable_triton_gemm"] = False
+    return options

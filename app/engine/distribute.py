@@ -25,7 +25,8 @@ import os
 import sys
 import threading
 
-from app.engine import cold_start, environment, native_stderr
+from app.engine import cold_start, environment, native_stderr, startup
+from app.engine.startup import TIMELINE
 from preprocessing.spec import BatchError, BatchShape
 
 
@@ -154,13 +155,19 @@ def make_topology(config) -> Topology:
     """
     _check_gpu_present(config)
     _check_local_tpu_present(config)
-    _import(config.backend, config)
+    framework = _import(config.backend, config)
+    if config.backend == "jax":
+        startup.watch_jax(framework)  # before JAX compiles anything
+    TIMELINE.mark("framework_import")
     if config.backend == "tensorflow":
         topology = _tensorflow_topology(config)
+        TIMELINE.mark("devices")
     else:
-        topology = _jax_topology(config)
+        topology = _jax_topology(config)  # marks devices and keras_import itself
     topology.batch = topology.batch_shape(config.global_batch_size)  # before Keras imports
     _import("keras", config)  # after the devices: importing it takes seconds
+    if config.backend == "tensorflow":
+        TIMELINE.mark("keras_import")
     native_stderr.release()
     return topology
 
@@ -310,21 +317,33 @@ def _jax_topology(config) -> Topology:
     if config.num_processes > 1:
         _initialize_multi_host(config)
     platform = config.accelerator
-    try:
-        local = [d for d in jax.local_devices() if d.platform == platform]
-    except RuntimeError:
-        local = []
     what = {"cpu": "CPU device", "gpu": "GPU", "tpu": "TPU device"}[platform]
-    per_process = _wanted(config, len(local), what)
-    reserving = None
-    if platform == "gpu":  # the GPUs' memory is reserved while Keras imports
-        reserving = threading.Thread(target=cold_start.reserve_memory,
-                                     args=(jax, local[:per_process]),
-                                     name="reserve-gpu-memory", daemon=True)
-        reserving.start()
-    keras = _import("keras", config)
-    if reserving is not None:
-        reserving.join()
+    if config.num_processes == 1 and cold_start.cut_on("devices_beside_keras"):
+        # The backend starts (a GPU's driver and context: seconds) while Keras imports.
+        started = {}
+        starting = threading.Thread(target=_start_backend, args=(jax, config, what, started),
+                                    name="start-backend", daemon=True)
+        starting.start()
+        keras = _import("keras", config)
+        starting.join()
+        if "error" in started:
+            raise started["error"]
+        local, per_process = started["local"], started["per_process"]
+        TIMELINE.mark("devices_and_keras_import")
+    else:
+        local = _local_devices(jax, platform)
+        per_process = _wanted(config, len(local), what)
+        TIMELINE.mark("devices")
+        reserving = None
+        if platform == "gpu":  # the GPUs' memory is reserved while Keras imports
+            reserving = threading.Thread(target=cold_start.reserve_memory,
+                                         args=(jax, local[:per_process]),
+                                         name="reserve-gpu-memory", daemon=True)
+            reserving.start()
+        keras = _import("keras", config)
+        if reserving is not None:
+            reserving.join()
+        TIMELINE.mark("keras_import")
 
     distribution = None
     num_processes = jax.process_count()
@@ -340,6 +359,27 @@ def _jax_topology(config) -> Topology:
     kind = local[0].device_kind if platform != "cpu" else "cpu"
     return Topology("jax", config.accelerator, num_processes, jax.process_index(),
                     per_process, kind, distribution=distribution, compilation_cache_dir=cache)
+
+
+def _local_devices(jax, platform: str) -> list:
+    """This process's devices of `platform` (none where JAX has no such backend)."""
+    try:
+        return [d for d in jax.local_devices() if d.platform == platform]
+    except RuntimeError:
+        return []
+
+
+def _start_backend(jax, config, what: str, started: dict) -> None:
+    """In a thread beside Keras's import: JAX's backend started and its devices found
+    and checked (`started`'s local and per_process, or its error), then a GPU's memory
+    reserved (cold_start.reserve_memory)."""
+    try:
+        started["local"] = _local_devices(jax, config.accelerator)
+        started["per_process"] = _wanted(config, len(started["local"]), what)
+        if config.accelerator == "gpu":
+            cold_start.reserve_memory(jax, started["local"][:started["per_process"]])
+    except BaseException as error:  # noqa: BLE001 - raised again on the main thread
+        started["error"] = error
 
 
 def _initialize_multi_host(config) -> None:

@@ -182,8 +182,13 @@ def cached_train_flops_per_image(model, image_size: int, batch_size: int = 1,
 
 
 def _count_key(model, image_size: int, batch_size: int) -> str | None:
+    from keras.src.utils import module_utils
+
+    from app.engine.cold_start import tensorflow_unseen
+
     try:
-        described = model.to_json()
+        with tensorflow_unseen(module_utils.tensorflow):  # to_json asked for it (3.6 s)
+            described = model.to_json()
     except Exception:  # noqa: BLE001 - e.g. a subclassed model without get_config
         return None
     backend = keras.config.backend()

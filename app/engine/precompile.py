@@ -4,20 +4,32 @@ Left to itself, `fit` compiles its training step when it takes its first batch, 
 its evaluation step at the first epoch's end: on a small dataset that is most of a
 cold start (the small ResNet's training step took 3 s to compile on an H200, 12-16 s
 with XLA's autotuning: app/engine/autotune.py), and it starts only once everything
-else is done. Here the steps are lowered as soon as the model is compiled
-and XLA compiles them in a thread while the run goes on (the FLOP count, the
-callbacks, the input's own programs); `fit` then finds them in JAX's persistent
-compilation cache instead of compiling them again.
+else is done. Here the steps are lowered as soon as the model is compiled and XLA
+compiles them in threads while the run goes on (the FLOP count, the callbacks, the
+input's own programs). Then `fit` gets them:
 
-Only where that is sure to pay: the JAX backend, one process, JAX's compilation cache
-on (it is what hands the programs to `fit`), and a pipeline that knows its batches'
-shapes before the first one (`Datasets.batch_specs`; the device pipeline does). The
-steps are lowered as Keras's JAX trainer lowers them (`make_train_function`,
-`make_test_function`, `_distribute_data`): the same function, donation, shardings
-and argument avals; tests/app/engine/test_precompile.py checks that `fit` compiles neither step
-itself. Lowering runs here, on the calling thread (it traces Keras's layers, whose
-global settings, such as flash attention, another thread may be changing); only
-XLA's compile, which holds no Python lock, runs in the thread.
+- handed over (cold_start cut "fit_takes_compiled_steps"): the compiled executables
+  become the model's train and test functions, so `fit` neither traces, lowers nor
+  looks up either step (on a 2-core host 0.7 s of its first step went to tracing,
+  lowering and reading back from the cache the step compiled already); no
+  compilation cache is needed;
+- or from JAX's persistent compilation cache, where the thread's compile put them
+  (the cut off; the cache must be on): `fit` traces and lowers each step again and
+  reads the program back.
+
+Each step starts compiling as soon as it is lowered, the two side by side (cut
+"steps_side_by_side"; not under XLA's full autotuning, which times kernels on the GPU
+and lets the evaluation step reuse the training step's choices); with the cut off, both
+are lowered first and compiled one after the other.
+
+Only where that is sure to pay: the JAX backend, one process, and a pipeline that
+knows its batches' shapes before the first one (`Datasets.batch_specs`; the device
+pipeline does). The steps are lowered as Keras's JAX trainer lowers them
+(`make_train_function`, `make_test_function`, `_distribute_data`): the same function,
+donation, shardings and argument avals; tests/app/engine/test_precompile.py checks that
+`fit` compiles neither step itself. Lowering runs here, on the calling thread (it traces
+Keras's layers, whose global settings, such as flash attention, another thread may be
+changing); only XLA's compile, which holds no Python lock, runs in the threads.
 """
 
 from __future__ import annotations
@@ -27,64 +39,175 @@ import time
 
 
 class Precompile:
-    """A thread compiling lowered steps, one after the other (the evaluation step
-    reuses the training step's autotuning, so the two are not compiled side by side).
+    """Threads compiling lowered steps: each in its own (`side_by_side`), else one
+    after the other in one thread, in the order they were added.
 
     Attributes:
-        seconds: once joined, how long the compiles took (None before).
+        seconds: once joined, how long the compiles took, from the first one's start
+            to the last one's end (None before).
         error: once joined, the first compile's exception, if any (`fit` then
             compiles, and raises, as it would have).
+        compiled: {"train" or "test": jax.stages.Compiled} of the compiles that ended well.
     """
 
-    def __init__(self, lowered: list):
+    def __init__(self, side_by_side: bool = False, compiler_options: dict | None = None):
         self.seconds: float | None = None
         self.error: BaseException | None = None
-        self._lowered = lowered
-        self._thread = threading.Thread(target=self._compile, name="precompile-steps",
-                                        daemon=True)
-        self._thread.start()
+        self.compiled: dict = {}
+        self.handed: dict = {}  # kind: the step hand_to gave fit (its `fallbacks`)
+        self.side_by_side = side_by_side
+        self.compiler_options = dict(compiler_options or {})
+        self.options_refused: str | None = None
+        self._queue: list = []
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._started = time.perf_counter()
+
+    def add(self, kind: str, lowered) -> None:
+        """Starts compiling `lowered` (a jax.stages.Lowered), the `kind` step."""
+        with self._lock:
+            self._queue.append((kind, lowered))
+            if self._threads and not self.side_by_side:
+                return  # the running thread takes it after the ones before it
+        name = "precompile-steps" if not self._threads else f"precompile-{kind}"
+        thread = threading.Thread(target=self._compile, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
 
     def _compile(self):
-        started = time.perf_counter()
-        try:
-            for lowered in self._lowered:  # jax.stages.Lowered
-                lowered.compile()  # into JAX's persistent cache, where fit finds it
-        except Exception as error:  # noqa: BLE001 - fit meets it again, and raises it
-            self.error = error
-        finally:
-            self._lowered = []
-            self.seconds = time.perf_counter() - started
+        while True:
+            with self._lock:
+                if not self._queue:
+                    return
+                kind, lowered = self._queue.pop(0)
+            try:
+                # into JAX's persistent cache too, where fit finds it when not handed over
+                compiled = self._compiled(lowered)
+                with self._lock:
+                    self.compiled[kind] = compiled
+            except Exception as error:  # noqa: BLE001 - fit meets it again, and raises it
+                with self._lock:
+                    self.error = self.error or error
+            finally:
+                with self._lock:
+                    self.seconds = time.perf_counter() - self._started
+            if self.side_by_side:
+                return
+
+    def _compiled(self, lowered):
+        """`lowered` compiled, with the XLA options where this XLA takes them (an
+        option it does not know is refused in one exception, before compiling: then
+        without them, and `options_refused` says why)."""
+        if self.compiler_options:
+            try:
+                return lowered.compile(compiler_options=self.compiler_options)
+            except Exception as error:  # noqa: BLE001 - JaxRuntimeError: no such option
+                self.options_refused = (str(error).splitlines() or [repr(error)])[0]
+        return lowered.compile()
 
     def join(self, stop: threading.Event | None = None) -> float:
         """Waits for the compiles (`fit` would otherwise start them a second time), or
         until `stop` is set (a SIGTERM must not wait for XLA); returns the seconds
         this call waited."""
         started = time.perf_counter()
-        while self._thread.is_alive() and not (stop is not None and stop.is_set()):
-            self._thread.join(timeout=0.1)
+        for thread in list(self._threads):
+            while thread.is_alive() and not (stop is not None and stop.is_set()):
+                thread.join(timeout=0.1)
+        if all(not t.is_alive() for t in self._threads) and self.seconds is None:
+            self.seconds = 0.0
         return time.perf_counter() - started
 
+    def hand_to(self, model) -> list[str]:
+        """Makes the compiled steps `model`'s train and test functions (as Keras's JAX
+        trainer makes its own, around a jitted step), so that `fit` neither traces
+        nor compiles them; returns the kinds handed over. Call it after `join`.
 
-def start(model, batch_specs, topology) -> Precompile | None:
+        A call whose arguments do not match what was compiled (Compiled refuses it
+        before it runs: another pytree, shape or sharding) goes to the jitted step
+        instead, as fit would have made it; `handed[kind].fallbacks` counts them."""
+        for kind, compiled in sorted(self.compiled.items()):
+            self.handed[kind] = step = _Handed(model, kind, compiled)
+            if kind == "train":
+                model.train_function = model._make_function(step)
+            else:
+                model.test_function = model._make_function(step)
+        return sorted(self.handed)
+
+
+class _Handed:
+    """One compiled step, called as Keras calls its jitted step: (state, data)."""
+
+    def __init__(self, model, kind: str, compiled):
+        self.model, self.kind, self.compiled = model, kind, compiled
+        self.fallbacks = 0
+        self._jitted = None
+
+    def __call__(self, state, data):
+        if self._jitted is None:
+            try:
+                return self.compiled(state, data)
+            except (TypeError, ValueError):  # refused before running: nothing donated
+                self._jitted = _jit(self.model, train=self.kind == "train")
+                self.fallbacks += 1
+        return self._jitted(state, data)
+
+
+def start(model, batch_specs, topology, side_by_side: bool = False,
+          hand_to_fit: bool = False, compiler_options: dict | None = None
+          ) -> Precompile | None:
     """Lowers `model`'s training (and evaluation) step for the batches of
-    `batch_specs` and starts compiling them; None where that would not pay (see the
-    module's docstring) or where the steps do not lower (`fit` then says why).
+    `batch_specs` and starts compiling each as it is lowered; None where that would
+    not pay (see the module's docstring) or where the training step does not lower
+    (`fit` then says why).
 
     Call it after `model.compile`, before anything else traces the model, and join
-    the result before `fit`.
+    the result before `fit` (then `hand_to` the model, if `hand_to_fit`).
+
+    Args:
+        side_by_side: each step compiled in its own thread as soon as it is lowered;
+            else both are lowered first, then compiled in turn in one thread.
+        hand_to_fit: the compiled steps are to be handed to fit (`hand_to`): no
+            compilation cache is needed. Without it, fit finds them in the cache.
+        compiler_options: XLA options of these compiles (only with `hand_to_fit`:
+            fit's own compile, with none, would not find them in the cache).
     """
     if (topology.backend != "jax" or topology.num_processes != 1 or not batch_specs
-            or not topology.compilation_cache_dir or not getattr(model, "jit_compile", False)
-            or model.run_eagerly):
+            or not (topology.compilation_cache_dir or hand_to_fit)
+            or not getattr(model, "jit_compile", False) or model.run_eagerly):
         return None
     train_spec, validation_spec = batch_specs
+    compiling = Precompile(side_by_side, compiler_options if hand_to_fit else None)
     try:
-        lowered = [_lower(model, train_spec, train=True)]
-        if validation_spec is not None:
-            lowered.append(_lower(model, validation_spec, train=False))
-    except Exception:  # noqa: BLE001 - fit lowers them again, and raises what is wrong
+        train = _lower(model, train_spec, train=True)
+    except Exception:  # noqa: BLE001 - fit lowers it again, and raises what is wrong
         return None
-    return Precompile(lowered)
+    if side_by_side:
+        compiling.add("train", train)  # compiles while the evaluation step is traced
+    test = None
+    if validation_spec is not None:
+        try:
+            test = _lower(model, validation_spec, train=False)
+        except Exception:  # noqa: BLE001 - fit lowers it again, and raises what is wrong
+            test = None
+    if not side_by_side:
+        compiling.add("train", train)
+    if test is not None:
+        compiling.add("test", test)
+    return compiling
+
+
+def _jit(model, train: bool):
+    """The step as Keras's JAX trainer jits it (make_train_function, make_test_function)."""
+    import jax
+    from keras.src import distribution as distribution_lib
+
+    out_shardings = None
+    if distribution_lib.distribution() is not None:
+        trainable, non_trainable, optimizer, metrics = model._get_state_sharding_spec()
+        out_shardings = (None, (trainable, non_trainable, optimizer, metrics) if train
+                         else (trainable, non_trainable, metrics))
+    return jax.jit(model.train_step if train else model.test_step, donate_argnums=0,
+                   out_shardings=out_shardings)
 
 
 def _lower(model, spec: tuple, train: bool):
@@ -95,16 +218,10 @@ def _lower(model, spec: tuple, train: bool):
     # What fit does first: build the loss and metrics (their variables are state).
     model._symbolic_build(data_batch=spec)
     distribution = distribution_lib.distribution()
-    out_shardings = None
-    if distribution is not None:  # Keras's make_train_function / make_test_function
-        trainable, non_trainable, optimizer, metrics = model._get_state_sharding_spec()
-        out_shardings = (None, (trainable, non_trainable, optimizer, metrics) if train
-                         else (trainable, non_trainable, metrics))
-        # Keras's _distribute_data lays each input out as the distribution says.
+    if distribution is not None:  # Keras's _distribute_data lays each input out so
         spec = tuple(jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=distribution
                                           .get_data_layout(s.shape).backend_layout)
                      for s in spec)
     state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
                                  optimizer_variables=train, metrics_variables=True)
-    step = model.train_step if train else model.test_step
-    return jax.jit(step, donate_argnums=0, out_shardings=out_shardings).lower(state, spec)
+    return _jit(model, train).lower(state, spec)

@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from app.engine import precompile
+from app.engine import cold_start, precompile
 from app.engine.data import steps_for, steps_per_execution, unused_images_note
 from app.engine.flops import model_facts
 from app.engine.recipe import (
@@ -30,6 +30,7 @@ from app.engine.recipe import (
     count_train_flops,
     recipe_facts,
 )
+from app.engine.startup import TIMELINE, write_card
 from app.modes.train_callbacks import hparams_of, make_callbacks
 from app.run import context as run_context
 from app.run import resume, rundir, summary
@@ -111,6 +112,7 @@ def run(context) -> dict:
     if context.run_dir.resuming:
         resume.check_same_data(context.logdir, facts)
     _warn_profile_past_end(config, steps_per_epoch)
+    TIMELINE.mark("data")
     run_context.create_folder(context)  # every check passed: the run leaves traces
     # config.json keeps the flags as given (auto is 0, so a rerun resumes); from here on
     # the resolved value, as compiled and in the banner and summary.json.
@@ -127,6 +129,7 @@ def run(context) -> dict:
     print(banner(context, data, steps_per_epoch), flush=True)  # after the ledger: billed
     if context.billing.notes:
         print(run_context.billing_notes(context), flush=True)
+    TIMELINE.mark("run_folder")
 
     # --- 2 and 3. The model, resumed; the callbacks.
     try:
@@ -148,6 +151,12 @@ def run(context) -> dict:
     try:
         if compiling is not None:  # else fit would compile the steps a second time
             compiling.join(stop=PROCESS_STOP.requested)
+            if cold_start.cut_on("fit_takes_compiled_steps"):
+                compiling.hand_to(model)  # fit traces, lowers, reads back neither step
+            if compiling.compiler_options:  # summary.json's startup says what XLA took
+                TIMELINE.facts["xla_options"] = {"asked": compiling.compiler_options,
+                                                 "refused": compiling.options_refused}
+            TIMELINE.mark("compile_wait")
         PROCESS_STOP.raise_if_requested(state.global_step, state.path)
         epoch = state.epoch
         with frozen_heap():  # no full garbage collection scans the model mid-epoch
@@ -186,9 +195,13 @@ def _set_up(context, data, steps_per_epoch, validation_steps, facts, ledger, fin
     # compiling (on JAX, in a thread, while the rest starts); resumed.
     model = build_compiled_model(config, topology, data.num_classes, data.image_size,
                                  steps_per_epoch)
-    compiling = None if finished else precompile.start(model, data.batch_specs, topology)
+    TIMELINE.mark("model_build")
+    compiling = None if finished else _precompile(context, model, data)
+    if compiling is not None:
+        TIMELINE.mark("steps_trace_and_lower")
     train_flops = count_train_flops(config, topology, model, data.num_classes,
                                     data.image_size)
+    TIMELINE.mark("flop_count")
     state = resume.NEW_RUN
     if context.run_dir.resuming:
         state = resume.restore(model, context.logdir, topology.scope(),
@@ -215,7 +228,23 @@ def _set_up(context, data, steps_per_epoch, validation_steps, facts, ledger, fin
     plan = Plan(data, steps_per_epoch, validation_steps, train_flops, state,
                 ledger.billed_seconds_before if ledger else 0.0, facts, facts_of_model)
     parts = make_callbacks(context, plan)
+    TIMELINE.mark("resume_and_callbacks")
     return model, compiling, plan, parts
+
+
+def _precompile(context, model, data):
+    """The steps lowered now and compiled in threads while the run starts, with the
+    cold-start cuts that are on (app/engine/precompile.py); None where that does not
+    pay."""
+    config = context.config
+    return precompile.start(
+        model, data.batch_specs, context.topology,
+        # XLA's full autotuning times kernels on the device: one compile at a time
+        side_by_side=cold_start.cut_on("steps_side_by_side") and context.xla_autotune not in (
+            "full", "xla_flags"),
+        hand_to_fit=cold_start.cut_on("fit_takes_compiled_steps"),
+        compiler_options=cold_start.short_run_compiler_options(config.accelerator,
+                                                               context.xla_autotune))
 
 
 def _finish(context, plan, parts, status, attempts, model, ended_at) -> dict | None:
@@ -234,6 +263,9 @@ def _finish(context, plan, parts, status, attempts, model, ended_at) -> dict | N
                 context.logdir, hparams_of(context.config, topology, context.billing), result,
                 status, started_at=summary.first_start(attempts, context.started_at),
                 step=result["epochs_completed"])
+            if result.get("startup"):  # its TensorBoard card (app/engine/startup.py)
+                write_card(os.path.join(context.logdir, "train"), result["startup"],
+                           step=plan.state.global_step)
             print(summary.closing_lines(result), flush=True)
         if topology.num_processes > 1:  # lets each host confirm it trained in lockstep
             print(f"process {topology.process_index} of {topology.num_processes}: {status}, "

@@ -20,6 +20,7 @@ from callbacks.accuracy import TopOneTargets
 from callbacks.checkpoint import Checkpoint
 from callbacks.cost import CloudCost
 from callbacks.energy import EnergyMeter, gpu_energy_readers
+from callbacks.first_step import FirstStep
 from callbacks.heap import FreezeAfterCompile
 from callbacks.learning_rate import LearningRateLogger
 from callbacks.metrics_logger import MetricsLogger
@@ -53,6 +54,7 @@ class RunCallbacks:
     logger: MetricsLogger | None = None
     checkpoint: Checkpoint | None = None
     profiler: Profiler | None = None
+    first_step: FirstStep | None = None  # the start-up timeline's end (app/engine/startup.py)
 
 
 def hparams_of(config, topology, billing) -> dict:
@@ -140,11 +142,13 @@ def make_callbacks(context, plan) -> RunCallbacks:
     # the checkpoint (the logs are never behind a committed checkpoint). Progress
     # replaces Keras's progress bar (which would print every figure). FreezeAfterCompile
     # keeps full garbage collections short once the steps are compiled (callbacks/heap.py).
+    # FirstStep last: its marks follow every other callback's hooks (callbacks/first_step.py).
+    parts.first_step = FirstStep()
     ordered = [StallWatchdog(STALL_SECONDS, signals.stalled), FreezeAfterCompile(),
                LearningRateLogger(),
                throughput, parts.energy, cost, mfu, targets, nan_guard, parts.profiler,
                Progress(total_epochs=config.epochs, steps_per_epoch=steps_per_epoch,
                         stop_request=PROCESS_STOP, line_every_seconds=PROGRESS_LINE_SECONDS),
-               parts.logger, parts.checkpoint]
+               parts.logger, parts.checkpoint, parts.first_step]
     parts.callbacks = [c for c in ordered if c is not None]
     return parts

@@ -19,13 +19,14 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from app.engine import autotune, distribute
+from app.engine import autotune, cold_start, distribute
 from app.engine.memory import process_memory_limit
 from app.engine.data import input_spec
 from app.engine.models import check_model, check_model_builds
 from app.engine.prices import Billing, resolve_billing
+from app.engine.startup import TIMELINE
 from app.run import rundir, signals
-from preprocessing.datasets import check_dataset, known_shape
+from preprocessing.datasets import check_dataset, known_shape, read_ahead
 from preprocessing.spec import BatchShape, DataError, InputSpec
 
 SMALLEST_IMAGE = 8  # --image_size's lower bound: the batch check never over-estimates
@@ -76,8 +77,11 @@ def prepare(config, started_at: float) -> RunContext:
         # the checks read files only, for the processes the flags ask for.
         spec = input_spec(config, batch=None)
         train_examples = check_dataset(config.dataset, spec)
+        if cold_start.cut_on("data_read_beside_imports"):
+            read_ahead(config.dataset, spec)  # while the frameworks import
         xla_autotune = autotune.choose(config, train_examples)
         autotune.apply(xla_autotune)  # before JAX compiles anything
+        TIMELINE.mark("checks")
         topology = distribute.make_topology(config)
         # The batch's shares, made and checked with the devices, read everywhere.
         spec = dataclasses.replace(spec, batch=topology.batch)
@@ -88,6 +92,7 @@ def prepare(config, started_at: float) -> RunContext:
                                   config.peak_tflops_per_device, topology.device_kind,
                                   topology.billed_devices, warn=False,
                                   catalog_path=config.price_catalog)
+        TIMELINE.mark("model_check_and_price")
     except BaseException:
         rundir.abandon(run_dir)  # refused: the folder is left as this process found it
         raise
@@ -157,19 +162,10 @@ def set_random_seed(keras, seed: int) -> None:
     is not imported yet, it is not seeded: its only user here, the tf.data pipeline,
     draws every random number from explicit stateless seeds.
     """
-    import sys
-
     from keras.src.utils import module_utils
 
-    lazy = module_utils.tensorflow
-    if "tensorflow" in sys.modules or lazy._available is not None:
+    with cold_start.tensorflow_unseen(module_utils.tensorflow):
         keras.utils.set_random_seed(seed)
-        return
-    lazy._available = False  # for this call only: Keras asks again later
-    try:
-        keras.utils.set_random_seed(seed)
-    finally:
-        lazy._available = None
 
 
 def create_folder(context: RunContext) -> None:

@@ -162,8 +162,35 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         "input": dict(data.facts),
         "versions": _versions(config.backend),
         "command": " ".join(sys.argv),
+        # Where the seconds before the first step went (app/engine/startup.py).
+        "startup": startup_block(context, parts, ended_at),
     }
     return summary
+
+
+def startup_block(context, parts, ended_at: float) -> dict | None:
+    """summary.json's `startup`: the start-up timeline to the first step, each part's
+    seconds (app/engine/startup.py); None where no training step ran."""
+    from app.engine import cold_start, startup
+
+    return startup.block(startup.TIMELINE, getattr(parts, "first_step", None), ended_at,
+                         context.config.backend, cold_start.cuts())
+
+
+def startup_lines(summary: dict) -> list[str]:
+    """A closing line when the start was more than half the run: its seconds and its
+    largest parts."""
+    block = summary.get("startup")
+    if not block or not block.get("share_of_run") or block["share_of_run"] <= 0.5:
+        return []
+    largest = ", ".join(f"{row['part']} {row['seconds']:.1f} s" for row in
+                        sorted(block["parts"], key=lambda row: -row["seconds"])[:3])
+    count = block.get("programs_compiled")
+    compiled = (f"; XLA compiled {count} program{'s' if count != 1 else ''} in "
+                f"{block['compile_seconds']:.1f} s" if count else "")
+    return [f"start-up: {block['seconds_to_first_step']:.1f} s before the first step, "
+            f"{block['share_of_run']:.0%} of the run's {block['run_seconds']:.1f} s: "
+            f"{largest}{compiled} (summary.json's startup, TensorBoard's Text tab)"]
 
 
 def _priced(target: dict, billing) -> dict:
@@ -323,7 +350,7 @@ def closing_lines(summary: dict) -> str:
             profile["breakdown"], peak_tflops_per_device=summary.get("peak_tflops_per_device")))
     return "\n".join([
         f"status: {summary['status']}", speed, _accuracy(summary),
-        *([skipped] if skipped else []), money, *traced,
+        *([skipped] if skipped else []), money, *traced, *startup_lines(summary),
         "view:   " + shell_command("-m", "tensorboard.main", "--logdir", logdir),
         "report: " + shell_command(_from_here(report), logdir, "--out",
                                    os.path.join(logdir, "report")),

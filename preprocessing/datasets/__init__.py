@@ -52,3 +52,11 @@ def known_shape(dataset: str, spec: InputSpec) -> tuple[int, int] | None:
 def make_datasets(dataset: str, spec: InputSpec) -> Datasets:
     """Builds the training and validation streams of `dataset` (a --dataset value)."""
     return _module_for(dataset).make(dataset, spec)
+
+
+def read_ahead(dataset: str, spec: InputSpec) -> None:
+    """Starts reading `dataset`'s files in a thread where its builder can (Fashion-MNIST's
+    IDX files), for `make_datasets` to find: call it once `check_dataset` has passed."""
+    ahead = getattr(_module_for(dataset), "read_ahead", None)
+    if ahead is not None:
+        ahead(dataset, spec)

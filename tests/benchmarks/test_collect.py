@@ -92,3 +92,47 @@ def test_a_profiled_familys_breakdown_is_the_unprofiled_steps_with_its_two_check
     assert result["line"].startswith("step 57.1 ms timed (traced 69.8 ms, 12.7 ms of it the "
                                      "profiler's): 34% elementwise and other, 25% convolutions "
                                      "at 207 TFLOP/s (21% of peak)")
+
+
+def _cold_run(folder, name, cuts, to_first_step, images_per_sec, started=1000.0):
+    """A coldstart run as the runner leaves it: summary (with its timeline), metrics."""
+    _write(folder, f"{name}.json", {
+        "attempts": [{"started_at": started + 0.05}], "images_per_sec": images_per_sec,
+        "val_top1": 0.932, "startup": {
+            "cuts": cuts, "seconds_to_first_step": to_first_step,
+            "from": "process start (/proc/self/stat)", "process_started_at": started,
+            "parts": [{"part": "interpreter", "seconds": 0.05, "program_seconds": 0.0},
+                      {"part": "first_step", "seconds": to_first_step - 0.05,
+                       "program_seconds": 0.25}],
+            "programs_compiled": 3, "compile_seconds": 4.0, "programs": []}})
+    _write(folder, f"{name}.metrics.jsonl", "\n".join(json.dumps(
+        {"epoch": e, "val_top1": t, "time": started + 0.05 + to_first_step + s})
+        for e, (s, t) in enumerate([(1.0, 0.8), (2.0, 0.931)], 1)))
+
+
+def test_each_cut_is_weighed_against_the_mean_of_the_runs_with_the_defaults(tmp_path):
+    folder = str(tmp_path)
+    on, off = {"a": True, "b": False}, {"a": False, "b": False}
+    _cold_run(folder, "defaults1", on, 10.0, 200000.0)
+    _cold_run(folder, "defaults2", on, 11.0, 210000.0)
+    _cold_run(folder, "turned_a", off, 12.5, 190000.0)  # a on by default: off costs 2 s
+    _cold_run(folder, "turned_b", {"a": True, "b": True}, 9.5, 205000.0)  # b off: on saves 1
+    _write(folder, "importtime.txt", "import time: self [us] | cumulative | imported package\n"
+           "import time:      5 |     300000 |   jax.x\nimport time:      5 |    2500000 | jax\n"
+           "import time:      5 |       9000 |     jax.x.y\n"
+           "import time:      7 |    1500000 | keras\n")
+    result = collect.coldstart(collect.Folder(folder))
+    cuts = result["cuts"]
+    assert cuts["_defaults"] == {"seconds_to_first_step": 10.5, "images_per_sec": 205000.0,
+                                 "seconds_to_target": 12.5, "runs": 2, "spread_seconds": 1.0}
+    assert cuts["a"]["on_by_default"] is True and cuts["a"]["seconds_saved"] == 2.0
+    assert (cuts["a"]["images_per_sec_with"], cuts["a"]["images_per_sec_without"]) == (
+        205000.0, 190000.0)
+    assert cuts["b"]["on_by_default"] is False and cuts["b"]["seconds_saved"] == 1.0
+    run = result["runs"]["defaults1"]
+    # 0.931 at epoch 2: 2 s after the first step, 10 s after the first line (the ledger),
+    # which came 0.05 s after the process started
+    assert (run["seconds_to_target"], run["epoch_to_target"]) == (12.0, 2)
+    assert run["app_seconds_to_target_from_process_start"] == 12.05
+    assert run["parts"] == [["interpreter", 0.05], ["first_step", 9.95]]
+    assert result["importtime_top"] == [["jax", 2.5], ["keras", 1.5], ["jax.x", 0.3]]

@@ -226,3 +226,23 @@ def test_the_docs_give_the_apps_count_and_the_mfu_it_makes(jax_counts):
     with open(os.path.join(ROOT, "benchmarks", "results", cited[1]), encoding="utf-8") as f:
         rate = json.load(f)["one_gpu"]["app_best_batch"]["images_per_sec"]
     assert cited[2] == f"{100 * rate * resnet / (peaks.pop() * 1e3):.1f}"
+
+
+def test_keeping_a_count_on_jax_leaves_tensorflow_unimported(tmp_path):
+    """The key of a kept count serializes the model's config (`to_json`), where Keras
+    asks whether TensorFlow is available for each value and imports it to answer: on
+    JAX with TensorFlow installed (not made unimportable, as elsewhere here), 3.6 s of
+    a 2-core host's start and a framework the JAX path must not load. Seeding the run
+    asks too (app/run/context.py): neither imports it now, and the count is kept."""
+    found = run_python(textwrap.dedent(f"""
+        import json, os, sys
+        import keras
+        from app.engine import flops, models
+        from app.run import context
+        context.set_random_seed(keras, 3)
+        model = models.make_model("small_resnet", 10, 16)
+        counted = flops.cached_train_flops_per_image(model, 16, folder={str(tmp_path)!r})
+        print(json.dumps([counted, len(os.listdir({str(tmp_path)!r})),
+                          "tensorflow" in sys.modules]))
+    """), {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "PYTHONPATH": ROOT})
+    assert found[0] > 0 and found[1] == 1 and found[2] is False

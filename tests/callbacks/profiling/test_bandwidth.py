@@ -5,7 +5,7 @@ import csv
 
 import pytest
 
-from app.engine import prices
+from app.engine import catalog as price_catalog
 from callbacks.profiling import bandwidth
 
 # Device kinds as JAX names them (and TensorFlow's device_name on a GPU).
@@ -25,7 +25,7 @@ def test_a_devices_bandwidth_by_its_kind(kind, expected):
 def test_each_pattern_is_the_price_catalogs_for_the_same_device():
     """The two tables recognise a device alike: every pattern here is a catalog row's,
     and each figure has its source."""
-    with open(prices.CATALOG_PATH, newline="", encoding="utf-8") as f:
+    with open(price_catalog.CATALOG_PATH, newline="", encoding="utf-8") as f:
         catalog = {row["device_kind_pattern"] for row in csv.DictReader(f)}
     for pattern, rate, source in bandwidth.MEMORY_GB_PER_SEC:
         assert pattern in catalog, pattern

@@ -29,6 +29,37 @@ def test_the_idx_files_are_read_exactly(tmp_path):
                           fashion_mnist.read_idx(str(tmp_path / "gz" / "t10k-images-idx3-ubyte.gz")))
 
 
+def test_files_read_ahead_are_the_files_and_are_taken_once(tmp_path):
+    """read_ahead reads the four files in threads (while the frameworks import); load
+    takes each once, the same arrays, and reads afresh after; a damaged file read ahead
+    is the same one line when load takes it."""
+    from preprocessing.datasets import fashion_mnist, read_ahead
+    from preprocessing.spec import BatchShape, DataError, InputSpec
+
+    write_fashion(tmp_path / "gz")
+    spec = InputSpec(data_dir=str(tmp_path / "gz"), image_size=0, batch=BatchShape(8))
+    read_ahead("fashion_mnist", spec)
+    assert len(fashion_mnist._AHEAD) == 4
+    ahead = fashion_mnist.load(spec, "train")
+    assert len(fashion_mnist._AHEAD) == 2  # the validation split's, not yet taken
+    fashion_mnist.load(spec, "validation")
+    assert fashion_mnist._AHEAD == {}
+    again = fashion_mnist.load(spec, "train")
+    assert np.array_equal(ahead.images, again.images) and ahead.images is not again.images
+    assert np.array_equal(ahead.labels, again.labels)
+
+    write_fashion(tmp_path / "plain", gzipped=False)
+    path = tmp_path / "plain" / "train-images-idx3-ubyte"
+    path.write_bytes(path.read_bytes()[:-5])
+    spec = InputSpec(data_dir=str(tmp_path / "plain"), image_size=0, batch=BatchShape(8))
+    read_ahead("fashion_mnist", spec)
+    with pytest.raises(DataError, match="holds 75,259 bytes of data where its header"):
+        fashion_mnist.load(spec, "train")
+    fashion_mnist._AHEAD.clear()
+    read_ahead("fashion_mnist", InputSpec(data_dir=str(tmp_path / "none"), image_size=0))
+    read_ahead("digits", spec)  # no files of its own to read ahead: nothing happens
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda data: data[:-5], "holds 78,395 bytes of data where its header promises 78,400"),
     (lambda data: b"\x00\x01" + data[2:], "is not an IDX file"),
@@ -83,21 +114,55 @@ def _short_run(backend, tmp_path, *flags):
     return json.loads((tmp_path / "run" / "summary.json").read_text()), done.stdout
 
 
+# Three seeds' runs in turn in one process (app/main.py's run), as a user's three
+# commands would train them: the process's start (imports, data) is paid once, and
+# after the first seed the steps' programs come from the compilation cache.
+SEEDS_IN_TURN = """
+import json, sys
+from app.main import run
+from flags import Config
+backend, logdir, data_dir = sys.argv[1:4]
+found = []
+for seed in (0, 1, 2):
+    summary = run(Config(backend=backend, dataset="fashion_mnist", epochs=1,
+                         steps_per_epoch=300, seed=seed, verbose="0",
+                         logdir=f"{logdir}/seed{seed}", data_dir=data_dir))
+    found.append({key: summary[key] for key in (
+        "seed", "val_top1", "val_top1_at_chance", "global_batch_size", "validation_examples",
+        "warmup_steps", "batchnorm_momentum", "status")})
+print(json.dumps(found))
+"""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "tensorflow"])
-def test_one_epoch_of_300_steps_validates_meaningfully(backend, tmp_path):
-    """Issue 42 item 7: one epoch of 300 steps at the default batch (19,200 images) once
-    warmed up for all 300 steps and ended at the peak rate, with BatchNorm's moving
-    statistics behind the weights: val top-1 0.43-0.62. With the warm-up a fifth of the
-    run and the rate decaying to zero: 0.736-0.750 over three seeds. What limited it
-    then was the linear rule's rate at batch 64 (0.1); the square root's (0.2):
-    0.7687-0.774 over seeds 0-2 on JAX (~80 s each on an idle 2-core CPU)."""
-    summary, stdout = _short_run(backend, tmp_path, "--epochs=1", "--steps_per_epoch=300",
-                                 "--seed=0")
-    assert summary["global_batch_size"] == 64 and summary["validation_examples"] == 10000
-    assert summary["warmup_steps"] == 60 and summary["batchnorm_momentum"] == 0.9
-    assert summary["val_top1"] >= 0.75, stdout[-2000:]
-    assert summary["val_top1_at_chance"] is False and "not yet meaningful" not in stdout
+def test_one_epoch_of_300_steps_validates_meaningfully_on_three_seeds(backend, tmp_path):
+    """Issues 42 item 7 and 49: one epoch of 300 steps at the default batch (19,200
+    images) reaches val top-1 0.75 on each of seeds 0-2. Warmed up for all 300 steps and
+    ended at the peak rate, with BatchNorm's moving statistics behind the weights: 0.43-0.62.
+    With the warm-up a fifth of the run and the rate decaying to zero: 0.736-0.750 over
+    three seeds, on the line. At the square root's rate for batch 64 (0.2, not the linear
+    rule's 0.1), at this test's commit: JAX seeds 0-2 0.7814, 0.7663, 0.7768; TensorFlow
+    0.7759, 0.7736, 0.7656. ~80 s a seed on an idle 2-core CPU (~7 min for the test's
+    two processes; 33 min with five other engineers' tests on the host); the three run
+    in turn in one process."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": f"{NO_TF['PYTHONPATH']}:{ROOT}" if backend == "jax"
+           else ROOT}
+    env.pop("KERAS_BACKEND", None)  # the run sets it from its backend
+    done = subprocess.run([sys.executable, "-c", SEEDS_IN_TURN, backend, str(tmp_path),
+                           str(tmp_path / "empty")], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=2400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seeds = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [s["seed"] for s in seeds] == [0, 1, 2], seeds
+    for found in seeds:
+        assert found["status"] == "completed" and found["global_batch_size"] == 64
+        assert found["validation_examples"] == 10000 and found["warmup_steps"] == 60
+        assert found["batchnorm_momentum"] == 0.9 and found["val_top1_at_chance"] is False
+    assert min(s["val_top1"] for s in seeds) >= 0.75, seeds
 
 
 @pytest.mark.slow
