@@ -50,7 +50,7 @@ NOT_SWEEPABLE = {
      "preprocessing"): "changes what the job is (its data, length, recipe or outcome), "
                        "not how fast it runs",
     ("accelerator", "backend", "num_devices", "tpu", "num_processes", "process_id",
-     "coordinator_address", "coordinator_timeout_seconds"):
+     "coordinator_address", "coordinator_timeout_seconds", "kernels_from", "keep_kernels"):
         "is fixed for the whole process (one backend, one set of devices); run one sweep "
         "per value",
 }
@@ -195,6 +195,8 @@ class Config:
     validation_steps: int = 0
     steps_per_execution: int = 0  # 0 = auto (app/engine/data.py: steps_per_execution)
     xla_autotune: str = "auto"  # app/engine/autotune.py
+    kernels_from: str = ""  # an XLA autotune results file or a run folder (autotune_results.py)
+    keep_kernels: bool = False  # <logdir>/kernels/autotune.textproto (app/engine/autotune.py)
     seed: int | None = None
     logdir: str = ""
     fresh: bool = False
@@ -383,6 +385,23 @@ class Config:
                f"--peak_tflops_per_device={peak} must be a finite number > 0")
         self.profile_range  # parses and checks --profile_steps
         self._validate_sweep()
+        self._validate_kernels()
+
+    def _validate_kernels(self):
+        """--kernels_from and --keep_kernels act on XLA's GPU compiles under JAX; the
+        file --kernels_from names is read at its head here (flags/autotune_results.py),
+        not when XLA meets it mid-compile."""
+        for name in ("kernels_from", "keep_kernels"):
+            _check(not getattr(self, name) or self.backend == "jax",
+                   f"--{name} chooses the GPU kernels XLA compiles under JAX; accepted with "
+                   f"--backend=jax (received --backend={self.backend})")
+        if self.kernels_from:
+            from flags.autotune_results import AutotuneFileError, resolve
+
+            try:
+                resolve(self.kernels_from)
+            except AutotuneFileError as error:
+                raise ConfigError(str(error)) from None
 
     def _validate_sweep(self):
         """Each --sweep value as a plain run of that setting would be checked (the
