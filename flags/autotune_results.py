@@ -47,6 +47,7 @@ def resolve(path: str) -> str:
             raise AutotuneFileError(f"{label} is a folder without kept kernels ({KEPT}: its "
                                     "run did not pass --keep_kernels, or XLA autotuned "
                                     f"nothing there); {ACCEPTED}")
+        label = f"{label} (its {os.path.relpath(found, path)})"
     else:
         found = path
     check(found, label)

@@ -3,9 +3,10 @@
 Why (issue 46): three ConvNeXt-T runs on one H100, same command, each autotuned from an
 empty cache, gave 3,290 / 3,286 / 4,440 images/sec with the SM clock at its maximum
 throughout; the slow run's autotune results loaded into a fresh run gave 3,300, the
-fast run's 4,463 (benchmarks/diag1/). XLA's autotuner, timing candidates, picks other
-kernels from run to run (31 of 300 choices differed), and the kernels alone carry the
-35%. So every run names its kernels: a list and a digest a user can compare.
+fast run's 4,463 (benchmarks/results/2026-12-06-h100-autotune-spread.json, added at
+6803d87). XLA's autotuner, timing candidates, picks other kernels from run to run (31
+of 300 choices differed), and the kernels alone carry the 35%. So every run names its
+kernels: a list and a digest a user can compare.
 
 Where the list comes from: the training step's optimized HLO
 (`jax.stages.Compiled.as_text()`, kept by app/engine/precompile.py) records each

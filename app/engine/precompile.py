@@ -34,21 +34,36 @@ class Precompile:
         seconds: once joined, how long the compiles took (None before).
         error: once joined, the first compile's exception, if any (`fit` then
             compiles, and raises, as it would have).
+        train_step: once joined, the training step's jax.stages.Compiled (None
+            before): app/engine/kernels.py reads the kernels it chose from its text
+            at the run's end. (Held that long: one more copy of the step's GPU code
+            besides fit's, megabytes; the evaluation step's is dropped.)
+        train_served: once joined, whether JAX's compilation cache served the
+            training step (True) or XLA compiled it here.
     """
 
     def __init__(self, lowered: list):
         self.seconds: float | None = None
         self.error: BaseException | None = None
+        self.train_step = None
+        self.train_served: bool | None = None
         self._lowered = lowered
         self._thread = threading.Thread(target=self._compile, name="precompile-steps",
                                         daemon=True)
         self._thread.start()
 
     def _compile(self):
+        from app.engine import kernels
+
         started = time.perf_counter()
         try:
-            for lowered in self._lowered:  # jax.stages.Lowered
-                lowered.compile()  # into JAX's persistent cache, where fit finds it
+            kernels.listen()
+            for index, lowered in enumerate(self._lowered):  # jax.stages.Lowered
+                hits = kernels.cache_hits_here()
+                compiled = lowered.compile()  # into JAX's persistent cache, where fit finds it
+                if index == 0:  # the training step
+                    self.train_step = compiled
+                    self.train_served = kernels.cache_hits_here() > hits
         except Exception as error:  # noqa: BLE001 - fit meets it again, and raises it
             self.error = error
         finally:
@@ -73,9 +88,7 @@ def start(model, batch_specs, topology) -> Precompile | None:
     Call it after `model.compile`, before anything else traces the model, and join
     the result before `fit`.
     """
-    if (topology.backend != "jax" or topology.num_processes != 1 or not batch_specs
-            or not topology.compilation_cache_dir or not getattr(model, "jit_compile", False)
-            or model.run_eagerly):
+    if why_not(model, batch_specs, topology) is not None:
         return None
     train_spec, validation_spec = batch_specs
     try:
@@ -85,6 +98,22 @@ def start(model, batch_specs, topology) -> Precompile | None:
     except Exception:  # noqa: BLE001 - fit lowers them again, and raises what is wrong
         return None
     return Precompile(lowered)
+
+
+def why_not(model, batch_specs, topology) -> str | None:
+    """Why this run's steps are not compiled here, ahead of `fit` (None: they are);
+    the kernels' record says it where it cannot name them."""
+    if topology.backend != "jax":
+        return "the TensorFlow backend compiles its step inside fit"
+    if topology.num_processes != 1:
+        return "a run of several processes compiles its step inside fit"
+    if not batch_specs:
+        return "this input pipeline does not know its batches' shapes before the first"
+    if not topology.compilation_cache_dir:
+        return "JAX's compilation cache is off, so fit compiles the step itself"
+    if not getattr(model, "jit_compile", False) or model.run_eagerly:
+        return "the model's step is not compiled by XLA"
+    return None
 
 
 def _lower(model, spec: tuple, train: bool):

@@ -23,6 +23,7 @@ import platform
 import shlex
 import sys
 
+from app.run import provenance
 from callbacks.figures.money import (
     cost_usd,
     projected_cost_usd,
@@ -160,6 +161,8 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         "input": dict(data.facts),
         "versions": _versions(config.backend),
         "command": " ".join(sys.argv),
+        # The kernels the step ran and the machine's state (app/run/provenance.py).
+        **provenance.fields(context, plan, parts, write=topology.is_chief),
     }
     return summary
 
@@ -318,7 +321,7 @@ def closing_lines(summary: dict) -> str:
             profile["breakdown"], peak_tflops_per_device=summary.get("peak_tflops_per_device")))
     return "\n".join([
         f"status: {summary['status']}", speed, _accuracy(summary),
-        *([skipped] if skipped else []), money, *traced,
+        *([skipped] if skipped else []), money, *traced, *provenance.closing_lines(summary),
         "view:   " + shell_command("-m", "tensorboard.main", "--logdir", logdir),
         "report: " + shell_command(_from_here(report), logdir, "--out",
                                    os.path.join(logdir, "report")),

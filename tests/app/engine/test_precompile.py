@@ -45,8 +45,9 @@ runpy.run_path("app/main.py", run_name="__main__")
 """
 
 
-def watched_run(tmp_path, cache: str, devices: int = 1) -> tuple[list, dict]:
-    """(the step compiles seen, summary.json) of a short digits run on JAX."""
+def watched_run(tmp_path, cache: str, devices: int = 1, data=None) -> tuple[list, dict]:
+    """(the step compiles seen, summary.json) of a short digits run on JAX (`data`: other
+    data flags in place of the digits')."""
     import subprocess
     import sys
 
@@ -56,8 +57,9 @@ def watched_run(tmp_path, cache: str, devices: int = 1) -> tuple[list, dict]:
            # the watcher imports JAX before the app could ask for the host's devices
            "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
     done = subprocess.run(
-        [sys.executable, "-c", WATCHED_RUN, "--backend=jax", "--input_pipeline=device",
-         f"--data_dir={os.path.join(SESSION_DIR, 'precompile-digits')}", "--image_size=8",
+        [sys.executable, "-c", WATCHED_RUN, "--backend=jax", *(data or [
+            "--input_pipeline=device",
+            f"--data_dir={os.path.join(SESSION_DIR, 'precompile-digits')}"]), "--image_size=8",
          "--epochs=2", "--steps_per_epoch=4", "--verbose=0", f"--logdir={logdir}",
          f"--num_devices={devices}"],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
@@ -91,10 +93,33 @@ def test_fit_finds_both_steps_compiled_beside_the_start(tmp_path, devices):
 
 
 @pytest.mark.slow
+def test_synthetic_data_precompiles_too_and_its_kernels_are_read(tmp_path):
+    """Synthetic data (the models recipe's) knows its batches' shapes: its steps compile
+    in the thread and fit is served; the summary names the kernels of that program
+    (a CPU's: none, the digest of an empty list) and that XLA compiled it here."""
+    from app.engine import kernels
+
+    events, summary = watched_run(tmp_path, str(tmp_path / "xla"),
+                                  data=["--dataset=synthetic", "--validation_steps=2"])
+    compiled = [(e["step"], e["thread"]) for e in events if not e["cached"]]
+    assert compiled == [("jit(train_step)", "precompile-steps"),
+                        ("jit(test_step)", "precompile-steps")], events
+    assert all(e["cached"] for e in events if e["thread"] == "MainThread"), events
+    assert summary["kernels"]["digest"] == kernels.digest([])
+    assert summary["kernels"]["source"] == "compiled"
+    again = watched_run(tmp_path / "again", str(tmp_path / "xla"),
+                        data=["--dataset=synthetic", "--validation_steps=2"])[1]
+    assert again["kernels"]["source"] == "jax_cache"  # the first run's programs
+    assert again["kernels"]["digest"] == summary["kernels"]["digest"]
+
+
+@pytest.mark.slow
 def test_without_a_compilation_cache_nothing_is_compiled_twice(tmp_path):
     """No cache, nothing to hand fit the thread's programs: fit compiles, alone."""
     events, summary = watched_run(tmp_path, "")
     assert summary["status"] == "completed"
+    assert summary["kernels"] == {"digest": None, "not_known": "JAX's compilation cache is "
+                                  "off, so fit compiles the step itself"}
     assert [(e["step"], e["thread"], e["cached"]) for e in events] == [
         ("jit(train_step)", "MainThread", False), ("jit(test_step)", "MainThread", False)]
 
