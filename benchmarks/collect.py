@@ -261,13 +261,61 @@ def _app_epochs(folder: Folder, name: str, summary: dict | None) -> list[dict]:
     return epochs
 
 
+def repeat(folder: Folder, name: str) -> dict | None:
+    """One run of a family: its images/sec, kernels (digest, counts, where they came from)
+    and the GPU's timed window (SM clock, throttle reasons' shares, other processes)."""
+    summary = folder.json(f"{name}.json")
+    if summary is None:
+        return None
+    block = summary.get("kernels") or {}
+    window = ((summary.get("machine_state") or {}).get("timed_window") or {}).get("devices")
+    gpu = window[0] if window else {}
+    return {"run": name, "images_per_sec": summary.get("images_per_sec"),
+            "kernels_digest": block.get("digest"), "kernels_source": block.get("source"),
+            "library_calls": block.get("library_calls"), "fusions": block.get("fusions"),
+            "sm_clock_mhz_mean": (gpu.get("sm_clock_mhz") or {}).get("mean"),
+            "throttle_share": gpu.get("throttle_share"),
+            "other_processes": gpu.get("other_processes")}
+
+
+def spread(folder: Folder, runs: list[dict]) -> dict:
+    """A family's runs side by side (issue 46): min, max and max/min of images/sec, and
+    each later run's kernels against the first's (equal digests, or how many of the
+    kernels differ, from both kernels.json)."""
+    from app.engine.kernels import differing
+
+    rates = [r["images_per_sec"] for r in runs if r and r["images_per_sec"]]
+    lists = {}
+    for r in runs:
+        recorded = folder.json(f"{r['run']}.kernels.json") if r else None
+        lists[r and r["run"]] = recorded.get("kernels") if recorded else None
+    first = runs[0]
+    against_first = []
+    for r in runs[1:]:
+        if not (r and first and r["kernels_digest"] and first["kernels_digest"]):
+            continue
+        a, b = lists.get(first["run"]), lists.get(r["run"])
+        against_first.append({
+            "run": r["run"], "same_digest": r["kernels_digest"] == first["kernels_digest"],
+            "kernels_differ": differing(a, b) if a is not None and b is not None else None,
+            "of": max(len(a), len(b)) if a is not None and b is not None else None})
+    return {"runs": len(rates), "min": min(rates, default=None), "max": max(rates, default=None),
+            "max_over_min": ratio(max(rates), min(rates)) if rates else None,
+            "kernels_against_first": against_first}
+
+
 def models(folder: Folder) -> dict:
     """Each family against its torchvision twin (torch_models_peer.py), in the same call;
-    a profiled family's step breakdown (callbacks/figures/breakdown.py)."""
+    each family's repeated runs (NAME, NAME.run2, ...: each autotuned from an empty cache)
+    and their spread; a profiled family's step breakdown (callbacks/figures/breakdown.py)."""
     families = {}
     for log in sorted(n for n in os.listdir(folder.path) if n.endswith(".log")
                       and "." not in n[:-4]):
         name = log[:-4]
+        later = sorted((n[:-4] for n in os.listdir(folder.path)
+                        if re.fullmatch(re.escape(name) + r"\.run\d+\.log", n)),
+                       key=lambda n: int(n.rsplit("run", 1)[1]))
+        runs = [repeat(folder, n) for n in [name, *later]]
         summary = folder.json(f"{name}.json")
         twin = folder.json(f"{name}.peer.json")
         twin_row = twin["rows"][0] if twin and twin.get("rows") else None
@@ -280,6 +328,8 @@ def models(folder: Folder) -> dict:
         if entry is None:
             families[name] = None
             continue
+        entry["repeats"] = runs
+        entry["spread"] = spread(folder, runs)
         if twin_row:
             entry.update({
                 "twin": twin.get("peer"), "twin_images_per_sec": rate(twin_row),
@@ -297,11 +347,15 @@ def models(folder: Folder) -> dict:
                                   "line": breakdown_line({**breakdown, "parts": parts})}
         families[name] = entry
     return {
-        "what": "one H200, synthetic data, 224 px, batch 256, bf16, every callback on: each "
+        "what": "one GPU (machine.txt), synthetic data, 224 px, batch 256, bf16, every callback "
+                "on: each "
                 "family with the app (JAX) then its torchvision twin (bf16 autocast, "
                 "channels-last for convolutional networks, torch.compile, the app's recipe "
-                "family: benchmarks/torch_models_peer.py), in turn in one call; a profiled "
-                "family's step breakdown from a second, profiled run (synchronous, not timed)",
+                "family: benchmarks/torch_models_peer.py), in turn in one call; each family "
+                "run REPEATS times, each autotuned from an empty JAX cache with its kernels "
+                "kept (repeats, spread: min, max, max/min, and each run's kernels against "
+                "the first's); a profiled family's step breakdown from a second, profiled "
+                "run (synchronous, not timed)",
         "families": families,
     }
 
