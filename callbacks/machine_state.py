@@ -237,7 +237,7 @@ def nvml_sampler(device_indices, nvml=None):
             return None
 
     throttle = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-        nvml, "nvmlDeviceGetCurrentClocksThrottleReasons")
+        nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)  # (renamed in NVML 12)
 
     def processes(handle):
         try:

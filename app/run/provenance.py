@@ -10,9 +10,10 @@
   (app/engine/machine.py), and the GPUs' clocks, power, temperature, throttle
   reasons and other processes through the timed window (callbacks/machine_state.py).
 
-A closing line names the kernels always, and the machine only when something was
-off: a throttle reason that slows the clocks in at least OFF_SHARE of the samples,
-an SM clock averaging under OFF_CLOCK of its maximum, or another process on the GPU.
+A closing line names the kernels on a GPU (and wherever --kernels_from or
+--keep_kernels asked for them), and the machine only when something was off: a
+throttle reason that slows the clocks in at least OFF_SHARE of the samples, an SM clock
+averaging under OFF_CLOCK of its maximum, or another process on the GPU.
 """
 
 from __future__ import annotations
@@ -237,7 +238,11 @@ def off_lines(state: dict | None) -> list[str]:
 
 
 def closing_lines(summary: dict) -> list[str]:
-    """The kernels' line, and the machine's where something was off."""
-    out = [kernels.line(summary["kernels"])] if "kernels" in summary else []  # (older runs')
+    """The kernels' line on a GPU (elsewhere there are none to choose) or where the run
+    kept or loaded them, and the machine's where something was off."""
+    block = summary.get("kernels")  # (None in an older run's summary)
+    asked = block and (block.get("loaded_from") or "kept" in block)
+    shown = block and (summary.get("accelerator") == "gpu" or asked)
+    out = [kernels.line(block)] if shown else []
     out += [f"machine: {line}" for line in off_lines(summary.get("machine_state"))]
     return out

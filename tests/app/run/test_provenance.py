@@ -92,7 +92,7 @@ def test_the_state_and_the_kernels_are_recorded_and_read_back(tmp_path):
     blocks = provenance.fields(context_for(logdir), types.SimpleNamespace(
         compiling=Compiled(program)), types.SimpleNamespace(
         machine=provenance.Sampled(meter, facts)), write=True)
-    (tmp_path / "summary.json").write_text(json.dumps(blocks))
+    (tmp_path / "summary.json").write_text(json.dumps({**blocks, "accelerator": "gpu"}))
 
     summary = untrusted.read_json(str(tmp_path / "summary.json"))
     state, notes = machine_state(summary["machine_state"])
@@ -115,6 +115,10 @@ def test_the_state_and_the_kernels_are_recorded_and_read_back(tmp_path):
     assert len(recorded["kernels"]) == 348 and recorded["source"] in ("autotuned",
                                                                       "autotune_cache")
     assert provenance.closing_lines(summary)[0] == kernels.line(summary["kernels"])
+    on_a_cpu = {"accelerator": "cpu", "kernels": {"digest": kernels.digest([]),
+                                                  "source": "compiled"}}
+    assert provenance.closing_lines(on_a_cpu) == []  # a CPU chooses no kernels: no line
+    assert provenance.closing_lines({}) == []  # an older run's summary
     card = [value.tag for path in events.event_files(str(tmp_path / "train"))
             for event in events.read_events(path) for value in event.summary.value]
     assert card == ["machine_state"]
