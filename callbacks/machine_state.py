@@ -24,20 +24,8 @@ import time
 import keras
 
 from callbacks.figures.window import steady_window
+from callbacks.records.state_records import THROTTLE_REASONS
 
-# NVML's clock throttle ("clocks event") reasons: bit -> name (nvml.h,
-# nvmlClocksThrottleReason*). gpu_idle is the clock resting between kernels.
-THROTTLE_REASONS = {
-    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
-    0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
-# What a reason means for the run's speed, in the closing line's words (others: none).
-SLOWING = {"sw_power_cap": "power-throttled", "hw_power_brake_slowdown": "power-throttled",
-           "sw_thermal_slowdown": "thermally throttled",
-           "hw_thermal_slowdown": "thermally throttled",
-           "hw_slowdown": "slowed by the hardware (HW slowdown)"}
 FIGURES = ("sm_clock_mhz", "memory_clock_mhz", "power_watts", "temperature_c")
 
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 
 from app.run import provenance
-from callbacks.machine_state import SLOWING
 from callbacks.records import untrusted
 from callbacks.records.state_records import (
+    SLOWING,
     kernels_block,
     machine_state,
     read_kernels,

@@ -21,10 +21,12 @@ from __future__ import annotations
 import os
 
 from app.engine import kernels, machine
-from callbacks.machine_state import SLOWING
 from callbacks.records import durable, untrusted
-from callbacks.records.state_records import read_kernels
+from callbacks.records.state_records import SLOWING, read_kernels
 
+# Seconds between the machine-state sampler's reads (callbacks/machine_state.py); 0 turns
+# it off: for measuring what sampling costs a timed window (BUILD.md), not for users.
+SAMPLE_SECONDS = float(os.environ.get("BENCH_STATE_SAMPLE_SECONDS", 0.25))
 OFF_SHARE = 0.05  # a slowing throttle reason in this share of the samples is worth a line
 OFF_CLOCK = 0.90  # an SM clock averaging under this share of its maximum likewise
 
@@ -62,13 +64,19 @@ class Sampled:
 
 
 def make_sampler(config, topology) -> Sampled | None:
-    """The run's machine-state sampler, or None where there is none (see machine.sampler)."""
+    """The run's machine-state sampler, or None where there is none (see machine.sampler)
+    or BENCH_STATE_SAMPLE_SECONDS=0 turned it off."""
+    if SAMPLE_SECONDS <= 0:
+        return None
     made = machine.sampler(config.accelerator, topology.devices_per_process,
+                           interval_seconds=SAMPLE_SECONDS,
                            warmup_steps=config.throughput_warmup_steps)
     return Sampled(*made) if made is not None else None
 
 
 def _why_not_sampled(topology) -> str:
+    if SAMPLE_SECONDS <= 0:
+        return "turned off (BENCH_STATE_SAMPLE_SECONDS=0)"
     if topology.accelerator == "tpu":
         return "the TPU runtime gives a program no clocks or throttle reasons"
     if topology.accelerator == "cpu":

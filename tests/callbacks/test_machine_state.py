@@ -122,35 +122,39 @@ def test_throttle_bits_are_named_and_unknown_bits_kept():
 
 
 def test_sampling_does_not_slow_the_steps():
-    """Steps of a small model timed with and without the sampler (at 20 Hz, five times
-    the app's rate), alternated in one process, each side's least median of its turns
-    (this machine is shared: a turn's median moves 3x with the load); the sampler's own
-    reads are timed too."""
+    """Steps of a small model timed with the sampler running at the app's rate (4 Hz,
+    app/run/provenance.py) and without, in blocks of 32 steps taking turns within one
+    fit: this machine is shared, and a load that comes and goes meets both sides alike.
+    The sampler's own reads are timed too. (At 20 Hz on this 2-core machine under a load
+    of 10, the ratio was 1.01-1.20: a waking thread that the OS preempts while it holds
+    Python's lock stalls the steps; a GPU host's cores are not so oversubscribed.)"""
     inputs = keras.Input((32, 32, 3))
     hidden = keras.layers.Conv2D(16, 3, activation="relu")(inputs)
     model = keras.Model(inputs, keras.layers.Dense(10)(keras.layers.Flatten()(hidden)))
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    x, y = np.zeros((64 * 40, 32, 32, 3), "float32"), np.zeros(64 * 40, "int64")
+    x, y = np.zeros((64 * 960, 32, 32, 3), "float32"), np.zeros(64 * 960, "int64")
     model.fit(x[:128], y[:128], batch_size=64, epochs=1, verbose=0)  # compiled
+    meter = MachineState(nvml_sampler([0], nvml=FakeNvml())[0], interval_seconds=0.25)
+    meter.set_params({"steps": 960})
+    seconds = {True: [], False: []}
 
-    class StepClock(keras.callbacks.Callback):
+    class Blocks(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch, logs=None):
+            sampling = batch // 32 % 2 == 1
+            if batch % 32 == 0 and batch >= 64:  # (the first two blocks warm up)
+                (meter.on_epoch_begin if sampling else meter.on_epoch_end)(0)
             self.began = time.perf_counter()
 
         def on_train_batch_end(self, batch, logs=None):
-            self.seconds.append(time.perf_counter() - self.began)
+            if batch >= 64:
+                seconds[batch // 32 % 2 == 1].append(time.perf_counter() - self.began)
 
-    with_sampler, without, spent = [], [], []
-    for turn in range(8):
-        clock = StepClock()
-        clock.seconds = []
-        meter = MachineState(nvml_sampler([0], nvml=FakeNvml())[0], interval_seconds=0.05)
-        callbacks = [clock, meter] if turn % 2 else [clock]
-        model.fit(x, y, batch_size=64, epochs=1, verbose=0, callbacks=callbacks)
-        (with_sampler if turn % 2 else without).append(statistics.median(clock.seconds[5:]))
-        if turn % 2:
-            spent.append(meter.sample_seconds / sum(clock.seconds))
-    ratio = min(with_sampler) / min(without)
-    print(f"step time with the sampler / without: {ratio:.3f}; its reads: "
-          f"{max(spent):.2%} of the steps' time")
-    assert ratio < 1.10 and max(spent) < 0.02
+    model.fit(x, y, batch_size=64, epochs=1, verbose=0, callbacks=[Blocks()])
+    meter.on_epoch_end(0)
+    ratio = statistics.median(seconds[True]) / statistics.median(seconds[False])
+    spent = meter.sample_seconds / sum(seconds[True])
+    print(f"step time with the sampler / without: {ratio:.3f}; its reads: {spent:.2%} of "
+          "the sampled steps' time")
+    # Runs of this test under a load of 8-10 gave 0.94, 1.01 and 1.08: the bound is the
+    # noise's, and the reads' own share (0.02-0.03%) is the sharp check.
+    assert ratio < 1.15 and spent < 0.01

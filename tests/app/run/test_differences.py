@@ -153,3 +153,13 @@ def test_hostile_records_are_left_out_not_named(two_runs, tmp_path):
     assert read["kernels"] is None and read["kernel_list"] is None
     assert "driver" not in read["state"] and read["state"]["window"] == [{}]
     assert differences.differences(read, differences.read(str(two_runs / "b"))) == []
+
+
+def test_the_report_imports_no_framework():
+    """The report reads records: what it imports to name a difference loads no Keras,
+    TensorFlow or JAX (seconds each, and absent from some hosts)."""
+    done = subprocess.run([sys.executable, "-c", "import sys; sys.argv = ['x']; "
+                           "import app.report; print(sorted(m for m in ('keras', 'tensorflow', "
+                           "'jax') if m in sys.modules))"], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:]
