@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 from results_io import emit
+from spread import repeat, spread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # the app's own one-line breakdown (models)
@@ -259,49 +260,6 @@ def _app_epochs(folder: Folder, name: str, summary: dict | None) -> list[dict]:
         epochs.append({"epoch": record["epoch"], "val_top1": record.get("val_top1"),
                        "seconds": round(record["time"] - started, 2)})
     return epochs
-
-
-def repeat(folder: Folder, name: str) -> dict | None:
-    """One run of a family: its images/sec, kernels (digest, counts, where they came from)
-    and the GPU's timed window (SM clock, throttle reasons' shares, other processes)."""
-    summary = folder.json(f"{name}.json")
-    if summary is None:
-        return None
-    block = summary.get("kernels") or {}
-    window = ((summary.get("machine_state") or {}).get("timed_window") or {}).get("devices")
-    gpu = window[0] if window else {}
-    return {"run": name, "images_per_sec": summary.get("images_per_sec"),
-            "kernels_digest": block.get("digest"), "kernels_source": block.get("source"),
-            "library_calls": block.get("library_calls"), "fusions": block.get("fusions"),
-            "sm_clock_mhz_mean": (gpu.get("sm_clock_mhz") or {}).get("mean"),
-            "throttle_share": gpu.get("throttle_share"),
-            "other_processes": gpu.get("other_processes")}
-
-
-def spread(folder: Folder, runs: list[dict]) -> dict:
-    """A family's runs side by side (issue 46): min, max and max/min of images/sec, and
-    each later run's kernels against the first's (equal digests, or how many of the
-    kernels differ, from both kernels.json)."""
-    from app.engine.kernels import differing
-
-    rates = [r["images_per_sec"] for r in runs if r and r["images_per_sec"]]
-    lists = {}
-    for r in runs:
-        recorded = folder.json(f"{r['run']}.kernels.json") if r else None
-        lists[r and r["run"]] = recorded.get("kernels") if recorded else None
-    first = runs[0]
-    against_first = []
-    for r in runs[1:]:
-        if not (r and first and r["kernels_digest"] and first["kernels_digest"]):
-            continue
-        a, b = lists.get(first["run"]), lists.get(r["run"])
-        against_first.append({
-            "run": r["run"], "same_digest": r["kernels_digest"] == first["kernels_digest"],
-            "kernels_differ": differing(a, b) if a is not None and b is not None else None,
-            "of": max(len(a), len(b)) if a is not None and b is not None else None})
-    return {"runs": len(rates), "min": min(rates, default=None), "max": max(rates, default=None),
-            "max_over_min": ratio(max(rates), min(rates)) if rates else None,
-            "kernels_against_first": against_first}
 
 
 def models(folder: Folder) -> dict:
