@@ -30,6 +30,27 @@ class AutotuneFileError(ValueError):
     """Not a usable autotune results file; the message is one line."""
 
 
+def check_flags(config) -> None:
+    """--kernels_from and --keep_kernels act on XLA's GPU compiles under JAX; the file
+    --kernels_from names is read here, not when XLA meets it mid-compile.
+
+    Raises:
+        flags.config.ConfigError: one line.
+    """
+    from flags.config import ConfigError
+
+    for name in ("kernels_from", "keep_kernels"):
+        if getattr(config, name) and config.backend != "jax":
+            raise ConfigError(f"--{name} chooses the GPU kernels XLA compiles under JAX; "
+                              f"accepted with --backend=jax (received --backend="
+                              f"{config.backend})")
+    if config.kernels_from:
+        try:
+            resolve(config.kernels_from)
+        except AutotuneFileError as error:
+            raise ConfigError(str(error)) from None
+
+
 def resolve(path: str) -> str:
     """The autotune results file `path` names: the file itself, or a run folder's kept
     one (kernels/autotune.textproto, else kernels/autotune.pb); checked as `check` does.

@@ -385,23 +385,9 @@ class Config:
                f"--peak_tflops_per_device={peak} must be a finite number > 0")
         self.profile_range  # parses and checks --profile_steps
         self._validate_sweep()
-        self._validate_kernels()
+        from flags.autotune_results import check_flags
 
-    def _validate_kernels(self):
-        """--kernels_from and --keep_kernels act on XLA's GPU compiles under JAX; the
-        file --kernels_from names is read at its head here (flags/autotune_results.py),
-        not when XLA meets it mid-compile."""
-        for name in ("kernels_from", "keep_kernels"):
-            _check(not getattr(self, name) or self.backend == "jax",
-                   f"--{name} chooses the GPU kernels XLA compiles under JAX; accepted with "
-                   f"--backend=jax (received --backend={self.backend})")
-        if self.kernels_from:
-            from flags.autotune_results import AutotuneFileError, resolve
-
-            try:
-                resolve(self.kernels_from)
-            except AutotuneFileError as error:
-                raise ConfigError(str(error)) from None
+        check_flags(self)  # --kernels_from (its file, read at its head), --keep_kernels
 
     def _validate_sweep(self):
         """Each --sweep value as a plain run of that setting would be checked (the
