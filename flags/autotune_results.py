@@ -27,7 +27,7 @@ ACCEPTED = ("accepted: an XLA autotune results file (.textproto or .pb, as "
 
 
 class AutotuneFileError(ValueError):
-    """Not a usable autotune results file; the message is one line."""
+    """Not a usable autotune results file (or --keep_kernels off JAX); one line."""
 
 
 def check_flags(config) -> None:
@@ -35,20 +35,15 @@ def check_flags(config) -> None:
     --kernels_from names is read here, not when XLA meets it mid-compile.
 
     Raises:
-        flags.config.ConfigError: one line.
+        AutotuneFileError: one line (Config makes it a ConfigError).
     """
-    from flags.config import ConfigError
-
     for name in ("kernels_from", "keep_kernels"):
         if getattr(config, name) and config.backend != "jax":
-            raise ConfigError(f"--{name} chooses the GPU kernels XLA compiles under JAX; "
-                              f"accepted with --backend=jax (received --backend="
-                              f"{config.backend})")
+            raise AutotuneFileError(f"--{name} chooses the GPU kernels XLA compiles under "
+                                    f"JAX; accepted with --backend=jax (received --backend="
+                                    f"{config.backend})")
     if config.kernels_from:
-        try:
-            resolve(config.kernels_from)
-        except AutotuneFileError as error:
-            raise ConfigError(str(error)) from None
+        resolve(config.kernels_from)
 
 
 def resolve(path: str) -> str:

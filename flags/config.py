@@ -385,9 +385,12 @@ class Config:
                f"--peak_tflops_per_device={peak} must be a finite number > 0")
         self.profile_range  # parses and checks --profile_steps
         self._validate_sweep()
-        from flags.autotune_results import check_flags
+        from flags.autotune_results import AutotuneFileError, check_flags
 
-        check_flags(self)  # --kernels_from (its file, read at its head), --keep_kernels
+        try:
+            check_flags(self)  # --kernels_from (its file, read at its head), --keep_kernels
+        except AutotuneFileError as error:
+            raise ConfigError(str(error)) from None
 
     def _validate_sweep(self):
         """Each --sweep value as a plain run of that setting would be checked (the
