@@ -38,6 +38,7 @@ if __name__ == "__main__":  # `python app/report.py`: the packages live one leve
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from app import report_page  # noqa: E402
+from app.run import differences  # noqa: E402
 from callbacks.profiling import difference  # noqa: E402
 from callbacks.figures.money import usd_per_million_images  # noqa: E402
 from callbacks.records import untrusted  # noqa: E402
@@ -481,9 +482,28 @@ def build(runs: list[dict], targets=None) -> dict:
         rankings[f"hours_to_{target}"] = _rank(rows, lambda r: r["targets"][index]["hours"])
     content = {"title": title_of(runs), "warning": comparability_warning(runs), "rows": rows,
                "targets": list(targets), "rankings": rankings}
+    content["differences"] = differing_pairs(runs, rows)
     content["findings"] = report_page.findings(content)
     content["caveats"] = report_page.caveats(content)
     return content
+
+
+def differing_pairs(runs: list[dict], rows: list[dict]) -> list[dict]:
+    """Each pair of runs of the same work and settings whose images/sec differ by more
+    than differences.APART, with what their records show differed (app/run/differences.py:
+    one line each; the step breakdown's comparison, where both were profiled, is the
+    second of the pair's `lines`)."""
+    import itertools
+
+    pairs = []
+    for (a, row_a), (b, row_b) in itertools.combinations(zip(runs, rows), 2):
+        rates = (row_a["images_per_sec"], row_b["images_per_sec"])
+        if (not all(rates) or comparability_warning([a, b]) or differing_settings([a, b])
+                or differences.apart(*rates) <= differences.APART):
+            continue
+        pairs.append(differences.compare((a["folder"], b["folder"]),
+                                         (row_a["label"], row_b["label"]), rates))
+    return pairs
 
 
 def complete(summary: dict):

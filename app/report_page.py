@@ -17,6 +17,7 @@ import math
 import os
 import re
 
+from app.run import differences
 from app.run.summary import PRICING_WORDS, percent
 from callbacks.profiling import breakdown, difference
 
@@ -169,6 +170,7 @@ def findings(content: dict, quote=_same) -> list[str]:
                        for o in order[1:]) + ".")
     out += _ladder_findings(rows, quote)
     out += _breakdown_findings(rows, quote)
+    out += differences.findings(content.get("differences") or [], quote)  # what differed
     accurate = sorted((r for r in rows.values() if r["best_val_top1"] is not None),
                       key=lambda r: -r["best_val_top1"])
     if len(accurate) > 1:

@@ -19,6 +19,7 @@ import sys
 
 from breakdown_checks import explained
 from results_io import Folder, emit, ratio
+from spread import repeat, spread
 from time_to_accuracy import coldstart, fashion_mnist
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -172,11 +173,16 @@ def scale(folder: Folder) -> dict:
 
 def models(folder: Folder) -> dict:
     """Each family against its torchvision twin (torch_models_peer.py), in the same call;
-    a profiled family's step breakdown (callbacks/profiling/breakdown.py)."""
+    each family's repeated runs (NAME, NAME.run2, ...: each autotuned from an empty cache)
+    and their spread; a profiled family's step breakdown (callbacks/profiling/breakdown.py)."""
     families = {}
     for log in sorted(n for n in os.listdir(folder.path) if n.endswith(".log")
                       and "." not in n[:-4]):
         name = log[:-4]
+        later = sorted((n[:-4] for n in os.listdir(folder.path)
+                        if re.fullmatch(re.escape(name) + r"\.run\d+\.log", n)),
+                       key=lambda n: int(n.rsplit("run", 1)[1]))
+        runs = [repeat(folder, n) for n in [name, *later]]
         summary = folder.json(f"{name}.json")
         twin = folder.json(f"{name}.peer.json")
         twin_row = twin["rows"][0] if twin and twin.get("rows") else None
@@ -189,6 +195,8 @@ def models(folder: Folder) -> dict:
         if entry is None:
             families[name] = None
             continue
+        entry["repeats"] = runs
+        entry["spread"] = spread(folder, runs)
         if twin_row:
             entry.update({
                 "twin": twin.get("peer"), "twin_images_per_sec": rate(twin_row),
@@ -202,12 +210,16 @@ def models(folder: Folder) -> dict:
             entry.update(explained(breakdown, entry, profiled, folder.json(f"{name}.busy.json")))
         families[name] = entry
     return {
-        "what": "one H200, synthetic data, 224 px, batch 256, bf16, every callback on: each "
+        "what": "one GPU (machine.txt), synthetic data, 224 px, batch 256, bf16, every callback "
+                "on: each "
                 "family with the app (JAX) then its torchvision twin (bf16 autocast, "
                 "channels-last for convolutional networks, torch.compile, the app's recipe "
-                "family: benchmarks/torch_models_peer.py), in turn in one call; a profiled "
-                "family's step breakdown from a second, profiled run (synchronous, not timed), "
-                "set against the first run's timed step, with its checks",
+                "family: benchmarks/torch_models_peer.py), in turn in one call; each family "
+                "run REPEATS times, each autotuned from an empty JAX cache with its kernels "
+                "kept (repeats, spread: min, max, max/min, and each run's kernels against "
+                "the first's); a profiled family's step breakdown from a second, profiled "
+                "run (synchronous, not timed), set against the first run's timed step, with its "
+                "checks",
         "families": families,
     }
 

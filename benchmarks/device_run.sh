@@ -43,9 +43,12 @@
 #                     (torch_models_peer.py), side by side in turn, bf16,
 #                     batch 256, synthetic: ResNet-50, ViT-B/16, ConvNeXt-T,
 #                     EfficientNetV2-S, MobileNetV3-Large (app and twin), a
-#                     user's file model (app only); $PROFILE's families
-#                     profiled again for their step breakdown, the GPU's
-#                     busy time read apart (busy_time.py) to check its idle
+#                     user's file model (app only); each app run $REPEATS
+#                     times in fresh processes, each autotuning from an
+#                     empty JAX cache and keeping its kernels (the spread,
+#                     issue 46); $PROFILE's families profiled again for
+#                     their step breakdown, the GPU's busy time read apart
+#                     (busy_time.py) to check its idle
 # decide        1     issue 47: --benchmark=probe, then the full run of the   (run folders, for
 #                     same flags (Fashion-MNIST, batch 512, 15 epochs, 0.93  app/report.py
 #                     target), each from empty compile caches; their        --target: README's
@@ -55,8 +58,12 @@
 # (20,480) the JPEGs made for real_data and scale, TESTS=0 and PEER=0 leave real_data's
 # GPU tests and DataLoader peer out, TURNS (2) fashion_mnist's app-then-peer turns,
 # FAMILIES (all six: the twins' torchvision names and "user") and PROFILE (convnext_tiny
-# vit_b_16) the models recipe's families and those it profiles, REPEATS (2) coldstart's
-# runs with the defaults and with every cut (the spread of a cold start), COMMIT
+# vit_b_16; PROFILE="" profiles none) the models recipe's families and those it
+# profiles, REPEATS (2) its app runs per family and coldstart's runs with the defaults
+# and with every cut (the spread of a cold start), TWINS=0 leaves the models recipe's
+# twins out (an app run from cold: ConvNeXt-T ~85 s, EfficientNetV2-S ~155 s on an H100;
+# a twin's torch.compile ~65-150 s: FAMILIES="convnext_tiny vit_b_16 efficientnet_v2_s"
+# twice each with their twins is two calls, e.g. EfficientNetV2-S alone in the second), COMMIT
 # the git commit the copied tree is (else the copy's `git rev-parse HEAD`). fashion_mnist's
 # one-off diagnoses are gone, their findings kept: where the cold start's compiles went
 # (DIAG=1, 2026-12-03-h200-fashion-mnist-9bf4239.json at 35cc76c) and what XLA's flags do
@@ -113,7 +120,7 @@ case "$RECIPE" in  # the settings the recipe reads, for the command it records
   coldstart) SETTINGS="REPEATS=$REPEATS " ;;
   scale) SETTINGS="TRAIN=$TRAIN " ;;
   batchnorm) SETTINGS=${BENCH_XLA:+"BENCH_XLA='$BENCH_XLA' "} ;;
-  models) SETTINGS="${FAMILIES:+FAMILIES='$FAMILIES' }${PROFILE+PROFILE='$PROFILE' }" ;;
+  models) SETTINGS="${FAMILIES:+FAMILIES='$FAMILIES' }${PROFILE+PROFILE='$PROFILE' }REPEATS=${REPEATS:-2} ${TWINS:+TWINS=$TWINS }" ;;
   *) SETTINGS="" ;;
 esac
 RECIPE=$RECIPE SETTINGS=$SETTINGS GPUS=$NEED python3 - > "$R/run.json" <<'PY'
@@ -144,6 +151,8 @@ app() {
   cp "/tmp/bench/$name/summary.json" "$R/$name.json" 2>/dev/null
   cp "/tmp/bench/$name/sweep.json" "$R/$name.sweep.json" 2>/dev/null
   cp "/tmp/bench/$name/metrics.jsonl" "$R/$name.metrics.jsonl" 2>/dev/null
+  cp "/tmp/bench/$name/kernels.json" "$R/$name.kernels.json" 2>/dev/null
+  cp "/tmp/bench/$name/kernels/autotune.textproto" "$R/$name.autotune.textproto" 2>/dev/null
   grep -E "^epoch|^throughput|^top-1|^ +[0-9]+ |input_pipeline=|Error|error:" "$R/$name.log" | cut -c1-300
 }
 
@@ -357,19 +366,35 @@ print(' '.join(('-' if on else '') + name for name, (on, _) in CUTS.items()))") 
     ;;
   models)  # each family, then its twin, in turn: the machine's drift hits both
     FAMILIES=${FAMILIES:-"resnet50 vit_b_16 convnext_tiny efficientnet_v2_s mobilenet_v3_large user"}
-    PROFILE=${PROFILE:-"convnext_tiny vit_b_16"}
+    PROFILE=${PROFILE-"convnext_tiny vit_b_16"}  # set but empty: none profiled
+    REPEATS=${REPEATS:-2} TWINS=${TWINS:-1}
     SYN="--dataset=synthetic --global_batch_size=256 --epochs=1 --steps_per_epoch=120
       --validation_steps=-1"
+    # Run NAME of a family, autotuned from an empty JAX cache of its own (issue 46: XLA's
+    # autotuner picks other kernels from run to run; a shared cache would hand the
+    # first run's to every later one); its kernels kept (--keep_kernels: NAME.kernels.json,
+    # NAME.autotune.textproto). The first is NAME, the later ones NAME.run2, ...
+    fresh() { local name=$1; shift; rm -rf "/tmp/bench/caches/$name"
+      app "$name" 1 240 JAX_COMPILATION_CACHE_DIR="/tmp/bench/caches/$name" -- "$@" \
+        --keep_kernels
+      rm -rf "/tmp/bench/caches/$name"; }
     for twin in $FAMILIES; do
       if [ "$twin" = user ]; then
-        app user 1 150 -- $SYN --model=examples/my_model.py:make_model; continue
+        model=examples/my_model.py:make_model
+      else
+        model=$(cd benchmarks && python3 -c "from torch_models_peer import TWINS; print(TWINS['$twin'])")
       fi
-      model=$(cd benchmarks && python3 -c "from torch_models_peer import TWINS; print(TWINS['$twin'])")
-      app "$twin" 1 170 -- $SYN --model="$model"
-      CUDA_VISIBLE_DEVICES=0 timeout 200 python3 benchmarks/torch_models_peer.py --model="$twin" \
-        --steps=60 --out "$R/$twin.peer.json" > "$R/$twin.peer.log" 2>&1
-      rc=$?; echo "$twin.peer $rc" >> "$R/exits.txt"; echo "$twin.peer exit $rc"
-      grep -h '"images_per_sec"' "$R/$twin.peer.json" 2>/dev/null | head -1 | cut -c1-200
+      fresh "$twin" $SYN --model="$model"
+      if [ "$twin" != user ] && [ "$TWINS" = 1 ]; then
+        CUDA_VISIBLE_DEVICES=0 timeout 200 python3 benchmarks/torch_models_peer.py \
+          --model="$twin" --steps=60 --out "$R/$twin.peer.json" > "$R/$twin.peer.log" 2>&1
+        rc=$?; echo "$twin.peer $rc" >> "$R/exits.txt"; echo "$twin.peer exit $rc"
+        grep -h '"images_per_sec"' "$R/$twin.peer.json" 2>/dev/null | head -1 | cut -c1-200
+      fi
+      for repeat in $(seq 2 "$REPEATS"); do
+        fresh "$twin.run$repeat" $SYN --model="$model"
+      done
+      grep -h "^kernels: " "$R/$twin.log" "$R/$twin".run*.log 2>/dev/null | cut -c1-120
       case " $PROFILE " in *" $twin "*)  # a profiled run dispatches synchronously: not timed
         app "$twin.profiled" 1 150 -- $SYN --steps_per_epoch=40 --profile_steps=30,32 \
           --model="$model"

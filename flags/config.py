@@ -50,7 +50,7 @@ NOT_SWEEPABLE = {
      "preprocessing"): "changes what the job is (its data, length, recipe or outcome), "
                        "not how fast it runs",
     ("accelerator", "backend", "num_devices", "tpu", "num_processes", "process_id",
-     "coordinator_address", "coordinator_timeout_seconds"):
+     "coordinator_address", "coordinator_timeout_seconds", "kernels_from", "keep_kernels"):
         "is fixed for the whole process (one backend, one set of devices); run one sweep "
         "per value",
 }
@@ -198,6 +198,8 @@ class Config:
     validation_steps: int = 0
     steps_per_execution: int = 0  # 0 = auto (app/engine/data.py: steps_per_execution)
     xla_autotune: str = "auto"  # app/engine/autotune.py
+    kernels_from: str = ""  # an XLA autotune results file or a run folder (autotune_results.py)
+    keep_kernels: bool = False  # <logdir>/kernels/autotune.textproto (app/engine/autotune.py)
     seed: int | None = None
     logdir: str = ""
     fresh: bool = False
@@ -388,6 +390,12 @@ class Config:
                f"--peak_tflops_per_device={peak} must be a finite number > 0")
         self.profile_range  # parses and checks --profile_steps
         self._validate_sweep()
+        from flags.autotune_results import AutotuneFileError, check_flags
+
+        try:
+            check_flags(self)  # --kernels_from (its file, read at its head), --keep_kernels
+        except AutotuneFileError as error:
+            raise ConfigError(str(error)) from None
 
     def _validate_sweep(self):
         """Each --sweep value as a plain run of that setting would be checked (the

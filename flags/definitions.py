@@ -25,7 +25,7 @@ D = {f.name: (list(f.default) if isinstance(f.default, tuple) else f.default)
 # The sections of `--help` (and of BUILD.md's table of flags), in order.
 GROUPS = {
     "run": ("epochs", "global_batch_size", "steps_per_epoch", "validation_steps",
-            "steps_per_execution", "xla_autotune", "seed", "target_top1", "sweep_batch_sizes", "sweep", "benchmark"),
+            "steps_per_execution", "xla_autotune", "kernels_from", "keep_kernels", "seed", "target_top1", "sweep_batch_sizes", "sweep", "benchmark"),
     "data": ("dataset", "data_dir", "manual_dir", "download", "image_size", "preprocessing",
              "input_pipeline"),
     "model": ("model", "precision", "batchnorm_statistics", "optimizer", "base_learning_rate",
@@ -195,6 +195,19 @@ def define_flags():
                            "cent slower), auto = heuristic for the app's ResNets on "
                            "under 2 million images in all, else full (BUILD.md, "
                            "Start-up and compiling).")
+    absl_flags.DEFINE_string("kernels_from", D["kernels_from"],
+                             "JAX on a GPU: run the GPU kernels another run chose: an XLA "
+                             "autotune results file (.textproto or .pb) or a run folder "
+                             "that kept one (--keep_kernels); XLA loads them instead of "
+                             "timing candidates, so the two runs run the same kernels "
+                             "(the closing line's kernels digest shows it). Empty = XLA "
+                             "autotunes (--xla_autotune).")
+    absl_flags.DEFINE_boolean("keep_kernels", D["keep_kernels"],
+                              "JAX on a GPU: keep XLA's autotune results in "
+                              "<logdir>/kernels/autotune.textproto, for --kernels_from. "
+                              "Not by default: the setting is part of JAX's compilation "
+                              "cache key, so such a run compiles and autotunes its steps "
+                              "afresh instead of starting warm from the cache.")
     absl_flags.DEFINE_integer("seed", D["seed"],
                               "Random seed; unset = a fresh seed and a "
                               "non-deterministic (faster) input order.")

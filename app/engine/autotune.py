@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 
 from flags.config import model_kind
 
@@ -110,3 +111,42 @@ def compiled_with(choice: str | None):
         yield
     finally:
         trainer.jit = plain
+
+
+# --kernels_from and --keep_kernels: XLA's own autotune results, loaded or kept.
+LOAD_FLAG = "xla_gpu_load_autotune_results_from"
+DUMP_FLAG = "xla_gpu_dump_autotune_results_to"
+
+
+def set_kernel_flags(config, logdir: str) -> dict:
+    """Sets XLA_FLAGS for --kernels_from and --keep_kernels, before JAX compiles anything
+    (XLA reads them once); returns {"loaded_from": file or None, "kept_to": file or None}.
+    A flag of the user's own in XLA_FLAGS stands.
+
+    Trap: JAX's compilation cache keys on XLA_FLAGS (jax/_src/cache_key.py leaves out
+    only the dump flags of its list, and not this one), so a kept run compiles afresh,
+    and its folder's path makes the key its own. JAX also has XLA keep each fusion's
+    autotuning in the cache folder (jax_persistent_cache_enable_xla_caches), whose
+    choices a fresh compile would take untimed: for a kept run it is off, so that the
+    file holds what this run's autotuner chose, all of it.
+    """
+    from app.engine import kernels
+    from flags.autotune_results import resolve
+
+    done = {"loaded_from": None, "kept_to": None}
+    if config.backend != "jax":
+        return done
+    flags = os.environ.get("XLA_FLAGS", "")
+    if config.kernels_from and LOAD_FLAG not in flags:
+        done["loaded_from"] = resolve(config.kernels_from)  # checked by Config already
+        flags = f"{flags} --{LOAD_FLAG}={done['loaded_from']}".strip()
+    if config.keep_kernels and DUMP_FLAG not in flags:
+        done["kept_to"] = os.path.join(os.path.abspath(logdir), kernels.KEPT_FILE)
+        flags = f"{flags} --{DUMP_FLAG}={done['kept_to']}".strip()
+        os.environ["JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"] = "none"
+        if "jax" in sys.modules:  # (read when JAX starts; set it there too)
+            sys.modules["jax"].config.update("jax_persistent_cache_enable_xla_caches", "none")
+    if flags:
+        os.environ["XLA_FLAGS"] = flags
+    kernels.note_start(cache_enabled=not config.keep_kernels)
+    return done

@@ -48,12 +48,20 @@ class Precompile:
         error: once joined, the first compile's exception, if any (`fit` then
             compiles, and raises, as it would have).
         compiled: {"train" or "test": jax.stages.Compiled} of the compiles that ended well.
+        train_step: once joined, the training step's jax.stages.Compiled (None
+            before): app/engine/kernels.py reads the kernels it chose from its text
+            at the run's end. (Held that long: one more copy of the step's GPU code
+            besides fit's, megabytes; the evaluation step's is dropped.)
+        train_served: once joined, whether JAX's compilation cache served the
+            training step (True) or XLA compiled it here.
     """
 
     def __init__(self, side_by_side: bool = False, compiler_options: dict | None = None):
         self.seconds: float | None = None
         self.error: BaseException | None = None
         self.compiled: dict = {}
+        self.train_step = None
+        self.train_served: bool | None = None
         self.handed: dict = {}  # kind: the step hand_to gave fit (its `fallbacks`)
         self.side_by_side = side_by_side
         self.compiler_options = dict(compiler_options or {})
@@ -75,6 +83,9 @@ class Precompile:
         thread.start()
 
     def _compile(self):
+        from app.engine import kernels
+
+        kernels.listen()
         while True:
             with self._lock:
                 if not self._queue:
@@ -82,9 +93,13 @@ class Precompile:
                 kind, lowered = self._queue.pop(0)
             try:
                 # into JAX's persistent cache too, where fit finds it when not handed over
+                hits = kernels.cache_hits_here()  # counted per thread
                 compiled = self._compiled(lowered)
                 with self._lock:
                     self.compiled[kind] = compiled
+                    if kind == "train":  # app/engine/kernels.py reads what it chose
+                        self.train_step = compiled
+                        self.train_served = kernels.cache_hits_here() > hits
             except Exception as error:  # noqa: BLE001 - fit meets it again, and raises it
                 with self._lock:
                     self.error = self.error or error
@@ -171,9 +186,7 @@ def start(model, batch_specs, topology, side_by_side: bool = False,
         compiler_options: XLA options of these compiles (only with `hand_to_fit`:
             fit's own compile, with none, would not find them in the cache).
     """
-    if (topology.backend != "jax" or topology.num_processes != 1 or not batch_specs
-            or not (topology.compilation_cache_dir or hand_to_fit)
-            or not getattr(model, "jit_compile", False) or model.run_eagerly):
+    if why_not(model, batch_specs, topology, hand_to_fit) is not None:
         return None
     train_spec, validation_spec = batch_specs
     compiling = Precompile(side_by_side, compiler_options if hand_to_fit else None)
@@ -208,6 +221,22 @@ def _jit(model, train: bool):
                          else (trainable, non_trainable, metrics))
     return jax.jit(model.train_step if train else model.test_step, donate_argnums=0,
                    out_shardings=out_shardings)
+
+
+def why_not(model, batch_specs, topology, hand_to_fit: bool = False) -> str | None:
+    """Why this run's steps are not compiled here, ahead of `fit` (None: they are);
+    the kernels' record says it where it cannot name them. `hand_to_fit`: as `start`'s."""
+    if topology.backend != "jax":
+        return "the TensorFlow backend compiles its step inside fit"
+    if topology.num_processes != 1:
+        return "a run of several processes compiles its step inside fit"
+    if not batch_specs:
+        return "this input pipeline does not know its batches' shapes before the first"
+    if not (topology.compilation_cache_dir or hand_to_fit):
+        return "JAX's compilation cache is off, so fit compiles the step itself"
+    if not getattr(model, "jit_compile", False) or model.run_eagerly:
+        return "the model's step is not compiled by XLA"
+    return None
 
 
 def _lower(model, spec: tuple, train: bool):

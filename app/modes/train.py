@@ -54,6 +54,9 @@ class Plan:
     billed_seconds_before: float  # by earlier attempts, from the ledger
     data_facts: dict = dataclasses.field(default_factory=dict)  # checked on resume
     model_facts: dict = dataclasses.field(default_factory=dict)  # name, size, FLOPs, recipe
+    # The steps compiled ahead of fit (app/engine/precompile.Precompile), or why not (str):
+    # the kernels they run are read from them (app/run/provenance.py).
+    compiling: object = None
 
 
 def banner(context, data, steps_per_epoch: int) -> str:
@@ -226,7 +229,9 @@ def _set_up(context, data, steps_per_epoch, validation_steps, facts, ledger, fin
                                  "seed": context.seed},
                                 checkpoint_billed_seconds=state.billed_seconds)
     plan = Plan(data, steps_per_epoch, validation_steps, train_flops, state,
-                ledger.billed_seconds_before if ledger else 0.0, facts, facts_of_model)
+                ledger.billed_seconds_before if ledger else 0.0, facts, facts_of_model,
+                compiling=compiling or precompile.why_not(model, data.batch_specs, topology)
+                or "its steps did not lower ahead of fit")
     parts = make_callbacks(context, plan)
     TIMELINE.mark("resume_and_callbacks")
     return model, compiling, plan, parts

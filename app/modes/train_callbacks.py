@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from app.run import signals
+from app.run import provenance, signals
 from callbacks.accuracy import TopOneTargets
 from callbacks.checkpoint import Checkpoint
 from callbacks.cost import CloudCost
@@ -55,6 +55,7 @@ class RunCallbacks:
     checkpoint: Checkpoint | None = None
     profiler: Profiler | None = None
     first_step: FirstStep | None = None  # the start-up timeline's end (app/engine/startup.py)
+    machine: object = None  # app/run/provenance.Sampled: the GPUs' state through the window
 
 
 def hparams_of(config, topology, billing) -> dict:
@@ -126,6 +127,7 @@ def make_callbacks(context, plan) -> RunCallbacks:
             warmup_steps=config.throughput_warmup_steps,
             images_per_epoch=steps_per_epoch * context.batch.per_process,
             carried=carried.get("energy") if topology.is_chief else None)  # process 0's
+    parts.machine = provenance.make_sampler(config, topology)  # None: nothing to sample
     if topology.is_chief:
         parts.logger = MetricsLogger(
             logdir, config.log_every_steps,
@@ -146,7 +148,8 @@ def make_callbacks(context, plan) -> RunCallbacks:
     parts.first_step = FirstStep()
     ordered = [StallWatchdog(STALL_SECONDS, signals.stalled), FreezeAfterCompile(),
                LearningRateLogger(),
-               throughput, parts.energy, cost, mfu, targets, nan_guard, parts.profiler,
+               throughput, parts.energy, parts.machine and parts.machine.callback, cost,
+               mfu, targets, nan_guard, parts.profiler,
                Progress(total_epochs=config.epochs, steps_per_epoch=steps_per_epoch,
                         stop_request=PROCESS_STOP, line_every_seconds=PROGRESS_LINE_SECONDS),
                parts.logger, parts.checkpoint, parts.first_step]

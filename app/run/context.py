@@ -82,6 +82,7 @@ def prepare(config, started_at: float) -> RunContext:
         xla_autotune = autotune.choose(config, train_examples)
         autotune.apply(xla_autotune)  # before JAX compiles anything
         TIMELINE.mark("checks")
+        autotune.set_kernel_flags(config, run_dir.path)  # --kernels_from, --keep_kernels
         topology = distribute.make_topology(config)
         # The batch's shares, made and checked with the devices, read everywhere.
         spec = dataclasses.replace(spec, batch=topology.batch)
@@ -174,3 +175,5 @@ def create_folder(context: RunContext) -> None:
     signals.run_starts(context.logdir)  # a Ctrl-C now saves, then stops (signals.py)
     if context.is_chief:
         rundir.create(context.run_dir, context.config)
+        if context.config.keep_kernels:  # where XLA writes them (autotune.set_kernel_flags)
+            os.makedirs(os.path.join(context.logdir, "kernels"), exist_ok=True)

@@ -23,6 +23,7 @@ import platform
 import shlex
 import sys
 
+from app.run import provenance
 from callbacks.figures.money import (
     cost_usd,
     projected_cost_usd,
@@ -164,6 +165,8 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         "command": " ".join(sys.argv),
         # Where the seconds before the first step went (app/engine/startup.py).
         "startup": startup_block(context, parts, ended_at),
+        # The kernels the step ran and the machine's state (app/run/provenance.py).
+        **provenance.fields(context, plan, parts, write=topology.is_chief),
     }
     return summary
 
@@ -351,6 +354,7 @@ def closing_lines(summary: dict) -> str:
     return "\n".join([
         f"status: {summary['status']}", speed, _accuracy(summary),
         *([skipped] if skipped else []), money, *traced, *startup_lines(summary),
+        *provenance.closing_lines(summary),
         "view:   " + shell_command("-m", "tensorboard.main", "--logdir", logdir),
         "report: " + shell_command(_from_here(report), logdir, "--out",
                                    os.path.join(logdir, "report")),

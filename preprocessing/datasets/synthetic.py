@@ -38,13 +38,18 @@ def known_shape(dataset: str, spec: InputSpec) -> tuple[int, int]:
 def make(dataset: str, spec: InputSpec) -> Datasets:
     size = spec.image_size or IMAGE_SIZE
     val_batches = num_batches(spec.batch.largest_shard(VALIDATION_EXAMPLES), spec.batch_size)
+    batch_specs = None
     if spec.backend == "jax":
         train, validation = _jax_streams(spec, size, val_batches)
+        if spec.num_processes == 1:  # (several processes' batches are assembled by Keras)
+            batch_specs = _batch_specs(spec, size)
     else:
         train, validation = _tf_streams(spec, size, val_batches)
     from preprocessing.datasets import fingerprint
 
     return Datasets(
+        batch_specs=(batch_specs[0], batch_specs[1] if spec.with_validation else None)
+        if batch_specs else None,
         train=train,
         validation=validation if spec.with_validation else None,
         num_classes=NUM_CLASSES, image_size=size, train_examples=TRAIN_EXAMPLES,
@@ -52,6 +57,19 @@ def make(dataset: str, spec: InputSpec) -> Datasets:
         epoch_steps=EPOCH_STEPS,
         fingerprint=fingerprint.of_parameters(dataset="synthetic", image_size=size,
                                               num_classes=NUM_CLASSES))
+
+
+def _batch_specs(spec, size) -> tuple:
+    """The shapes and dtypes of the batches _jax_streams serves, (images, labels) and
+    with the weights for evaluation, known before the first: app/engine/precompile.py
+    compiles the steps for them ahead of fit, and the kernels they run are read there
+    (app/engine/kernels.py)."""
+    import jax
+
+    images = jax.ShapeDtypeStruct((spec.batch_size, size, size, 3), spec.dtype)
+    labels = jax.ShapeDtypeStruct((spec.batch_size,), "int32")
+    weights = jax.ShapeDtypeStruct((spec.batch_size,), "float32")
+    return (images, labels), (images, labels, weights)
 
 
 def _jax_streams(spec, size, val_batches):

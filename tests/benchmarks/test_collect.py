@@ -136,3 +136,46 @@ def test_each_cut_is_weighed_against_the_mean_of_the_runs_with_the_defaults(tmp_
     assert run["app_seconds_to_target_from_process_start"] == 12.05
     assert run["parts"] == [["interpreter", 0.05], ["first_step", 9.95]]
     assert result["importtime_top"] == [["jax", 2.5], ["keras", 1.5], ["jax.x", 0.3]]
+
+
+def test_a_familys_repeats_give_its_spread_and_how_far_its_kernels_differ(tmp_path):
+    """The models recipe's files for one family run twice (convnext_tiny and
+    convnext_tiny.run2, each with its kernels.json) and once more profiled: the spread
+    and the kernels against the first run, counted by hand."""
+    import gzip
+
+    from app.engine import kernels
+
+    folder = str(tmp_path)
+    with gzip.open(os.path.join(ROOT, "tests", "fixtures",
+                                "convnext_tiny_h100_after_optimizations.hlo.txt.gz"), "rt") as f:
+        program = f.read()
+    slow = kernels.chosen_kernels(program)
+    fast = [dict(e) for e in slow]
+    for entry in fast[:2]:  # two choices another run's autotuner made otherwise
+        entry["config"] = {**entry["config"], "num_warps": "8"}
+    for name, found, rate, share in (("convnext_tiny", slow, 3290.0, None),
+                                     ("convnext_tiny.run2", fast, 4440.0, 0.0),
+                                     ("convnext_tiny.run3", slow, 3286.0, None)):
+        block, _ = kernels.describe(program, False, None)
+        block["digest"] = kernels.digest(found)
+        _write(folder, f"{name}.json", {"model": "applications:ConvNeXtTiny",
+                                        "images_per_sec": rate, "kernels": block,
+                                        "machine_state": {"timed_window": {"devices": [
+                                            {"sm_clock_mhz": {"mean": 1980.0},
+                                             "throttle_share": {} if share is None else
+                                             {"sw_power_cap": share}}]}}})
+        _write(folder, f"{name}.kernels.json", {**block, "kernels": found})
+        _write(folder, f"{name}.log", "")
+    _write(folder, "convnext_tiny.profiled.log", "")
+    family = collect.models(collect.Folder(folder))["families"]["convnext_tiny"]
+    assert family["images_per_sec"] == 3290.0  # the first run's, as before
+    assert [r["run"] for r in family["repeats"]] == ["convnext_tiny", "convnext_tiny.run2",
+                                                     "convnext_tiny.run3"]
+    assert family["repeats"][1]["sm_clock_mhz_mean"] == 1980.0
+    spread = family["spread"]
+    assert (spread["runs"], spread["min"], spread["max"]) == (3, 3286.0, 4440.0)
+    assert spread["max_over_min"] == round(4440.0 / 3286.0, 4)
+    assert spread["kernels_against_first"] == [
+        {"run": "convnext_tiny.run2", "same_digest": False, "kernels_differ": 2, "of": 348},
+        {"run": "convnext_tiny.run3", "same_digest": True, "kernels_differ": 0, "of": 348}]

@@ -109,3 +109,28 @@ def test_the_choice_is_in_xla_flags_before_jax_starts(tmp_path):
     flags = result["xla_flags"].split()
     assert flags[0] == "--xla_dump_to=/tmp/x" and flags.count(autotune.HEURISTIC_FLAG) == 1
     assert result["error"] == "TopologyError" and not result["jax_backend_started"]
+
+
+def test_kernels_loaded_and_kept_reach_xla_flags_and_a_users_own_stands(tmp_path, monkeypatch):
+    """--kernels_from and --keep_kernels become XLA's load and dump flags (absolute
+    paths, the run folder's for the dump), before JAX starts; a kept run turns off the
+    per-fusion autotune cache JAX keeps, so the file is all this run's autotuning."""
+    dumped = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures",
+                          "autotune_h100_head.textproto")
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.delenv("JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES", raising=False)
+    config = Config(backend="jax", kernels_from=dumped, keep_kernels=True, logdir="x")
+    done = autotune.set_kernel_flags(config, str(tmp_path / "run"))
+    kept = str(tmp_path / "run" / "kernels" / "autotune.textproto")
+    assert done == {"loaded_from": os.path.abspath(dumped), "kept_to": kept}
+    assert os.environ["XLA_FLAGS"].split() == [
+        f"--xla_gpu_load_autotune_results_from={os.path.abspath(dumped)}",
+        f"--xla_gpu_dump_autotune_results_to={kept}"]
+    assert os.environ["JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"] == "none"
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_load_autotune_results_from=/mine.pb")
+    assert autotune.set_kernel_flags(config, "run")["loaded_from"] is None  # theirs stands
+    assert os.environ["XLA_FLAGS"].startswith("--xla_gpu_load_autotune_results_from=/mine.pb ")
+    monkeypatch.delenv("XLA_FLAGS")
+    assert autotune.set_kernel_flags(Config(logdir="x"), "run") == {"loaded_from": None,
+                                                                    "kept_to": None}
+    assert "XLA_FLAGS" not in os.environ

@@ -46,8 +46,10 @@ runpy.run_path("app/main.py", run_name="__main__")
 """
 
 
-def watched_run(tmp_path, cache: str, devices: int = 1, cuts: str = "") -> tuple[list, dict]:
-    """(the step compiles seen, summary.json) of a short digits run on JAX."""
+def watched_run(tmp_path, cache: str, devices: int = 1, cuts: str = "",
+                data=None) -> tuple[list, dict]:
+    """(the step compiles seen, summary.json) of a short digits run on JAX (`data`: other
+    data flags in place of the digits'; `cuts`: BENCH_STARTUP_CUTS)."""
     import subprocess
     import sys
 
@@ -57,8 +59,9 @@ def watched_run(tmp_path, cache: str, devices: int = 1, cuts: str = "") -> tuple
            # the watcher imports JAX before the app could ask for the host's devices
            "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
     done = subprocess.run(
-        [sys.executable, "-c", WATCHED_RUN, "--backend=jax", "--input_pipeline=device",
-         f"--data_dir={os.path.join(SESSION_DIR, 'precompile-digits')}", "--image_size=8",
+        [sys.executable, "-c", WATCHED_RUN, "--backend=jax", *(data or [
+            "--input_pipeline=device",
+            f"--data_dir={os.path.join(SESSION_DIR, 'precompile-digits')}"]), "--image_size=8",
          "--epochs=2", "--steps_per_epoch=4", "--verbose=0", f"--logdir={logdir}",
          f"--num_devices={devices}"],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
@@ -108,11 +111,32 @@ def test_without_the_hand_over_fit_finds_both_steps_in_the_cache(tmp_path):
 
 
 @pytest.mark.slow
+def test_synthetic_data_precompiles_too_and_its_kernels_are_read(tmp_path):
+    """Synthetic data (the models recipe's) knows its batches' shapes: its steps compile
+    in the thread and fit is served; the summary names the kernels of that program
+    (a CPU's: none, the digest of an empty list) and that XLA compiled it here."""
+    from app.engine import kernels
+
+    events, summary = watched_run(tmp_path, str(tmp_path / "xla"),
+                                  data=["--dataset=synthetic", "--validation_steps=2"])
+    compiled = sorted((e["step"], e["thread"]) for e in events if not e["cached"])
+    assert compiled == [("jit(test_step)", "precompile-test"),
+                        ("jit(train_step)", "precompile-steps")], events
+    assert not [e for e in events if e["thread"] == "MainThread"], events  # handed over
+    assert summary["kernels"]["digest"] == kernels.digest([])
+    assert summary["kernels"]["source"] == "compiled"
+    again = watched_run(tmp_path / "again", str(tmp_path / "xla"),
+                        data=["--dataset=synthetic", "--validation_steps=2"])[1]
+    assert again["kernels"]["source"] == "jax_cache"  # the first run's programs
+    assert again["kernels"]["digest"] == summary["kernels"]["digest"]
+
+
 def test_without_a_compilation_cache_the_steps_are_still_compiled_once(tmp_path):
     """No cache: handed over, the thread's programs still serve fit; without the hand
     over nothing could give them to fit, so fit compiles, alone."""
     events, summary = watched_run(tmp_path, "")
     assert summary["status"] == "completed"
+    assert summary["kernels"]["source"] == "compiled"  # the thread's program, read
     assert sorted((e["step"], e["thread"], e["cached"]) for e in events) == [
         ("jit(test_step)", "precompile-test", False),
         ("jit(train_step)", "precompile-steps", False)], events
