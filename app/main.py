@@ -199,13 +199,12 @@ def parse_flags(argv):
     if any(arg in HELP for arg in argv[1:]):
         sys.stdout.write(help_text())
         sys.exit(0)
-    argv = with_bare_actions(argv)
     try:
         check_flagfiles(argv)  # before absl reads them
     except ConfigError as error:
         sys.exit(_fail(str(error), EXIT_USER_ERROR))
     try:
-        return FLAGS(argv)
+        return FLAGS(with_bare_actions(argv, FLAGS))  # flagfiles' bare actions too
     except absl_flags.Error as error:
         line = str(error).strip().splitlines()[0]
         while line.startswith("ERROR:"):  # absl's flagfile errors say it twice

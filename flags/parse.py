@@ -101,9 +101,18 @@ def check_flagfiles(argv: list[str]) -> None:
 BARE_ACTIONS = ("list_machines",)
 
 
-def with_bare_actions(argv: list[str]) -> list[str]:
+def with_bare_actions(argv: list[str], flag_values=None) -> list[str]:
     """argv with each bare `--list_machines` (or `-list_machines`) as `--list_machines=`;
-    argv[0] and everything after a `--` are left alone."""
+    argv[0] and everything after a `--` are left alone.
+
+    Given `flag_values` (absl's FlagValues), the --flagfile arguments are first
+    replaced by the flags they hold, as absl would read them: a bare action on a line
+    of a flagfile (as --help shows it) took the next flag as its value, e.g. the
+    pattern '--logdir=...'. Call check_flagfiles(argv) first.
+    """
+    if flag_values is not None:
+        argv = [*argv[:1], *flag_values.read_flags_from_files(list(argv[1:]),
+                                                              force_gnu=False)]
     out, rest = list(argv[:1]), list(argv[1:])
     while rest:
         arg = rest.pop(0)

@@ -96,6 +96,21 @@ def test_list_machines_with_a_pattern_that_matches_nothing_is_one_line():
     assert done.stdout == ""
 
 
+def test_list_machines_bare_in_a_flagfile_is_the_whole_catalog(tmp_path):
+    """Issue 51 item 8: written bare in a flagfile, as --help shows it, it took the next
+    flag as its pattern ("no machine in the price catalog matches '--logdir=...'")."""
+    (tmp_path / "catalog.flags").write_text("--list_machines\n--logdir=runs/x\n")
+    (tmp_path / "last.flags").write_text("# the action last\n--list_machines\n")
+    for args in (["--flagfile=catalog.flags"], ["--flagfile=last.flags", "--epochs=2"],
+                 ["--flagfile", "last.flags", "--logdir=runs/y"]):
+        done = run(args, env=NO_FRAMEWORKS, cwd=tmp_path)
+        assert done.returncode == 0 and done.stderr == "", (args, done.stderr[-2000:])
+        lines = done.stdout.splitlines()
+        assert lines[0].split()[:3] == ["machine", "devices", "on_demand"], args
+        assert any(line.startswith("gcp-tpu-v4 ") for line in lines), args
+    assert sorted(os.listdir(tmp_path)) == ["catalog.flags", "last.flags"]  # no runs/
+
+
 # ------------------------------------------------------------------ flagfiles
 ACCEPTED = "accepted: a UTF-8 text file of flags, one per line"
 
