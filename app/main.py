@@ -35,7 +35,6 @@ import time  # noqa: E402
 # after this time is the app's to take (tests/test_flag_door.py).
 STARTED_AT = time.time()
 
-import errno  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
@@ -63,8 +62,6 @@ EXIT_USER_ERROR = 2
 EXIT_STORAGE = 74
 EXIT_PREEMPTED = signals.EXIT_PREEMPTED
 EXIT_DIVERGED = 76
-# What "the run folder cannot take more" looks like: full, over quota, read-only.
-STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 
 
 def _fail(message: str, code: int) -> int:
@@ -127,7 +124,7 @@ def main(argv):
         return _fail(str(error), EXIT_USER_ERROR)
 
     from app.engine import native_stderr
-    from callbacks.stops import PROCESS_STOP, Diverged, Preempted, StorageError
+    from callbacks.stops import PROCESS_STOP, STORAGE_ERRNOS, Diverged, Preempted, StorageError
 
     native_stderr.start(config.accelerator)  # before any framework is imported
     try:
