@@ -27,6 +27,12 @@ import _signal
 _EARLY_SIGNALS = []
 if __name__ == "__main__":
     _signal.signal(_signal.SIGINT, lambda number, _: _EARLY_SIGNALS.append(number))
+elif __name__ == "__mp_main__":
+    # A worker multiprocessing spawned (grain's decoders) runs this file first, under
+    # this name: a terminal's Ctrl-C reaches the whole process group, and is the run's
+    # to take (it closes its workers), never a worker's KeyboardInterrupt traceback,
+    # also while it starts (preprocessing/host/_children.py ignores it from then on).
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
 
 import signal  # noqa: E402
 import time  # noqa: E402
