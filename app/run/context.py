@@ -21,7 +21,7 @@ import os
 
 from app.engine import autotune, distribute
 from app.engine.memory import process_memory_limit
-from app.engine.data import input_spec
+from app.engine.data import input_spec, steps_for
 from app.engine.models import check_model, check_model_builds
 from app.engine.prices import Billing, resolve_billing
 from app.run import rundir, signals
@@ -70,12 +70,15 @@ def prepare(config, started_at: float) -> RunContext:
         run_dir = rundir.preflight(config)  # the folder is this process's from here on
         signals.undo_if_interrupted_before_start(lambda: rundir.abandon(run_dir))
     try:
+        check_billing_early(config)
         distribute.prepare_backend(config)
         check_model(config)  # a bad --model is one line before any file or device is touched
         # The data is looked at before the framework starts (seconds, on a small host):
         # the checks read files only, for the processes the flags ask for.
         spec = input_spec(config, batch=None)
         train_examples = check_dataset(config.dataset, spec)
+        if train_examples is not None and config.benchmark == "none" and not config.is_sweep:
+            steps_for(config, train_examples)  # a batch past the data: refused now (train's)
         xla_autotune = autotune.choose(config, train_examples)
         autotune.apply(xla_autotune)  # before JAX compiles anything
         topology = distribute.make_topology(config)
@@ -92,6 +95,29 @@ def prepare(config, started_at: float) -> RunContext:
         raise
     return RunContext(config, topology, run_dir, spec, billing, started_at,
                       xla_autotune=xla_autotune)
+
+
+def device_kind_before_framework(config) -> str | None:
+    """The device kind the framework will report, where the flags alone tell it:
+    "cpu" for --accelerator=cpu (both backends name it so); None for a GPU or TPU,
+    whose kind only the framework finds."""
+    return "cpu" if config.accelerator == "cpu" else None
+
+
+def check_billing_early(config) -> None:
+    """Refuses, before any framework loads, a --pricing the catalog row billed for this
+    host's devices does not sell, where the flags tell the device (the CPU): found
+    with the devices, it came 15 s into the run. Elsewhere `prepare` refuses it with
+    the devices, in the same words (prices.resolve_billing makes both).
+
+    Raises:
+        ConfigError: naming the row and the pricings it sells.
+    """
+    kind = device_kind_before_framework(config)
+    if kind is not None:
+        resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
+                        config.peak_tflops_per_device, kind,
+                        max(config.num_devices, 1) * config.num_processes, warn=False)
 
 
 def billing_notes(context) -> str:
