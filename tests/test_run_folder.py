@@ -199,3 +199,31 @@ def test_a_finished_run_whose_summary_is_gone_or_damaged_is_rebuilt_not_billed_a
     before = snapshot(logdir)  # and now it is whole: kept as it is
     assert "(kept as it is)" in run(tiny_flags(digits_dir, logdir)).stdout
     assert snapshot(logdir) == before
+
+
+def test_a_resumed_run_keeps_the_steps_the_first_attempt_traced_and_reads_its_session(
+        digits_dir, tmp_path):
+    """Issue 51 items 4 and 5: --profile_steps=2,3 traced in attempt 1, killed after epoch
+    1's checkpoint, resumed to the end: the closing lines said "profile: steps 7-7
+    traced" (the resumed attempt traced its own first step, compile included). And a
+    session planted beside the run's, sorting after it (a clock skewed forward), was the
+    one the breakdown read: "no step breakdown". The run names its session and reads it."""
+    logdir = tmp_path / "traced"
+    args = tiny_flags(digits_dir, logdir, "--steps_per_epoch=6", "--profile_steps=2,3",
+                      "--checkpoint_every_steps=0", "--seed=3")
+    killed_at(args, "checkpoint_committed", 1)  # epoch 1's: the trace stopped at step 3
+    profile = logdir / "plugins" / "profile"
+    (session,) = os.listdir(profile)
+    planted = profile / "9999_12_31_23_59_59"
+    planted.mkdir()
+    (planted / "host.xplane.pb").write_bytes(os.urandom(4096))
+    done = run(args)
+    assert done.returncode == 0 and "no step breakdown" not in done.stderr, done.stderr[-3000:]
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["profile"]["steps"] == [2, 3] and summary["profile"]["session"] == session
+    assert summary["profile"]["breakdown"]["traced"] == [2, 3]
+    assert summary["profile"]["breakdown"]["step_ms"] > 0
+    assert sorted(os.listdir(profile)) == sorted([session, planted.name])  # none traced again
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("profile: steps 2-3 traced to ") for line in lines), done.stdout
+    assert any(line.startswith("breakdown: step ") for line in lines), done.stdout

@@ -278,6 +278,7 @@ def _profile(profiler, logdir: str) -> dict | None:
         return None
     return {"steps": [profiler.traced_steps[0], profiler.traced_steps[-1]],
             "folder": os.path.join(logdir, "plugins", "profile"),
+            "session": profiler.session,  # the one this run wrote: its breakdown's
             # The traced steps split by kind of work (callbacks/figures/breakdown.py).
             "breakdown": profiler.breakdown}
 

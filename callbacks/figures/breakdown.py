@@ -68,7 +68,12 @@ class ProfileError(ValueError):
 # --- the profiler's own converters -----------------------------------------------
 
 def _session(profile_folder: str) -> list[str]:
-    """The newest trace session's xplane files under logdir/plugins/profile."""
+    """The xplane files of a trace session: `profile_folder` itself where it is one
+    (the session a run wrote and named: callbacks/profiler.py), else the newest
+    session under it (logdir/plugins/profile)."""
+    own = sorted(glob.glob(os.path.join(profile_folder, "*.xplane.pb")))
+    if own:
+        return own
     sessions = sorted(glob.glob(os.path.join(profile_folder, "*", "")))
     for session in reversed(sessions):
         paths = sorted(glob.glob(os.path.join(session, "*.xplane.pb")))
@@ -396,7 +401,8 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
     """The step split by kind of work (see the module docstring), as summary.json keeps it.
 
     Args:
-        profile_folder: logdir/plugins/profile (the newest session in it is read).
+        profile_folder: a trace session's folder (logdir/plugins/profile/<session>),
+            or logdir/plugins/profile (then its newest session is read).
         layer_classes: the model's layer names -> class names (normalization and
             attention are known by the layer an op came from).
         steps_per_mark: training steps in each step marker (the steps per execution).
