@@ -4,6 +4,7 @@ Real processes, real signals, real files (issue 15, items 1, 4, 6, 7, 9, 13)."""
 
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -157,6 +158,44 @@ def test_a_batch_past_the_address_space_limit_is_one_line(tmp_path):
     assert errors[0] == ("error: one batch of 4,096 images of 512x512 needs at least 12 GiB, "
                          "more than this process's address-space limit (RLIMIT_AS) of 8.00 "
                          "GiB; use a smaller --global_batch_size")
+    assert "Traceback" not in done.stderr and not logdir.exists()
+
+
+def test_a_training_step_past_what_the_process_may_still_take_is_one_line(tmp_path):
+    """Issue 51 item 11: ResNet-50 at batch 256 and 224 px under a 6 GB address-space cap:
+    its input (154 MB) passed the batch check, and 2 minutes in an allocator killed the
+    run (SIGABRT, no line). The step's lower bound (what its layers keep for the
+    gradient, 11 GiB; app/engine/memory.py) is checked, at the door, against what the
+    process may still take: the cap less what it maps already."""
+    limit = 6 << 30
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    logdir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, MAIN, "--model=resnet50", "--dataset=synthetic", "--image_size=224",
+         "--global_batch_size=256", "--steps_per_epoch=2", "--epochs=1", f"--logdir={logdir}"],
+        env=env_for(), capture_output=True, text=True, timeout=PATIENCE_SECONDS,
+        preexec_fn=limited)
+    errors = error_lines(done.stderr)
+    assert done.returncode == 2 and len(errors) == 1, done.stderr[-2000:]
+    line = re.fullmatch(
+        r"error: a training step of --model=resnet50 on 256 images of 224x224 needs at least "
+        r"11 GiB \(what its layers keep for the gradient, and its weights, gradients and "
+        r"optimizer state\), more than the (\d\.\d\d) GiB this process may still take: its "
+        r"address-space limit \(RLIMIT_AS\) of 6\.00 GiB less the (\d\.\d\d) GiB it maps "
+        r"already; at most --global_batch_size=(\d+) can fit", errors[0])
+    assert line, errors[0]
+    room, mapped, batch = float(line[1]) * 2**30, float(line[2]), int(line[3])
+    assert abs(room / 2**30 + mapped - 6.0) < 0.015 and 1 < mapped < 5  # TF, Keras: GBs
+    # What ResNet-50 keeps an image at 4 bytes (its convolutions' and its logits' outputs,
+    # 11.1 M values, tests/app/engine/test_memory.py), beside 3 float32 copies of its
+    # 25.6 M weights: the largest batch, a power of two, within the room (to the line's
+    # rounding).
+    per_image, weights = 4 * 11_114_984, 3 * 4 * 25_610_152
+    assert batch & (batch - 1) == 0
+    assert batch * per_image + weights <= room + 2**24 < 2 * batch * per_image + weights
     assert "Traceback" not in done.stderr and not logdir.exists()
 
 
