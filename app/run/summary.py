@@ -29,6 +29,7 @@ from callbacks.figures.money import (
     usd_per_million_images,
 )
 from callbacks.figures.breakdown import line as breakdown_line
+from preprocessing import augment
 from preprocessing.spec import skipped_line
 
 # How the closing lines name each pricing option (flags.PRICINGS).
@@ -239,6 +240,27 @@ def at_chance(top1: float, num_classes: int, images: int) -> bool:
     return top1 <= chance + 3.0 * math.sqrt(chance * (1.0 - chance) / images)
 
 
+# What a model sees: every pipeline normalizes by ImageNet's mean and standard deviation
+# (preprocessing/augment.py), so pixels of 0-255 arrive as about -2.1 to 2.6.
+INPUT_RANGE = (min(-m / s for m, s in zip(augment.MEAN_RGB, augment.STDDEV_RGB)),
+               max((255 - m) / s for m, s in zip(augment.MEAN_RGB, augment.STDDEV_RGB)))
+
+
+def _chance_advice(summary: dict) -> str:
+    """What to look at when a model stays at chance, most likely first: a user's model
+    written as Keras's tutorials write it (Rescaling(1/255.)) squeezed the normalized
+    images to about +-0.01 and stayed at chance for 15 epochs, where "train longer" was
+    the advice; then the peak learning rate; then the run's length."""
+    rate, optimizer = summary.get("peak_learning_rate"), summary.get("optimizer")
+    rate_words = (f"; its peak learning rate was {rate:g}"
+                  f"{f' ({optimizer})' if isinstance(optimizer, str) else ''}, "
+                  "--base_learning_rate sets it (per 256 images)"
+                  if isinstance(rate, (int, float)) and not isinstance(rate, bool) else "")
+    return (f"the images arrive normalized by ImageNet's mean and standard deviation "
+            f"({INPUT_RANGE[0]:.1f} to {INPUT_RANGE[1]:.1f}): a model that rescales them "
+            f"again, e.g. Rescaling(1/255.), sees almost nothing{rate_words}; or train longer")
+
+
 def _accuracy(summary: dict) -> str:
     """Last and best top-1 with their epochs, then each target."""
     by_epoch = [(epoch, top1) for epoch, top1 in enumerate(summary["val_top1_by_epoch"], 1)
@@ -252,7 +274,7 @@ def _accuracy(summary: dict) -> str:
                  f"{best_epoch}")
     if summary.get("val_top1_at_chance"):
         line += (f" (at chance for {summary['num_classes']} classes: not yet meaningful; "
-                 "train longer)")
+                 f"{_chance_advice(summary)})")
     for target in summary["targets"]:
         line += (f"; {target['target_top1']:.3f} reached at epoch {target['epoch']} "
                  f"({_target_cost(target, summary.get('pricing'))})" if target["reached"]
