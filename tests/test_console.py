@@ -378,3 +378,17 @@ def test_a_model_stuck_at_chance_is_told_the_input_range_and_the_rate(digits_dir
         "ImageNet's mean and standard deviation (-2.1 to 2.6): a model that rescales them "
         f"again, e.g. Rescaling(1/255.), sees almost nothing; its peak learning rate was "
         f"{rate:g} (adamw), --base_learning_rate sets it (per 256 images); or train longer)")
+
+
+def test_a_price_of_ones_own_closes_as_that_price(digits_dir, tmp_path):
+    """Issue 52 item 8: --price_per_hour_usd=2.5 closed with "at $2.5/h
+    (gcp-n2-standard-4, on_demand)", a catalog row and pricing it did not use."""
+    done = run_cli(*tiny_flags(digits_dir, tmp_path / "run", "--epochs=1",
+                               "--price_per_hour_usd=2.5"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("cost: ")]
+    hours = summary["billed_seconds"] / 3600
+    assert line == (f"cost: ${2.5 * hours:,.4f} for {hours:.4f} billed hours at $2.5/h "
+                    "(--price_per_hour_usd, yours)")
+    assert summary["machines"] is None and summary["price_per_hour_usd"] == 2.5

@@ -317,9 +317,13 @@ def closing_lines(summary: dict) -> str:
     if rate and summary.get("images_per_sec_wall"):
         speed += (f"; {summary['images_per_sec_wall']:,.1f} over the wall clock "
                   "(evaluation and checkpoints included)")
+    # --price_per_hour_usd is the whole run's price, the user's: no catalog row or pricing
+    # option priced it (the line named the row found for the device, unused).
+    priced_by = ("--price_per_hour_usd, yours" if summary.get("price_source") ==
+                 "--price_per_hour_usd" else f"{summary['machine']}, {summary['pricing']}")
     money = (f"cost: {_money(summary['cost_usd'])} for {summary['billed_seconds'] / 3600:.4f} "
-             f"billed hours at ${summary['price_per_hour_usd']}/h ({summary['machine']}, "
-             f"{summary['pricing']})" if summary["cost_usd"] is not None
+             f"billed hours at ${summary['price_per_hour_usd']}/h ({priced_by})"
+             if summary["cost_usd"] is not None
              else "cost: unknown (no price for this device: pass --machine or "
                   "--price_per_hour_usd)")
     others = {k: v for k, v in (summary.get("cost_usd_by_pricing") or {}).items()
