@@ -85,8 +85,7 @@ class Profiler(keras.callbacks.Callback):
         self._marker_began = 0.0
         self._host_seconds = []  # this callback's clock around each step marker
         self.session = None  # the trace session this run wrote (a folder name), once stopped
-        self._sessions_before = set()
-        self._trace_began = 0.0
+        self._sessions_before = {}  # the sessions there as the trace began: name -> written
         self._traced_per_call = 1  # the steps in each traced marker
         earlier = _carried(carried)
         if earlier is not None:  # an earlier attempt traced: keep its trace, trace no more
@@ -111,8 +110,7 @@ class Profiler(keras.callbacks.Callback):
 
     # The two backends' APIs, behind one interface.
     def _start(self):
-        self._sessions_before = set(_sessions(self.profile_folder))
-        self._trace_began = time.time()
+        self._sessions_before = _sessions(self.profile_folder)
         if self.backend == "jax":
             import jax
             jax.profiler.start_trace(self.logdir)
@@ -182,8 +180,7 @@ class Profiler(keras.callbacks.Callback):
         except Exception as error:
             _warn(f"could not stop tracing: {error}")
             return
-        self.session = _written_session(self.profile_folder, self._sessions_before,
-                                        self._trace_began)
+        self.session = _written_session(self.profile_folder, self._sessions_before)
 
     def _close_marker(self):
         if self._marker is not None:
@@ -241,14 +238,14 @@ def _sessions(folder: str) -> dict[str, float]:
     return found
 
 
-def _written_session(folder: str, before: set[str], since: float) -> str | None:
-    """The session a trace begun at `since` wrote: the folder that appeared meanwhile
-    (of several, the one written last), or, where the profiler's name was taken
-    already, the one whose trace file was written since. None if neither."""
+def _written_session(folder: str, before: dict[str, float]) -> str | None:
+    """The session a trace wrote, `before` being `_sessions(folder)` as it began: the
+    folder that appeared meanwhile with a trace file in it (of several, the one
+    written last), or, where the profiler's name was taken already, the folder whose
+    trace files changed. None if neither (never a folder that was there unchanged,
+    however its name or its files' times sort)."""
     now = _sessions(folder)
-    new = [name for name in now if name not in before and now[name]]
-    if not new:  # written into a folder of that name (a clock that repeats itself)
-        new = [name for name, written in now.items() if written >= since - 1.0]
+    new = [name for name in now if now[name] and now[name] != before.get(name)]
     return max(new, key=lambda name: now[name]) if new else None
 
 
