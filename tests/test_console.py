@@ -48,8 +48,13 @@ def test_progress_shows_the_watched_figures_and_the_logs_keep_every_figure(runs,
         assert len(line) <= 110, line  # was ~900 characters with 20 figures
         for shown in ("loss ", "top-1 ", "val top-1 ", " images/sec", " - $0.0"):
             assert shown in line, (shown, line)
+    (banner,) = [line for line in done.stdout.splitlines() if line.startswith("[")]
+    assert " optimizer=sgd peak_learning_rate=0.2 " in banner, banner  # the recipe's rate
+    # (and the accuracy line's advice for a run at chance names --base_learning_rate)
+    rest = "\n".join(line for line in done.stdout.splitlines()
+                     if line != banner and not line.startswith("top-1: "))
     for hidden in ("targets_reached", "step_time_jitter", "billed_hours", "learning_rate"):
-        assert hidden not in done.stdout
+        assert hidden not in rest
     record = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()][-1]
     assert {"epoch_step_time_jitter", "epoch_step_time_stderr_ms", "billed_hours",
             "learning_rate", "usd_per_epoch", "epoch_eval_images_per_sec"} <= set(record)

@@ -305,6 +305,15 @@ def _profile(profiler, logdir: str) -> dict | None:
             "breakdown": profiler.breakdown}
 
 
+def _priced_by(summary: dict) -> str:
+    """What priced the bill: the catalog row and pricing, or, with --price_per_hour_usd,
+    the user's price for the whole run (the line named the row found for the device,
+    which priced nothing)."""
+    if summary.get("price_source") == "--price_per_hour_usd":
+        return "--price_per_hour_usd, yours"
+    return f"{summary['machine']}, {summary['pricing']}"
+
+
 def closing_lines(summary: dict) -> str:
     """The three lines a user wants (speed, accuracy, money) and where to look next,
     as commands that work as printed."""
@@ -317,12 +326,8 @@ def closing_lines(summary: dict) -> str:
     if rate and summary.get("images_per_sec_wall"):
         speed += (f"; {summary['images_per_sec_wall']:,.1f} over the wall clock "
                   "(evaluation and checkpoints included)")
-    # --price_per_hour_usd is the whole run's price, the user's: no catalog row or pricing
-    # option priced it (the line named the row found for the device, unused).
-    priced_by = ("--price_per_hour_usd, yours" if summary.get("price_source") ==
-                 "--price_per_hour_usd" else f"{summary['machine']}, {summary['pricing']}")
     money = (f"cost: {_money(summary['cost_usd'])} for {summary['billed_seconds'] / 3600:.4f} "
-             f"billed hours at ${summary['price_per_hour_usd']}/h ({priced_by})"
+             f"billed hours at ${summary['price_per_hour_usd']}/h ({_priced_by(summary)})"
              if summary["cost_usd"] is not None
              else "cost: unknown (no price for this device: pass --machine or "
                   "--price_per_hour_usd)")
