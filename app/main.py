@@ -27,6 +27,12 @@ import _signal
 _EARLY_SIGNALS = []
 if __name__ == "__main__":
     _signal.signal(_signal.SIGINT, lambda number, _: _EARLY_SIGNALS.append(number))
+elif __name__ == "__mp_main__":
+    # A worker multiprocessing spawned (grain's decoders) runs this file first, under
+    # this name: a terminal's Ctrl-C reaches the whole process group, and is the run's
+    # to take (it closes its workers), never a worker's KeyboardInterrupt traceback,
+    # also while it starts (preprocessing/host/_children.py ignores it from then on).
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
 
 import signal  # noqa: E402
 import time  # noqa: E402
@@ -35,7 +41,6 @@ import time  # noqa: E402
 # after this time is the app's to take (tests/test_flag_door.py).
 STARTED_AT = time.time()
 
-import errno  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
@@ -63,8 +68,6 @@ EXIT_USER_ERROR = 2
 EXIT_STORAGE = 74
 EXIT_PREEMPTED = signals.EXIT_PREEMPTED
 EXIT_DIVERGED = 76
-# What "the run folder cannot take more" looks like: full, over quota, read-only.
-STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 
 
 def _fail(message: str, code: int) -> int:
@@ -145,7 +148,7 @@ def main(argv):
     TIMELINE.mark("app_imports_and_flags")
 
     from app.engine import native_stderr
-    from callbacks.stops import PROCESS_STOP, Diverged, Preempted, StorageError
+    from callbacks.stops import PROCESS_STOP, STORAGE_ERRNOS, Diverged, Preempted, StorageError
 
     native_stderr.start(config.accelerator)  # before any framework is imported
     try:
@@ -218,13 +221,12 @@ def parse_flags(argv):
     if any(arg in HELP for arg in argv[1:]):
         sys.stdout.write(help_text())
         sys.exit(0)
-    argv = with_bare_actions(argv)
     try:
         check_flagfiles(argv)  # before absl reads them
     except ConfigError as error:
         sys.exit(_fail(str(error), EXIT_USER_ERROR))
     try:
-        return FLAGS(argv)
+        return FLAGS(with_bare_actions(argv, FLAGS))  # flagfiles' bare actions too
     except absl_flags.Error as error:
         line = str(error).strip().splitlines()[0]
         while line.startswith("ERROR:"):  # absl's flagfile errors say it twice

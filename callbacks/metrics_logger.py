@@ -20,6 +20,7 @@ run killed at any moment keeps what it logged.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -31,9 +32,10 @@ import keras
 from callbacks.figures.steps import every_whole_call, global_step, steps_before
 from callbacks.records import events, faults
 from callbacks.records import hparams as hparams_record
+from callbacks.records.checkpoint_files import kept_line
 from callbacks.records.dashboard import TRAIN, VALIDATION, figure_of
 from callbacks.records.metrics_file import METRICS_FILE, truncate_metrics
-from callbacks.stops import StorageError
+from callbacks.stops import STORAGE_ERRNOS, StorageError
 
 BATCH_KEYS = ("running_images_per_sec", "cost_usd", "loss")
 
@@ -107,14 +109,29 @@ class MetricsLogger(keras.callbacks.Callback):
                                                "there") from None
         return self._writers[run]
 
+    @contextlib.contextmanager
+    def _writing(self):
+        """A write the run folder refuses (full, read-only, its permissions taken
+        away: STORAGE_ERRNOS) is the run's end in one line (exit 74), naming the file,
+        not a traceback from whichever write met it first."""
+        try:
+            yield
+        except OSError as error:
+            if error.errno not in STORAGE_ERRNOS:
+                raise
+            raise StorageError.cannot_write(error, self.logdir, "stopped, " + kept_line(
+                self.logdir, "the last good checkpoint")) from None
+
     def on_train_begin(self, logs=None):
         # Read here, on the main thread: on JAX, `self.model` syncs the training state.
         self._steps_per_call = getattr(self.model, "steps_per_execution", 1) or 1
         self.every_steps = every_whole_call(self.log_every_steps, self._steps_per_call)
-        os.makedirs(self.logdir, exist_ok=True)
-        self._file = open(self.path, "a")
-        if self.hparams:
-            hparams_record.write_record(self.logdir, self.hparams, started_at=self.started_at)
+        with self._writing():
+            os.makedirs(self.logdir, exist_ok=True)
+            self._file = open(self.path, "a")
+            if self.hparams:
+                hparams_record.write_record(self.logdir, self.hparams,
+                                            started_at=self.started_at)
 
     def _epoch_steps(self) -> int:
         return self.steps_per_epoch or (self.params or {}).get("steps") or 0
@@ -143,9 +160,10 @@ class MetricsLogger(keras.callbacks.Callback):
             step = global_step(self._epoch, batch, self._epoch_steps(), self.resume_step)
             if not self._due(step) or self._file is None or not logs:
                 return
-            for key in BATCH_KEYS:
-                if _is_number(logs.get(key)):
-                    self._scalar(key, "batch", logs[key], step)
+            with self._writing():
+                for key in BATCH_KEYS:
+                    if _is_number(logs.get(key)):
+                        self._scalar(key, "batch", logs[key], step)
 
     def _scalar(self, key: str, prefix: str, value: float, step: int, wall_time=None):
         figure = figure_of(key)
@@ -160,12 +178,14 @@ class MetricsLogger(keras.callbacks.Callback):
             if self._file is None:
                 return
             faults.reached("metrics_line")
-            self._file.write(json.dumps(record) + "\n")
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            for key, value in record.items():
-                if key not in ("epoch", "time"):
-                    self._scalar(key, "epoch", value, epoch + 1, wall_time=record["time"])
+            with self._writing():
+                self._file.write(json.dumps(record) + "\n")
+                self._file.flush()
+                os.fsync(self._file.fileno())
+                for key, value in record.items():
+                    if key not in ("epoch", "time"):
+                        self._scalar(key, "epoch", value, epoch + 1,
+                                     wall_time=record["time"])
 
     def on_train_end(self, logs=None):
         with self._lock:

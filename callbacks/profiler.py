@@ -15,6 +15,14 @@ When the trace stops, the traced steps are split by kind of work
 the same steps timed by this callback's own clock around its step markers (the
 figure the split is checked against), and a TensorBoard card gets it (scalars
 step_breakdown/<kind> in ms per step, and a table under the Text tab).
+
+The run reads the session it wrote, and no other: the profilers name a session by
+the clock (plugins/profile/2026_12_06_08_44_03/), so a folder planted beside it, or
+one an earlier run's clock put later, sorted after it and was read instead. The
+session that appeared while this callback traced is `session`; `state()` keeps it
+with the traced steps in each checkpoint, and a resumed attempt (`carried`) traces
+nothing again: it splits that session at its end (a resumed run traced its own
+first step, compile included, in place of the steps asked for).
 """
 
 from __future__ import annotations
@@ -27,6 +35,9 @@ import keras
 
 from callbacks.profiling import breakdown as step_breakdown
 from callbacks.figures.steps import global_step
+from callbacks.records.untrusted import RecordError, field
+
+PROFILE_FOLDER = ("plugins", "profile")  # under the logdir: where both profilers write
 
 
 def _warn(message: str) -> None:
@@ -45,10 +56,13 @@ class Profiler(keras.callbacks.Callback):
         steps_per_epoch: training steps of a full epoch (0 = the fit's own).
         resume_step: global steps done before this attempt's first step.
         breakdown: whether to split the traced steps by kind of work at the end.
+        carried: `state()` of the checkpoint a resumed attempt starts from (read back,
+            so checked: a record that does not hold a trace is ignored), or None.
     """
 
     def __init__(self, logdir: str, start_step: int, stop_step: int, backend: str,
-                 steps_per_epoch: int = 0, resume_step: int = 0, breakdown: bool = True):
+                 steps_per_epoch: int = 0, resume_step: int = 0, breakdown: bool = True,
+                 carried: dict | None = None):
         super().__init__()
         if not 1 <= start_step <= stop_step:
             raise ValueError(f"need 1 <= start_step <= stop_step, received "
@@ -70,9 +84,33 @@ class Profiler(keras.callbacks.Callback):
         self.breakdown = None  # the split, once the trace has stopped (see module docstring)
         self._marker_began = 0.0
         self._host_seconds = []  # this callback's clock around each step marker
+        self.session = None  # the trace session this run wrote (a folder name), once stopped
+        self._sessions_before = {}  # the sessions there as the trace began: name -> written
+        self._traced_per_call = 1  # the steps in each traced marker
+        earlier = _carried(carried)
+        if earlier is not None:  # an earlier attempt traced: keep its trace, trace no more
+            self.session = earlier["session"]
+            self.traced_steps = earlier["traced_steps"]
+            self._host_seconds = earlier["host_seconds"]
+            self._traced_per_call = earlier["steps_per_call"]
+            self._done = True
+
+    @property
+    def profile_folder(self) -> str:
+        return os.path.join(self.logdir, *PROFILE_FOLDER)
+
+    def state(self) -> dict:
+        """What a checkpoint keeps of the trace once it has stopped: the session it
+        wrote, the traced steps, this callback's clock around them ({} before)."""
+        if not (self._done and self.session and self.traced_steps):
+            return {}
+        return {"session": self.session, "traced_steps": list(self.traced_steps),
+                "host_seconds": list(self._host_seconds),
+                "steps_per_call": self._traced_per_call}
 
     # The two backends' APIs, behind one interface.
     def _start(self):
+        self._sessions_before = _sessions(self.profile_folder)
         if self.backend == "jax":
             import jax
             jax.profiler.start_trace(self.logdir)
@@ -111,10 +149,16 @@ class Profiler(keras.callbacks.Callback):
             return
         first = self._global_step(batch)
         last = first + self._steps_per_call - 1
+        if not self._tracing and first > self.stop_step:
+            # Resumed past the steps asked for, with no trace of them carried (they ran
+            # in an attempt that kept none): a trace of this step is not what was asked.
+            self._done = True
+            return
         try:
             if not self._tracing and last >= self.start_step:
                 self._start()
                 self._tracing = True
+                self._traced_per_call = self._steps_per_call
             if self._tracing:
                 self._marker = self._step_marker(first)
                 self._marker.__enter__()
@@ -135,6 +179,8 @@ class Profiler(keras.callbacks.Callback):
             self._stop()
         except Exception as error:
             _warn(f"could not stop tracing: {error}")
+            return
+        self.session = _written_session(self.profile_folder, self._sessions_before)
 
     def _close_marker(self):
         if self._marker is not None:
@@ -167,15 +213,19 @@ class Profiler(keras.callbacks.Callback):
         """The traced steps split by kind of work, a TensorBoard card of it."""
         layers = {layer.name: type(layer).__name__
                   for layer in self.model._flatten_layers(include_self=True)}
+        if self.session is None:
+            _warn(f"no step breakdown: no trace session of this run's under "
+                  f"{self.profile_folder}")
+            return
         started = time.perf_counter()
         try:
             result = step_breakdown.breakdown(
-                os.path.join(self.logdir, "plugins", "profile"), layers,
-                steps_per_mark=self._steps_per_call, device_kind=self._device_kind())
+                os.path.join(self.profile_folder, self.session), layers,
+                steps_per_mark=self._traced_per_call, device_kind=self._device_kind())
         except Exception as error:  # diagnostic: a trace the tools cannot read
             _warn(f"no step breakdown: {str(error).splitlines()[0] if str(error) else error!r}")
             return
-        steps = len(self._host_seconds) * self._steps_per_call
+        steps = len(self._host_seconds) * self._traced_per_call
         result["host_clock_ms"] = round(sum(self._host_seconds) / steps * 1e3, 4)
         result["seconds_to_read"] = round(time.perf_counter() - started, 2)
         self.breakdown = result
@@ -183,6 +233,60 @@ class Profiler(keras.callbacks.Callback):
             _card(os.path.join(self.logdir, "train"), result)
         except OSError as error:
             _warn(f"could not write the step breakdown's card: {error}")
+
+
+def _sessions(folder: str) -> dict[str, float]:
+    """{session folder name: when its newest trace file was written} under `folder`."""
+    found = {}
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return found
+    for name in names:
+        try:
+            times = [entry.stat().st_mtime for entry in os.scandir(os.path.join(folder, name))
+                     if entry.name.endswith(".xplane.pb")]
+        except OSError:  # not a folder
+            continue
+        found[name] = max(times, default=0.0)
+    return found
+
+
+def _written_session(folder: str, before: dict[str, float]) -> str | None:
+    """The session a trace wrote, `before` being `_sessions(folder)` as it began: the
+    folder that appeared meanwhile with a trace file in it (of several, the one
+    written last), or, where the profiler's name was taken already, the folder whose
+    trace files changed. None if neither (never a folder that was there unchanged,
+    however its name or its files' times sort)."""
+    now = _sessions(folder)
+    new = [name for name in now if now[name] and now[name] != before.get(name)]
+    return max(new, key=lambda name: now[name]) if new else None
+
+
+def _carried(record) -> dict | None:
+    """A checkpoint's record of the trace (`Profiler.state()`), checked; None where it
+    holds none or cannot be trusted (then nothing earlier is kept)."""
+    if not record:
+        return None
+    try:
+        session = field(record, "session", "text")
+        steps = field(record, "traced_steps", "list")
+        seconds = field(record, "host_seconds", "list")
+        per_call = field(record, "steps_per_call", "integer", low=1, high=1 << 20)
+        if session in ("", ".", "..") or os.path.basename(session) != session:
+            raise RecordError(f"session {session!r} is not a folder name")
+        if not steps or not all(isinstance(step, int) and not isinstance(step, bool)
+                                and step >= 1 for step in steps):
+            raise RecordError("traced_steps holds no list of steps")
+        if not seconds or not all(isinstance(value, (int, float))
+                                  and not isinstance(value, bool) and 0 <= value < 1e6
+                                  for value in seconds):
+            raise RecordError("host_seconds holds no list of durations")
+    except RecordError as error:
+        _warn(f"the checkpoint's record of the trace is not kept ({error})")
+        return None
+    return {"session": session, "traced_steps": steps, "host_seconds": [float(v) for v in seconds],
+            "steps_per_call": per_call}
 
 
 def _card(folder: str, result: dict) -> None:

@@ -9,7 +9,15 @@ the next step boundary.
 
 from __future__ import annotations
 
+import errno
 import threading
+
+# What "the run folder cannot take more" looks like, as the OS says it: full, over
+# quota, a read-only mount, its permissions taken away (chmod -R a-w: EACCES; an
+# immutable file: EPERM), a file past its size limit, a failing disk. Each ends a run
+# in one line and exit 74, wherever the write was (app/main.py).
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
+                            errno.EPERM, errno.EFBIG, errno.EIO})
 
 
 class Preempted(Exception):
@@ -38,6 +46,12 @@ class Diverged(Exception):
 
 class StorageError(Exception):
     """The run folder cannot be written (full, read-only) or is gone; one line."""
+
+    @classmethod
+    def cannot_write(cls, error: OSError, path: str, consequence: str) -> "StorageError":
+        """A write under the run folder failed for a STORAGE_ERRNOS reason."""
+        return cls(f"cannot write {error.filename or path}: "
+                   f"{error.strerror or error}; {consequence}")
 
     @classmethod
     def folder_lost(cls, path: str, consequence: str) -> "StorageError":

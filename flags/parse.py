@@ -101,9 +101,18 @@ def check_flagfiles(argv: list[str]) -> None:
 BARE_ACTIONS = ("list_machines",)
 
 
-def with_bare_actions(argv: list[str]) -> list[str]:
+def with_bare_actions(argv: list[str], flag_values=None) -> list[str]:
     """argv with each bare `--list_machines` (or `-list_machines`) as `--list_machines=`;
-    argv[0] and everything after a `--` are left alone."""
+    argv[0] and everything after a `--` are left alone.
+
+    Given `flag_values` (absl's FlagValues), the --flagfile arguments are first
+    replaced by the flags they hold, as absl would read them: a bare action on a line
+    of a flagfile (as --help shows it) took the next flag as its value, e.g. the
+    pattern '--logdir=...'. Call check_flagfiles(argv) first.
+    """
+    if flag_values is not None:
+        argv = [*argv[:1], *flag_values.read_flags_from_files(list(argv[1:]),
+                                                              force_gnu=False)]
     out, rest = list(argv[:1]), list(argv[1:])
     while rest:
         arg = rest.pop(0)
@@ -153,6 +162,45 @@ def _from_environment(values: dict, flag_values) -> None:
             break
 
 
+# Flags naming a path, whose "~" is the user's home folder: a shell expands it at a word's
+# start only, so --data_dir=~/data and --dataset=folder:~/photos (and any in a flagfile)
+# reached the app as typed, and were read as a folder named "~".
+PATH_FLAGS = ("data_dir", "manual_dir", "logdir")
+FOLDER_DATASET = "folder:"
+
+
+def _expand_home(values: dict) -> None:
+    for name in PATH_FLAGS:
+        if values.get(name):
+            values[name] = os.path.expanduser(values[name])
+    if str(values.get("dataset") or "").startswith(FOLDER_DATASET):
+        values["dataset"] = FOLDER_DATASET + os.path.expanduser(
+            values["dataset"][len(FOLDER_DATASET):])
+
+
+# Datasets read from --data_dir that are found elsewhere too where it lacks them
+# (Fashion-MNIST: Debian's copy in /usr/share/datasets). The others say in one line
+# what --data_dir lacks (a TFDS dataset "is not prepared in ..."), are written there
+# (digits; ImageNet prepared from --manual_dir) or do not read it (synthetic, folder:).
+FOUND_ELSEWHERE = ("fashion_mnist",)
+
+
+def _check_data_dir(values: dict, flag_values) -> None:
+    """A --data_dir the user gave is a folder, where a dataset would otherwise be read
+    from elsewhere unseen: --dataset=fashion_mnist --data_dir=/nothing_here trained a
+    97-minute run from Debian's copy. (The banner names the folder read.)
+
+    Raises:
+        ConfigError: naming the path and what is accepted.
+    """
+    path = values["data_dir"]
+    if (flag_values["data_dir"].present and path and values["dataset"] in FOUND_ELSEWHERE
+            and not os.path.isdir(path)):
+        what = "a file, not a folder" if os.path.exists(path) else "not there (no such folder)"
+        raise ConfigError(f"--data_dir={path} is {what}; accepted: an existing folder that "
+                          "holds the data (or no --data_dir: its default)")
+
+
 def config_from_flags(flag_values) -> Config:
     """Builds the one Config of this process from parsed absl flags.
 
@@ -172,6 +220,8 @@ def config_from_flags(flag_values) -> Config:
     for field in dataclasses.fields(Config):
         values[field.name] = flag_values[field.name].value
     _from_environment(values, flag_values)
+    _expand_home(values)
+    _check_data_dir(values, flag_values)
     values["target_top1"] = _parse_numbers(values["target_top1"], "target_top1", float)
     values["sweep_batch_sizes"] = _parse_numbers(values["sweep_batch_sizes"],
                                                  "sweep_batch_sizes", int)

@@ -154,6 +154,9 @@ class Datasets:
     # What identifies the data's content (preprocessing/datasets/fingerprint.py), saved
     # with each checkpoint and checked on resume; None where a builder gives none.
     fingerprint: dict | None = None
+    # Where the data was read from, for the banner: a folder, or files (a --data_dir
+    # that does not hold a dataset must never pass unseen for another copy of it).
+    source: str | None = None
 
 
 SKIPPED_NAMES_KEPT = 10  # names a Datasets keeps of its skipped images

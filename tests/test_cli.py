@@ -102,7 +102,7 @@ def bad_cases(tmp):
         # Found when folders, devices and data are looked at (still before any write).
         ([f"--logdir={blocker}/run"], "cannot be created or written"),
         ([f"--logdir={blocker}"], "is a file"),
-        ([f"--logdir={not_a_run}"], "holds no config.json"),
+        ([f"--logdir={not_a_run}"], "is not a run folder"),
         (["--epochs=9"], "holds a run with another config (--epochs=1->9)"),
         ([f"--data_dir={blocker}/data", "NEW"], "cannot be created or written"),
         ([f"--dataset=folder:{tmp}/missing", "NEW"], "is not a folder"),

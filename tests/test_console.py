@@ -48,8 +48,13 @@ def test_progress_shows_the_watched_figures_and_the_logs_keep_every_figure(runs,
         assert len(line) <= 110, line  # was ~900 characters with 20 figures
         for shown in ("loss ", "top-1 ", "val top-1 ", " images/sec", " - $0.0"):
             assert shown in line, (shown, line)
+    (banner,) = [line for line in done.stdout.splitlines() if line.startswith("[")]
+    assert " optimizer=sgd peak_learning_rate=0.2 " in banner, banner  # the recipe's rate
+    # (and the accuracy line's advice for a run at chance names --base_learning_rate)
+    rest = "\n".join(line for line in done.stdout.splitlines()
+                     if line != banner and not line.startswith("top-1: "))
     for hidden in ("targets_reached", "step_time_jitter", "billed_hours", "learning_rate"):
-        assert hidden not in done.stdout
+        assert hidden not in rest
     record = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()][-1]
     assert {"epoch_step_time_jitter", "epoch_step_time_stderr_ms", "billed_hours",
             "learning_rate", "usd_per_epoch", "epoch_eval_images_per_sec"} <= set(record)
@@ -337,5 +342,58 @@ def test_a_top1_at_chance_is_marked_not_yet_meaningful(top1, marked):
                "mfu": None, "val_top1_by_epoch": [top1], "targets": [], "cost_usd": None,
                "status": "completed", "logdir": "runs/x", "num_classes": 10,
                "val_top1_at_chance": at_chance(top1, 10, 10_000)}
-    assert ("(at chance for 10 classes: not yet meaningful; train longer)"
+    assert ("(at chance for 10 classes: not yet meaningful; the images arrive normalized by "
+            "ImageNet's mean and standard deviation (-2.1 to 2.6): a model that rescales them "
+            "again, e.g. Rescaling(1/255.), sees almost nothing; or train longer)"
             in closing_lines(summary)) is marked
+
+
+RESCALING_MODEL = """
+import keras
+from keras import layers
+
+
+def make_model(num_classes, image_size):  # as Keras's tutorials write one
+    inputs = keras.Input((image_size, image_size, 3))
+    x = layers.Rescaling(1 / 255.0)(inputs)
+    x = layers.Conv2D(8, 3, activation="relu")(x)
+    x = layers.Conv2D(8, 3, activation="relu")(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, layers.Dense(num_classes)(x))
+"""
+
+
+def test_a_model_stuck_at_chance_is_told_the_input_range_and_the_rate(digits_dir, tmp_path):
+    """Issue 52 item 5: a 2-conv CNN with Rescaling(1/255.) stayed at chance for 15 epochs
+    and was told "train longer"; the recipe (AdamW at 0.000125) was in no line. The banner
+    names the optimizer and peak rate; the closing line, the input's range and the rate."""
+    (tmp_path / "tutorial.py").write_text(RESCALING_MODEL)
+    done = run_cli(*tiny_flags(digits_dir, tmp_path / "run", "--epochs=1", "--seed=4",
+                               f"--model={tmp_path / 'tutorial.py'}:make_model"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["val_top1_at_chance"] is True, summary["val_top1"]
+    rate = summary["peak_learning_rate"]
+    assert summary["optimizer"] == "adamw" and rate == 2.5e-4 * (64 / 256) ** 0.5
+    banner = done.stdout.splitlines()[0]
+    assert f" optimizer=adamw peak_learning_rate={rate:g} " in banner, banner
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("top-1: ")]
+    assert line.endswith(
+        "(at chance for 10 classes: not yet meaningful; the images arrive normalized by "
+        "ImageNet's mean and standard deviation (-2.1 to 2.6): a model that rescales them "
+        f"again, e.g. Rescaling(1/255.), sees almost nothing; its peak learning rate was "
+        f"{rate:g} (adamw), --base_learning_rate sets it (per 256 images); or train longer)")
+
+
+def test_a_price_of_ones_own_closes_as_that_price(digits_dir, tmp_path):
+    """Issue 52 item 8: --price_per_hour_usd=2.5 closed with "at $2.5/h
+    (gcp-n2-standard-4, on_demand)", a catalog row and pricing it did not use."""
+    done = run_cli(*tiny_flags(digits_dir, tmp_path / "run", "--epochs=1",
+                               "--price_per_hour_usd=2.5"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("cost: ")]
+    hours = summary["billed_seconds"] / 3600
+    assert line == (f"cost: ${2.5 * hours:,.4f} for {hours:.4f} billed hours at $2.5/h "
+                    "(--price_per_hour_usd, yours)")
+    assert summary["machines"] is None and summary["price_per_hour_usd"] == 2.5

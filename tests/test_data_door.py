@@ -328,3 +328,41 @@ def test_a_run_on_one_class_is_one_line_and_no_run_folder(tmp_path):
         f"error: {tmp_path / 'cats' / 'train'} has one class folder (cat); a classifier "
         f"needs at least 2; expected {folder.LAYOUT}"]
     assert "Traceback" not in done.stderr and not (tmp_path / "run").exists()
+
+
+# ---- where the data comes from (issue 52, items 4 and 8) ------------------------------
+
+def test_a_data_dir_that_is_not_there_is_one_line_and_the_banner_names_what_was_read(
+        tmp_path):
+    """--dataset=fashion_mnist --data_dir=/nothing_here trained 97 minutes from Debian's copy
+    with no word of it: a --data_dir that is not there is one line, and the banner names
+    the folder read. "~" in a path flag is the user's home, as a shell would have it."""
+    from fashion_files import write_fashion
+    from processes import run
+
+    home = tmp_path / "home"
+    done = run(["--dataset=fashion_mnist", f"--data_dir={tmp_path / 'nothing_here'}",
+                f"--logdir={tmp_path / 'run'}"])
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert error_lines(done.stderr) == [
+        f"error: --data_dir={tmp_path / 'nothing_here'} is not there (no such folder); "
+        "accepted: an existing folder that holds the data (or no --data_dir: its default)"]
+    write_fashion(str(home / "fm"))
+    done = run(["--dataset=fashion_mnist", "--data_dir=~/fm", "--epochs=1",
+                "--steps_per_epoch=2", "--validation_steps=1", "--global_batch_size=16",
+                f"--logdir={tmp_path / 'run'}", "--verbose=0"],
+               env={"HOME": str(home), "MPLCONFIGDIR": str(home / ".config" / "matplotlib")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    banner = done.stdout.splitlines()[0]
+    assert banner.startswith(f"[small_resnet on fashion_mnist from {home / 'fm'}] "), banner
+    # A fresh machine: matplotlib (which Keras imports) built its font cache and said so
+    # in an absl line before the banner (issue 52 item 8).
+    assert (home / ".config" / "matplotlib").is_dir() and "fontManager" not in done.stderr
+
+    write_classes(home / "photos")  # 12 training images
+    done = run(["--dataset=folder:~/photos", "--global_batch_size=64",
+                f"--logdir={tmp_path / 'run2'}"], env={"HOME": str(home)})
+    assert error_lines(done.stderr) == [
+        f"error: --global_batch_size=64 is more than the 12 training images of folder:"
+        f"{home / 'photos'}; accepted: at most 12 images a call (e.g. --global_batch_size=8), "
+        "or --steps_per_epoch to repeat the images"]

@@ -97,6 +97,46 @@ def test_list_machines_with_a_pattern_that_matches_nothing_is_one_line():
     assert done.stdout == ""
 
 
+def test_list_machines_bare_in_a_flagfile_is_the_whole_catalog(tmp_path):
+    """Issue 51 item 8: written bare in a flagfile, as --help shows it, it took the next
+    flag as its pattern ("no machine in the price catalog matches '--logdir=...'")."""
+    (tmp_path / "catalog.flags").write_text("--list_machines\n--logdir=runs/x\n")
+    (tmp_path / "last.flags").write_text("# the action last\n--list_machines\n")
+    for args in (["--flagfile=catalog.flags"], ["--flagfile=last.flags", "--epochs=2"],
+                 ["--flagfile", "last.flags", "--logdir=runs/y"]):
+        done = run(args, env=NO_FRAMEWORKS, cwd=tmp_path)
+        assert done.returncode == 0 and done.stderr == "", (args, done.stderr[-2000:])
+        lines = done.stdout.splitlines()
+        assert lines[0].split()[:3] == ["machine", "devices", "on_demand"], args
+        assert any(line.startswith("gcp-tpu-v4 ") for line in lines), args
+    assert sorted(os.listdir(tmp_path)) == ["catalog.flags", "last.flags"]  # no runs/
+
+
+def test_refusals_that_a_user_waited_for_come_before_any_framework_loads(tmp_path):
+    """Issue 51 item 12: --pricing=spot on the CPU, whose catalog row sells on-demand only,
+    was refused 15.4 s in (once the devices were found); a folder too small for the batch
+    28.9 s in (once the data was built). Both come now with the other flag errors: with
+    neither TensorFlow nor JAX importable, the same line, in about a second."""
+    from image_files import write_folder_dataset
+
+    write_folder_dataset(str(tmp_path / "pets"), per_class=4, corrupt=0)  # 12 training images
+    cases = [
+        (["--pricing=spot"], "error: --pricing=spot has no price for --machine=auto (catalog "
+         "row gcp-n2-standard-4, for 'cpu') in the catalog; accepted: on_demand, or "
+         "--price_per_hour_usd"),
+        ([f"--dataset=folder:{tmp_path / 'pets'}", "--global_batch_size=64"],
+         f"error: --global_batch_size=64 is more than the 12 training images of folder:"
+         f"{tmp_path / 'pets'}; accepted: at most 12 images a call (e.g. "
+         "--global_batch_size=8), or --steps_per_epoch to repeat the images"),
+    ]
+    for args, line in cases:
+        began = time.time()
+        done = run([*args, f"--logdir={tmp_path / 'run'}"], env=NO_FRAMEWORKS)
+        assert one_error(done) == line, args
+        assert time.time() - began < 20, args  # ~1 s here; a generous bound for a loaded host
+        assert not (tmp_path / "run").exists()
+
+
 # ------------------------------------------------------------------ flagfiles
 ACCEPTED = "accepted: a UTF-8 text file of flags, one per line"
 

@@ -27,3 +27,27 @@ def test_the_gpu_host_requirements_are_pyprojects_without_tensorflow():
 def test_the_readme_prints_that_install():
     readme = open(f"{ROOT}/README.md").read()
     assert "pip install --no-deps -e . && .venv/bin/python -m pip install -r requirements-jax-gpu.txt" in readme
+
+
+def test_the_license_is_an_spdx_expression_that_setuptools_reads_without_a_warning():
+    """Issue 52 item 8: `license = {text = ...}` made .ci/run's install print setuptools'
+    deprecation box (three times). An SPDX string needs setuptools 77 (PEP 639), which
+    the build requires; where such a setuptools is importable, pyproject.toml is read
+    with every warning recorded."""
+    import warnings
+
+    with open(f"{ROOT}/pyproject.toml", "rb") as f:
+        pyproject = tomllib.load(f)
+    assert pyproject["project"]["license"] == "Apache-2.0"
+    assert pyproject["build-system"]["requires"] == ["setuptools>=77"]
+    import setuptools
+
+    if int(setuptools.__version__.split(".")[0]) < 77:
+        return  # (this venv's own is older: pip builds in an isolated one with >=77)
+    from setuptools.config.pyprojecttoml import apply_configuration
+    from setuptools.dist import Distribution
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        apply_configuration(Distribution(), f"{ROOT}/pyproject.toml")
+    assert not [w for w in caught if "Deprecat" in w.category.__name__], caught

@@ -297,7 +297,7 @@ COVERED_ELSEWHERE = {
                               "app.engine.native_stderr"),
     "tests/app/engine/test_distribute.py": ("app.engine.cold_start", "app.engine.environment"),
     "tests/test_real_data.py": ("app.modes.input_benchmark", "preprocessing.tfdata.pipeline"),
-    "tests/test_sweep.py": ("app.engine.measure", "app.engine.memory", "app.modes.points"),
+    "tests/test_sweep.py": ("app.engine.measure", "app.modes.points"),
     "tests/app/test_report.py": ("app.report_page", "app.engine.plots"),
     "tests/test_tensorboard.py": ("callbacks.records.hparams",),
     "tests/test_steps.py": ("callbacks.profiler",),

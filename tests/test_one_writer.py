@@ -8,7 +8,7 @@ import time
 
 import pytest
 from conftest import PATIENCE_SECONDS, error_lines, tiny_flags
-from processes import killed_at, run, start
+from processes import killed_at, run, snapshot, start
 
 from callbacks.records.metrics_file import read_metrics
 
@@ -85,3 +85,41 @@ def test_a_run_refused_after_its_preflight_leaves_nothing_behind(digits_dir, tmp
     refused = run(tiny_flags(digits_dir, other))
     assert refused.returncode == 2 and "not a run folder" in error_lines(refused.stderr)[0]
     assert os.listdir(other) == ["notes.txt"]
+
+
+def test_fresh_moves_aside_only_a_run_folder_and_refuses_anything_else(digits_dir, tmp_path):
+    """Issue 51 item 1: --fresh on a folder this app did not write (a dataset, another
+    tool's output with a config.json of its own) renamed it DIR.old-<time> and left a
+    run.lock in it. Now one line, exit 2, the folder as it was, nothing beside it;
+    a run folder whose config.json was damaged is still a run's, and moves aside."""
+    dataset = tmp_path / "photos"
+    (dataset / "train" / "cat").mkdir(parents=True)
+    (dataset / "train" / "cat" / "1.jpg").write_bytes(b"\xff\xd8 not really")
+    (dataset / "config.json").write_text('{"architectures": ["ViT"], "model_type": "vit"}')
+    before = snapshot(dataset)
+    for extra in (["--fresh"], []):
+        refused = run(tiny_flags(digits_dir, dataset, *extra))
+        errors = error_lines(refused.stderr)
+        assert refused.returncode == 2 and len(errors) == 1, refused.stderr[-2000:]
+        assert errors[0] == (
+            f"error: --logdir={dataset} is not a run folder (it holds config.json, train and "
+            "no config.json of a run of this app); choose a new or empty folder (--fresh "
+            "moves aside only a run folder)")
+        assert "Traceback" not in refused.stderr
+        assert snapshot(dataset) == before  # no run.lock, nothing renamed
+        assert sorted(os.listdir(tmp_path)) == ["photos"]
+
+    damaged = tmp_path / "damaged-run"  # the app's lock and records, config.json cut short
+    damaged.mkdir()
+    for name, text in (("run.lock", ""), ("billing.json", '{"attempts": []}'),
+                       ("config.json", '{"model": "small_res')):
+        (damaged / name).write_text(text)
+    refused = run(tiny_flags(digits_dir, damaged))
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert "cannot read config.json" in error_lines(refused.stderr)[0]
+    done = run(tiny_flags(digits_dir, damaged, "--fresh", "--epochs=1"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    aside = [p for p in os.listdir(tmp_path) if p.startswith("damaged-run.old-")]
+    assert len(aside) == 1 and f"--fresh: moved the previous contents of {damaged}" in done.stdout
+    assert (tmp_path / aside[0] / "config.json").read_text() == '{"model": "small_res'
+    assert json.loads((damaged / "summary.json").read_text())["status"] == "completed"

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.run.ledger import LEDGER_FILE, _billed, attempts_before
@@ -306,3 +306,44 @@ def test_a_rewind_rebuilds_from_hostile_event_files_without_a_traceback(
         assert all(1 <= r["epoch"] <= last_epoch for r in kept)
         for record in kept:
             assert_finite_json(record)
+
+
+# ----------------------------------------------------------------- the trace's record
+STEPS = st.lists(st.one_of(st.integers(-3, 10**12), LEAVES), max_size=5)
+TRACE_RECORDS = st.one_of(HOSTILE, st.fixed_dictionaries({}, optional={
+    "session": st.one_of(st.text(max_size=12), st.sampled_from(["..", ".", "a/b", "/etc", ""]),
+                         LEAVES),
+    "traced_steps": st.one_of(STEPS, LEAVES), "host_seconds": st.one_of(STEPS, LEAVES),
+    "steps_per_call": st.one_of(st.integers(-2, 2**40), LEAVES)}))
+
+
+@BOUNDED
+@given(TRACE_RECORDS)
+@example(record={"session": "2026_12_06_08_44_03", "traced_steps": [2, 3],
+                 "host_seconds": [0.25, 0.125], "steps_per_call": 1})
+@example(record={"session": "../x", "traced_steps": [2], "host_seconds": [0.1],
+                 "steps_per_call": 1})
+def test_a_checkpoints_record_of_the_trace_is_kept_whole_or_not_at_all(capsys, tmp_path, record):
+    """callbacks/profiler.py reads `run_figures.profile` back from a checkpoint (issue 51
+    item 4): a hostile one is dropped with one warning, never a traceback, and a kept one
+    names a folder inside the run's profile folder, steps and finite durations."""
+    from callbacks.profiler import Profiler
+
+    try:  # as a checkpoint's state.json is read
+        record = untrusted.loads(text_of(record))
+    except RecordError:
+        return
+    capsys.readouterr()
+    profiler = Profiler(str(tmp_path), 2, 3, backend="tensorflow", carried=record)
+    lines = warnings(capsys)
+    if profiler.session is None:
+        assert profiler.traced_steps == [] and profiler.state() == {} and len(lines) <= 1
+        return
+    assert lines == [] and os.path.basename(profiler.session) == profiler.session
+    assert os.path.dirname(os.path.join(profiler.profile_folder, profiler.session)) == (
+        profiler.profile_folder) and profiler.session not in (".", "..")
+    state = profiler.state()
+    assert state["traced_steps"] and all(isinstance(s, int) and s >= 1
+                                         for s in state["traced_steps"])
+    assert state["host_seconds"] and all(0 <= s < 1e6 for s in state["host_seconds"])
+    assert state["steps_per_call"] >= 1

@@ -4,6 +4,7 @@ Real processes, real signals, real files (issue 15, items 1, 4, 6, 7, 9, 13)."""
 
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -160,6 +161,44 @@ def test_a_batch_past_the_address_space_limit_is_one_line(tmp_path):
     assert "Traceback" not in done.stderr and not logdir.exists()
 
 
+def test_a_training_step_past_what_the_process_may_still_take_is_one_line(tmp_path):
+    """Issue 51 item 11: ResNet-50 at batch 256 and 224 px under a 6 GB address-space cap:
+    its input (154 MB) passed the batch check, and 2 minutes in an allocator killed the
+    run (SIGABRT, no line). The step's lower bound (what its layers keep for the
+    gradient, 11 GiB; app/engine/memory.py) is checked, at the door, against what the
+    process may still take: the cap less what it maps already."""
+    limit = 6 << 30
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    logdir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, MAIN, "--model=resnet50", "--dataset=synthetic", "--image_size=224",
+         "--global_batch_size=256", "--steps_per_epoch=2", "--epochs=1", f"--logdir={logdir}"],
+        env=env_for(), capture_output=True, text=True, timeout=PATIENCE_SECONDS,
+        preexec_fn=limited)
+    errors = error_lines(done.stderr)
+    assert done.returncode == 2 and len(errors) == 1, done.stderr[-2000:]
+    line = re.fullmatch(
+        r"error: a training step of --model=resnet50 on 256 images of 224x224 needs at least "
+        r"11 GiB \(what its layers keep for the gradient, and its weights, gradients and "
+        r"optimizer state\), more than the (\d\.\d\d) GiB this process may still take: its "
+        r"address-space limit \(RLIMIT_AS\) of 6\.00 GiB less the (\d\.\d\d) GiB it maps "
+        r"already; at most --global_batch_size=(\d+) can fit", errors[0])
+    assert line, errors[0]
+    room, mapped, batch = float(line[1]) * 2**30, float(line[2]), int(line[3])
+    assert abs(room / 2**30 + mapped - 6.0) < 0.015 and 1 < mapped < 5  # TF, Keras: GBs
+    # What ResNet-50 keeps an image at 4 bytes (its convolutions' and its logits' outputs,
+    # 11.1 M values, tests/app/engine/test_memory.py), beside 3 float32 copies of its
+    # 25.6 M weights: the largest batch, a power of two, within the room (to the line's
+    # rounding).
+    per_image, weights = 4 * 11_114_984, 3 * 4 * 25_610_152
+    assert batch & (batch - 1) == 0
+    assert batch * per_image + weights <= room + 2**24 < 2 * batch * per_image + weights
+    assert "Traceback" not in done.stderr and not logdir.exists()
+
+
 # The figures a rebuilt summary.json has as the first one did: the run's sums the final
 # checkpoint carries, its top-1 history and the ledger's bill.
 REBUILT_FIGURES = ("status", "epochs_completed", "val_top1", "best_val_top1",
@@ -199,3 +238,31 @@ def test_a_finished_run_whose_summary_is_gone_or_damaged_is_rebuilt_not_billed_a
     before = snapshot(logdir)  # and now it is whole: kept as it is
     assert "(kept as it is)" in run(tiny_flags(digits_dir, logdir)).stdout
     assert snapshot(logdir) == before
+
+
+def test_a_resumed_run_keeps_the_steps_the_first_attempt_traced_and_reads_its_session(
+        digits_dir, tmp_path):
+    """Issue 51 items 4 and 5: --profile_steps=2,3 traced in attempt 1, killed after epoch
+    1's checkpoint, resumed to the end: the closing lines said "profile: steps 7-7
+    traced" (the resumed attempt traced its own first step, compile included). And a
+    session planted beside the run's, sorting after it (a clock skewed forward), was the
+    one the breakdown read: "no step breakdown". The run names its session and reads it."""
+    logdir = tmp_path / "traced"
+    args = tiny_flags(digits_dir, logdir, "--steps_per_epoch=6", "--profile_steps=2,3",
+                      "--checkpoint_every_steps=0", "--seed=3")
+    killed_at(args, "checkpoint_committed", 1)  # epoch 1's: the trace stopped at step 3
+    profile = logdir / "plugins" / "profile"
+    (session,) = os.listdir(profile)
+    planted = profile / "9999_12_31_23_59_59"
+    planted.mkdir()
+    (planted / "host.xplane.pb").write_bytes(os.urandom(4096))
+    done = run(args)
+    assert done.returncode == 0 and "no step breakdown" not in done.stderr, done.stderr[-3000:]
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["profile"]["steps"] == [2, 3] and summary["profile"]["session"] == session
+    assert summary["profile"]["breakdown"]["traced"] == [2, 3]
+    assert summary["profile"]["breakdown"]["step_ms"] > 0
+    assert sorted(os.listdir(profile)) == sorted([session, planted.name])  # none traced again
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("profile: steps 2-3 traced to ") for line in lines), done.stdout
+    assert any(line.startswith("breakdown: step ") for line in lines), done.stdout

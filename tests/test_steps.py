@@ -6,6 +6,9 @@ profiler's traced steps must all count from the resume step, as if the run had
 never stopped: these tests drive the real callbacks through real `fit` calls.
 """
 
+import json
+import os
+
 import keras
 import numpy as np
 
@@ -125,3 +128,39 @@ def test_a_run_asked_to_log_every_5_steps_at_4_per_call_logs_every_8_and_says_so
     assert ("steps_per_execution=4 [log_every_steps=5 rounded up to 8: a multiple of "
             "steps_per_execution]" in banner), banner
     assert _step_series(logdir / "train") == [8, 16, 24, 32, 40]
+
+
+def test_a_trace_session_planted_after_the_runs_own_is_not_read(tmp_path):
+    """Issue 51 item 5: a valid trace of another run's steps 2-3, planted under a session
+    name that sorts after this run's (9999_...), was silently reported as this run's.
+    The profiler reads the session that appeared while it traced (`session`), and a
+    checkpoint's record of it (`state()`) makes a resumed attempt trace nothing again."""
+    import shutil
+
+    other = Profiler(str(tmp_path / "other"), 2, 3, backend="tensorflow", steps_per_epoch=STEPS)
+    _tiny_model().fit(_data(), epochs=1, steps_per_epoch=STEPS, verbose=0, callbacks=[other])
+    assert other.breakdown["traced"] == [2, 3]
+    mine = tmp_path / "mine"
+    planted = mine / "plugins" / "profile" / "9999_12_31_23_59_59"
+    shutil.copytree(tmp_path / "other" / "plugins" / "profile" / other.session, planted)
+    profiler = Profiler(str(mine), 5, 7, backend="tensorflow", steps_per_epoch=STEPS)
+    model = _tiny_model()
+    model.fit(_data(), epochs=1, steps_per_epoch=STEPS, verbose=0, callbacks=[profiler])
+    assert profiler.session not in (None, planted.name)
+    assert profiler.traced_steps == [5, 6, 7] and profiler.breakdown["traced"] == [5, 7]
+
+    # A resumed attempt (from step 10) carries the trace: no new session, the same split.
+    resumed = Profiler(str(mine), 5, 7, backend="tensorflow", steps_per_epoch=STEPS,
+                       resume_step=STEPS, carried=json.loads(json.dumps(profiler.state())))
+    model.fit(_data(), epochs=2, initial_epoch=1, steps_per_epoch=STEPS, verbose=0,
+              callbacks=[resumed])
+    assert resumed.traced_steps == [5, 6, 7] and resumed.session == profiler.session
+    assert resumed.breakdown["traced"] == [5, 7]
+    assert sorted(os.listdir(mine / "plugins" / "profile")) == sorted(
+        [planted.name, profiler.session])
+    # Without a record (an attempt that kept none), steps past the range are not traced.
+    late = Profiler(str(tmp_path / "late"), 5, 7, backend="tensorflow", steps_per_epoch=STEPS,
+                    resume_step=STEPS, carried={"session": "../../etc", "traced_steps": [5]})
+    model.fit(_data(), epochs=2, initial_epoch=1, steps_per_epoch=STEPS, verbose=0,
+              callbacks=[late])
+    assert late.traced_steps == [] and not (tmp_path / "late").exists()

@@ -5,14 +5,16 @@ signals, a real size-limited tmpfs."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
 from conftest import PATIENCE_SECONDS, error_lines, tmpfs
 from image_files import write_folder_dataset
-from processes import handles, run, start, until
+from processes import MAIN, env_for, handles, run, start, until
 
 from callbacks.records.checkpoint_files import file_crc, latest_checkpoint
 from callbacks.records.metrics_file import read_metrics
@@ -194,3 +196,33 @@ def test_a_run_folder_turned_read_only_mid_run_is_one_line_exit_74(digits_dir, t
     assert "cannot write checkpoint" in line and "Read-only file system" in line
     assert intact(logdir)
     assert json.loads((logdir / "summary.json").read_text())["status"] == "failed"
+
+
+def test_a_run_folder_whose_permissions_are_taken_away_mid_run_is_one_line_exit_74(
+        digits_dir, tmp_path):
+    """Issue 51 item 7: `chmod -R a-w` on the run folder once the run has opened its
+    files. The metrics writer, making validation/ at the first epoch's end, died in a
+    PermissionError traceback (exit 1); every errno the app cannot write through is
+    one line, exit 74 (callbacks/stops.py's STORAGE_ERRNOS)."""
+    prefix = []
+    if os.geteuid() == 0:  # root writes through permissions: the run drops that power
+        if not shutil.which("setpriv"):
+            pytest.skip("root, and no setpriv to drop CAP_DAC_OVERRIDE with")
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search",
+                  "--inh-caps=-dac_override,-dac_read_search"]
+    logdir = tmp_path / "run"
+    process = subprocess.Popen(
+        [*prefix, sys.executable, MAIN, *flags(digits_dir, logdir, "--checkpoint_every_steps=0")],
+        env=env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # metrics.jsonl is opened as training begins, seconds before the first epoch ends.
+        until(process, (logdir / "metrics.jsonl").exists, "metrics.jsonl")
+        subprocess.run(["chmod", "-R", "a-w", str(logdir)], check=True)
+        _, stderr = process.communicate(timeout=PATIENCE_SECONDS)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        subprocess.run(["chmod", "-R", "u+w", str(logdir)])
+    assert process.returncode == 74 and "Traceback" not in stderr, stderr[-3000:]
+    assert error_lines(stderr) == [f"error: cannot write {logdir}/validation: Permission "
+                                   "denied; stopped, no checkpoint was saved before it"]

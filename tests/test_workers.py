@@ -6,6 +6,8 @@ the run's descendants in /proc (preprocessing/host/_children.py)."""
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import PATIENCE_SECONDS
 from image_files import encode, write_folder_dataset
-from processes import background, until
+from processes import MAIN, background, env_for, until
 
 from app.run.signals import EXIT_PREEMPTED, EXIT_STALLED, GRACE_SECONDS
 from preprocessing.host import _children, grain_stream
@@ -134,6 +136,41 @@ def test_sigterm_stops_the_workers_and_a_resumed_run_ends_without_tracebacks(fol
     assert "resuming from" in stdout and "status: completed" in stdout
     # Before, four "OSError: handle is closed" tracebacks followed the closing lines.
     assert "Traceback" not in stderr and "handle is closed" not in stderr, stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_ctrl_c_to_the_process_group_ends_the_run_without_worker_tracebacks(folder, tmp_path):
+    """Issue 51 item 6: a terminal's Ctrl-C goes to the whole process group, grain's
+    workers too; each printed a KeyboardInterrupt traceback (grain's ipc/queue.py).
+    They ignore SIGINT and leave when the run closes them (preprocessing/host/_children.py)."""
+    logdir = tmp_path / "ctrl-c"
+    process = subprocess.Popen([sys.executable, MAIN, *grain_flags(folder, logdir, "--epochs=1000")],
+                               env=env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)  # its own group, as a shell's job
+    try:
+        workers = _running_workers(process, logdir)
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=PATIENCE_SECONDS)
+        assert process.returncode == EXIT_PREEMPTED, stderr[-3000:]
+        assert "KeyboardInterrupt" not in stderr and "Traceback" not in stderr, stderr[-3000:]
+        assert [line for line in stderr.splitlines() if line.startswith("error:")][0].startswith(
+            "error: preempted (SIGINT) at step")
+        assert gone_within(workers, 2) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+        _kill_left(workers_of(process.pid))
+
+
+def test_a_worker_the_app_spawns_ignores_ctrl_c_from_its_first_line():
+    """Before grain's worker_init_fn runs, a spawned worker imports the app's main
+    module as __mp_main__ (seconds of imports after it): Ctrl-C is ignored from there."""
+    code = ("import runpy, signal; runpy.run_path(%r, run_name='__mp_main__'); "
+            "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)" % MAIN)
+    done = subprocess.run([sys.executable, "-c", code], env=env_for(), capture_output=True,
+                          text=True, timeout=PATIENCE_SECONDS)
+    assert done.returncode == 0 and done.stdout.split() == ["True"], done.stderr[-2000:]
 
 
 @pytest.mark.slow

@@ -24,6 +24,10 @@ def set_before_keras(config) -> None:
     # JAX tries every platform it knows and logs each miss ("Unable to initialize
     # backend 'tpu'"); a CPU run looks at the CPU only, and the others stay quiet.
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
+    # Keras imports matplotlib (keras.src.visualization), which on a fresh machine builds
+    # its font cache and says so at INFO, through absl's handler, before the banner
+    # ("font_manager.py:1848] generated new fontManager").
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     if config.accelerator == "cpu":
         os.environ["JAX_PLATFORMS"] = "cpu"
     elif os.environ.get("JAX_PLATFORMS") == "cpu":  # the flag decides, not an old setting

@@ -36,7 +36,7 @@ from app.run import context as run_context
 from app.run import rundir
 from app.run.summary import PRICING_WORDS, percent, shell_command
 from callbacks.energy import EnergyMeter, gpu_energy_readers
-from callbacks.figures import breakdown as step_breakdown
+from callbacks.profiling import breakdown as step_breakdown
 from callbacks.figures.money import cost_usd
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.profiler import Profiler

@@ -69,7 +69,8 @@ def banner(context, data, steps_per_epoch: int) -> str:
     every = every_whole_call(config.log_every_steps, config.steps_per_execution)
     rounded = (f" [log_every_steps={config.log_every_steps} rounded up to {every}: a "
                "multiple of steps_per_execution]" if every != config.log_every_steps else "")
-    return (f"[{config.model} on {config.dataset}] backend={config.backend} "
+    source = f" from {data.source}" if data.source else ""  # the files read, named
+    return (f"[{config.model} on {config.dataset}{source}] backend={config.backend} "
             f"accelerator={config.accelerator} ({topology.device_kind}) "
             f"replicas={topology.num_replicas} ({topology.num_processes} process(es)) "
             f"global_batch={context.batch.global_size} per_replica_batch={context.batch.per_replica} "
@@ -77,7 +78,9 @@ def banner(context, data, steps_per_epoch: int) -> str:
             f"epochs={config.epochs} steps_per_epoch={steps_per_epoch}{nominal} "
             f"{f'xla_autotune={context.xla_autotune} ' if context.xla_autotune else ''}"
             f"image_size={data.image_size} input_pipeline={data.input_pipeline}{held} "
-            f"preprocessing={data.preset} precision={config.policy} logdir={context.logdir}")
+            f"preprocessing={data.preset} precision={config.policy} "
+            f"optimizer={config.optimizer} peak_learning_rate={config.learning_rate:g} "
+            f"logdir={context.logdir}")
 
 
 def run(context) -> dict:

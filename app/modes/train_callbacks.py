@@ -6,8 +6,8 @@ only for `logs`: a callback reads what earlier ones published (MFU reads
 epoch_images_per_sec; the targets read cost_usd and billed_hours), and the metrics
 sink comes after them, but before the checkpoint: an epoch's line is written before
 its checkpoint commits, so no checkpoint is ever ahead of the logs. Each checkpoint
-keeps the run's sums of throughput and energy (`run_figures`), which a resumed
-attempt continues.
+keeps the run's sums of throughput and energy and the trace it took (`run_figures`),
+which a resumed attempt continues.
 """
 
 from __future__ import annotations
@@ -77,7 +77,9 @@ def _extra_state(parts, plan, step: int) -> dict:
     the stream can resume exactly."""
     extra = {"top1_history": parts.targets.history,
              "run_figures": {"throughput": parts.throughput.state(),
-                             **({"energy": parts.energy.state()} if parts.energy else {})}}
+                             **({"energy": parts.energy.state()} if parts.energy else {}),
+                             # the trace session and steps, once traced: never traced again
+                             **({"profile": parts.profiler.state()} if parts.profiler else {})}}
     if plan.data.input_state is not None:
         extra["input_state"] = plan.data.input_state(step - plan.state.global_step)
     return extra
@@ -138,7 +140,8 @@ def make_callbacks(context, plan) -> RunCallbacks:
         if config.profile_range:
             parts.profiler = Profiler(logdir, *config.profile_range, backend=config.backend,
                                       steps_per_epoch=steps_per_epoch,
-                                      resume_step=state.global_step)
+                                      resume_step=state.global_step,
+                                      carried=carried.get("profile"))
     # Producers of figures first, then their readers; the guard before the checkpoint
     # (a diverged step must stop training before anything is saved); the sink before
     # the checkpoint (the logs are never behind a committed checkpoint). Progress

@@ -16,12 +16,13 @@ The result is one frozen `RunContext`, passed whole instead of loose values.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 
-from app.engine import autotune, cold_start, distribute
+from app.engine import autotune, cold_start, distribute, memory
 from app.engine.memory import process_memory_limit
-from app.engine.data import input_spec
+from app.engine.data import input_spec, steps_for
 from app.engine.models import check_model, check_model_builds
 from app.engine.prices import Billing, resolve_billing
 from app.engine.startup import TIMELINE
@@ -71,6 +72,7 @@ def prepare(config, started_at: float) -> RunContext:
         run_dir = rundir.preflight(config)  # the folder is this process's from here on
         signals.undo_if_interrupted_before_start(lambda: rundir.abandon(run_dir))
     try:
+        check_billing_early(config)
         distribute.prepare_backend(config)
         check_model(config)  # a bad --model is one line before any file or device is touched
         # The data is looked at before the framework starts (seconds, on a small host):
@@ -79,6 +81,8 @@ def prepare(config, started_at: float) -> RunContext:
         train_examples = check_dataset(config.dataset, spec)
         if cold_start.cut_on("data_read_beside_imports"):
             read_ahead(config.dataset, spec)  # while the frameworks import
+        if train_examples is not None and config.benchmark == "none" and not config.is_sweep:
+            steps_for(config, train_examples)  # a batch past the data: refused now (train's)
         xla_autotune = autotune.choose(config, train_examples)
         autotune.apply(xla_autotune)  # before JAX compiles anything
         TIMELINE.mark("checks")
@@ -89,6 +93,8 @@ def prepare(config, started_at: float) -> RunContext:
         check_batch_fits(spec)
         if config.benchmark != "input":  # (the input benchmark builds no model)
             check_model_builds(config, known_shape(config.dataset, spec))
+            if not config.is_sweep and config.benchmark == "none":  # (a sweep's points: theirs)
+                check_step_fits(config, spec, known_shape(config.dataset, spec))
         billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
                                   config.peak_tflops_per_device, topology.device_kind,
                                   topology.billed_devices, warn=False,
@@ -99,6 +105,29 @@ def prepare(config, started_at: float) -> RunContext:
         raise
     return RunContext(config, topology, run_dir, spec, billing, started_at,
                       xla_autotune=xla_autotune)
+
+
+def device_kind_before_framework(config) -> str | None:
+    """The device kind the framework will report, where the flags alone tell it:
+    "cpu" for --accelerator=cpu (both backends name it so); None for a GPU or TPU,
+    whose kind only the framework finds."""
+    return "cpu" if config.accelerator == "cpu" else None
+
+
+def check_billing_early(config) -> None:
+    """Refuses, before any framework loads, a --pricing the catalog row billed for this
+    host's devices does not sell, where the flags tell the device (the CPU): found
+    with the devices, it came 15 s into the run. Elsewhere `prepare` refuses it with
+    the devices, in the same words (prices.resolve_billing makes both).
+
+    Raises:
+        ConfigError: naming the row and the pricings it sells.
+    """
+    kind = device_kind_before_framework(config)
+    if kind is not None:
+        resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
+                        config.peak_tflops_per_device, kind,
+                        max(config.num_devices, 1) * config.num_processes, warn=False)
 
 
 def billing_notes(context) -> str:
@@ -124,6 +153,71 @@ def check_batch_fits(spec: InputSpec) -> None:
         raise DataError(f"one batch of {spec.batch_size:,} images of {size}x{size} needs at "
                         f"least {_gib(batch_bytes)} GiB, more than {what} of "
                         f"{_gib(limit)} GiB; use a smaller --global_batch_size")
+
+
+# The app's models keep 50-75 times their input for the gradient (memory.
+# kept_bytes_per_image: ResNet-50 and ViT-B/16 at 224 px, the small ResNet at 8 px): a
+# batch whose input is this many times smaller than what the process may still take
+# fits without the model being built to see.
+KEPT_OVER_INPUT_BOUND = 1024
+
+
+def check_step_fits(config, spec: InputSpec, shape: tuple[int, int] | None) -> None:
+    """On a CPU a training step's memory is this process's: past its address-space
+    limit or its control group's, an allocator deep in the framework aborted the run
+    (SIGABRT, no line: ResNet-50 at batch 256 and 224 px under a 6 GB cap passed
+    `check_batch_fits`, then died 2 minutes in). Where the batch could come near what
+    the process may still take (memory.headroom), the model is built once here and
+    dropped, and a lower bound of its step (memory.step_bytes) is checked against it,
+    before the run folder is made. (An accelerator's memory is not this process's.)
+
+    Raises:
+        DataError: naming the bound, the limit and a batch that fits.
+    """
+    if config.accelerator != "cpu":
+        return
+    size = spec.image_size or (shape[1] if shape else SMALLEST_IMAGE)
+    input_bytes = spec.batch.per_process * size * size * 3 * 4
+    room, what = memory.headroom()
+    if input_bytes * KEPT_OVER_INPUT_BOUND < room:
+        return
+    from app.engine.models import make_model
+
+    with models_built_aside():
+        model = make_model(config.model, shape[0] if shape else 1000, size)
+    bytes_per_value = 2 if config.policy.startswith("mixed") else 4
+    needed = memory.step_bytes(model, spec.batch.per_process, bytes_per_value)
+    if needed <= room:
+        return
+    per_image = memory.kept_bytes_per_image(model, bytes_per_value)
+    fixed = needed - spec.batch.per_process * per_image
+    fits = max(0, room - fixed) // max(per_image, 1) * config.global_batch_size // max(
+        spec.batch.per_process, 1)
+    batch = 1 << (max(fits, 1).bit_length() - 1)  # a power of two, as batches usually are
+    advice = (f"at most --global_batch_size={batch} can fit" if fits >= 1 else
+              "no batch fits: raise the limit, or use a smaller --model or --image_size")
+    raise DataError(f"a training step of --model={config.model} on {spec.batch.per_process:,} "
+                    f"images of {size}x{size} needs at least {memory._gib(needed)} GiB (what "
+                    "its layers keep for the gradient, and its weights, gradients and "
+                    f"optimizer state), more than the {memory._gib(room)} GiB this process may "
+                    f"still take: {what}; {advice}")
+
+
+@contextlib.contextmanager
+def models_built_aside():
+    """Within the block, a model built (and dropped) leaves Keras's layer-name counters
+    as they were: the run's own build names its layers as if this one had not
+    happened (a checkpoint's weights are found by those names)."""
+    from keras.src.backend.common import global_state
+
+    uids = dict(global_state.get_global_attribute("object_name_uids") or {})
+    try:
+        yield
+    finally:
+        counters = global_state.get_global_attribute("object_name_uids")
+        if counters is not None:
+            counters.clear()
+            counters.update(uids)
 
 
 def _gib(count: int) -> str:

@@ -4,7 +4,8 @@ A run folder holds config.json (the frozen config), metrics.jsonl, TensorBoard
 event files, checkpoints/ and, at the end, summary.json. Rerunning the same
 command with the same --logdir resumes; a folder holding a run with another
 config (or a config.json with settings missing) is refused (never overwritten)
-unless --fresh, which moves it aside.
+unless --fresh, which moves it aside. A folder this app did not write (a dataset,
+another tool's output: `is_run_folder`) is refused either way, --fresh included.
 
 One writer, decided under the lock. One live run holds the folder: an exclusive
 `flock` on <logdir>/run.lock (an empty file), which the kernel drops when the
@@ -190,6 +191,63 @@ def preflight(config) -> RunDir:
         raise
 
 
+# What every config.json this app writes holds (Config.to_dict): a JSON object with
+# these settings is a run's; a config.json of anything else (a model's, a tool's) is not.
+RUN_CONFIG_KEYS = ("model", "dataset", "backend", "global_batch_size", "epochs", "logdir")
+# The records a run writes once its config.json is saved: with the run's own lock file,
+# they mark a run folder whose config.json was lost or damaged since.
+RUN_RECORDS = ("billing.json", "metrics.jsonl", SUMMARY_FILE, "checkpoints")
+
+
+def _saved_config(path: str) -> dict | None:
+    """The JSON object in `path`'s config.json; None where there is no such file.
+
+    Raises:
+        OSError, ValueError: it cannot be read, or holds no JSON object.
+    """
+    try:
+        with open(os.path.join(path, CONFIG_FILE)) as f:
+            saved = json.load(f)
+    except FileNotFoundError:
+        return None
+    if not isinstance(saved, dict):
+        raise ValueError(f"it holds {type(saved).__name__}, not an object")
+    return saved
+
+
+def is_run_folder(path: str, entries: set[str] | None = None,
+                  lock_was_there: bool | None = None) -> bool:
+    """Whether `path` is a run folder this app wrote: its config.json is a run's, or it
+    holds this app's lock file (taken first in every folder a run writes) beside a
+    run's records (a run whose config.json was damaged since). The one test that
+    --fresh (which moves only a run folder aside) and resuming both use: a dataset, a
+    home folder or another tool's output is never renamed, locked or resumed.
+
+    Args:
+        path: the folder.
+        entries: its names, where already listed.
+        lock_was_there: whether its run.lock was there before this process (None:
+            judged from `entries`).
+    """
+    entries = set(os.listdir(path)) if entries is None else entries
+    try:
+        saved = _saved_config(path)
+        if saved is not None and all(key in saved for key in RUN_CONFIG_KEYS):
+            return True
+    except (OSError, ValueError):
+        pass  # damaged: the records below decide
+    lock = LOCK_FILE in entries if lock_was_there is None else lock_was_there
+    return lock and any(name in entries for name in RUN_RECORDS)
+
+
+def _not_a_run_folder(path: str, entries: set[str]) -> RunDirError:
+    names = sorted(entries - {LOCK_FILE})
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return RunDirError(f"--logdir={path} is not a run folder (it holds {shown} and no "
+                       f"{CONFIG_FILE} of a run of this app); choose a new or empty folder "
+                       "(--fresh moves aside only a run folder)")
+
+
 def _judge(run_dir: RunDir, config) -> RunDir:
     """New, a resume (same config), a --fresh start or refused: read under the lock."""
     path = run_dir.path
@@ -202,17 +260,14 @@ def _judge(run_dir: RunDir, config) -> RunDir:
     if not rest or (lock_was_there and all(
             name.startswith(durable.TEMPORARY_PREFIX) for name in rest)):
         return run_dir  # (create() removes the temporaries)
+    if not is_run_folder(path, entries, lock_was_there):
+        raise _not_a_run_folder(path, entries)
     if config.fresh:
         return dataclasses.replace(run_dir, fresh_moves_aside=True)
-    saved_path = os.path.join(path, CONFIG_FILE)
-    if not os.path.exists(saved_path):
-        raise RunDirError(f"--logdir={path} is not empty and holds no {CONFIG_FILE} (not a "
-                          "run folder); choose a new folder, or pass --fresh to move it aside")
     try:
-        with open(saved_path) as f:
-            saved = json.load(f)
-        if not isinstance(saved, dict):
-            raise ValueError(f"it holds {type(saved).__name__}, not an object")
+        saved = _saved_config(path)
+        if saved is None:
+            raise ValueError("it is missing")
     except (OSError, ValueError) as error:
         raise RunDirError(f"--logdir={path}: cannot read {CONFIG_FILE} ({error}); pass "
                           "--fresh to move the folder aside")

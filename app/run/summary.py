@@ -31,6 +31,7 @@ from callbacks.figures.money import (
 )
 from callbacks.profiling.breakdown import line as breakdown_line
 from callbacks.profiling.timed import reconcile
+from preprocessing import augment
 from preprocessing.spec import skipped_line
 
 # How the closing lines name each pricing option (flags.PRICINGS).
@@ -271,6 +272,27 @@ def at_chance(top1: float, num_classes: int, images: int) -> bool:
     return top1 <= chance + 3.0 * math.sqrt(chance * (1.0 - chance) / images)
 
 
+# What a model sees: every pipeline normalizes by ImageNet's mean and standard deviation
+# (preprocessing/augment.py), so pixels of 0-255 arrive as about -2.1 to 2.6.
+INPUT_RANGE = (min(-m / s for m, s in zip(augment.MEAN_RGB, augment.STDDEV_RGB)),
+               max((255 - m) / s for m, s in zip(augment.MEAN_RGB, augment.STDDEV_RGB)))
+
+
+def _chance_advice(summary: dict) -> str:
+    """What to look at when a model stays at chance, most likely first: a user's model
+    written as Keras's tutorials write it (Rescaling(1/255.)) squeezed the normalized
+    images to about +-0.01 and stayed at chance for 15 epochs, where "train longer" was
+    the advice; then the peak learning rate; then the run's length."""
+    rate, optimizer = summary.get("peak_learning_rate"), summary.get("optimizer")
+    rate_words = (f"; its peak learning rate was {rate:g}"
+                  f"{f' ({optimizer})' if isinstance(optimizer, str) else ''}, "
+                  "--base_learning_rate sets it (per 256 images)"
+                  if isinstance(rate, (int, float)) and not isinstance(rate, bool) else "")
+    return (f"the images arrive normalized by ImageNet's mean and standard deviation "
+            f"({INPUT_RANGE[0]:.1f} to {INPUT_RANGE[1]:.1f}): a model that rescales them "
+            f"again, e.g. Rescaling(1/255.), sees almost nothing{rate_words}; or train longer")
+
+
 def _accuracy(summary: dict) -> str:
     """Last and best top-1 with their epochs, then each target."""
     by_epoch = [(epoch, top1) for epoch, top1 in enumerate(summary["val_top1_by_epoch"], 1)
@@ -284,7 +306,7 @@ def _accuracy(summary: dict) -> str:
                  f"{best_epoch}")
     if summary.get("val_top1_at_chance"):
         line += (f" (at chance for {summary['num_classes']} classes: not yet meaningful; "
-                 "train longer)")
+                 f"{_chance_advice(summary)})")
     for target in summary["targets"]:
         line += (f"; {target['target_top1']:.3f} reached at epoch {target['epoch']} "
                  f"({_target_cost(target, summary.get('pricing'))})" if target["reached"]
@@ -310,11 +332,21 @@ def _profile(profiler, logdir: str, step_time_ms: float | None) -> dict | None:
         return None
     return {"steps": [profiler.traced_steps[0], profiler.traced_steps[-1]],
             "folder": os.path.join(logdir, "plugins", "profile"),
+            "session": profiler.session,  # the one this run wrote: its breakdown's
             # The traced steps split by kind of work (callbacks/profiling/breakdown.py),
             # set against the timed steps' time: its idle is theirs, the traced step's
             # excess the profiler's (callbacks/profiling/timed.py).
             "breakdown": reconcile(profiler.breakdown, step_time_ms)
             if profiler.breakdown else None}
+
+
+def _priced_by(summary: dict) -> str:
+    """What priced the bill: the catalog row and pricing, or, with --price_per_hour_usd,
+    the user's price for the whole run (the line named the row found for the device,
+    which priced nothing)."""
+    if summary.get("price_source") == "--price_per_hour_usd":
+        return "--price_per_hour_usd, yours"
+    return f"{summary['machine']}, {summary['pricing']}"
 
 
 def closing_lines(summary: dict) -> str:
@@ -330,8 +362,8 @@ def closing_lines(summary: dict) -> str:
         speed += (f"; {summary['images_per_sec_wall']:,.1f} over the wall clock "
                   "(evaluation and checkpoints included)")
     money = (f"cost: {_money(summary['cost_usd'])} for {summary['billed_seconds'] / 3600:.4f} "
-             f"billed hours at ${summary['price_per_hour_usd']}/h ({summary['machine']}, "
-             f"{summary['pricing']})" if summary["cost_usd"] is not None
+             f"billed hours at ${summary['price_per_hour_usd']}/h ({_priced_by(summary)})"
+             if summary["cost_usd"] is not None
              else "cost: unknown (no price for this device: pass --machine or "
                   "--price_per_hour_usd)")
     others = {k: v for k, v in (summary.get("cost_usd_by_pricing") or {}).items()

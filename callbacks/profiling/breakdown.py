@@ -244,7 +244,8 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
     """The step split by kind of work (see the module docstring), as summary.json keeps it.
 
     Args:
-        profile_folder: logdir/plugins/profile (the newest session in it is read).
+        profile_folder: a trace session's folder (logdir/plugins/profile/<session>),
+            or logdir/plugins/profile (then its newest session is read).
         layer_classes: the model's layer names -> class names (normalization and
             attention are known by the layer an op came from).
         steps_per_mark: training steps in each step marker (the steps per execution).

@@ -22,7 +22,12 @@ class ProfileError(ValueError):
 
 
 def session(profile_folder: str) -> list[str]:
-    """The newest trace session's xplane files under logdir/plugins/profile."""
+    """The xplane files of a trace session: `profile_folder` itself where it is one
+    (the session a run wrote and named: callbacks/profiler.py), else the newest
+    session under it (logdir/plugins/profile)."""
+    own = sorted(glob.glob(os.path.join(profile_folder, "*.xplane.pb")))
+    if own:
+        return own
     sessions = sorted(glob.glob(os.path.join(profile_folder, "*", "")))
     for folder in reversed(sessions):
         paths = sorted(glob.glob(os.path.join(folder, "*.xplane.pb")))

@@ -174,6 +174,7 @@ def make(dataset: str, spec: InputSpec) -> Datasets:
 
     from preprocessing.datasets import fingerprint
 
+    paths = _paths(spec)
     train = load(spec, "train")
     validation = load(spec, "validation") if spec.with_validation else None
     preset = "small" if spec.preset == "auto" else spec.preset
@@ -184,4 +185,10 @@ def make(dataset: str, spec: InputSpec) -> Datasets:
     data = streams.make(train, validation, spec, preset=preset,
                         image_size=spec.image_size or IMAGE_SIZE, num_classes=NUM_CLASSES)
     data.fingerprint = fingerprint.of_arrays(arrays)
+    read = [path for split, pair in paths.items() for path in pair
+            if split == "train" or validation is not None]
+    folders = sorted({os.path.dirname(path) for path in read})
+    data.source = folders[0] if len(folders) == 1 else ", ".join(read)
+    if os.path.realpath(folders[0]) == os.path.realpath(DEBIAN_DIR):
+        data.source += " (Debian's dataset-fashion-mnist)"
     return data

@@ -282,6 +282,7 @@ def make_from_root(root: str, spec: InputSpec, default_size: int,
                         image_size=spec.image_size or default_size, num_classes=len(labels))
     data.fingerprint = fingerprint.of_parts(
         "files", {name: digest for split in splits for name, digest in split.digests.items()})
+    data.source = root
     counted, named = data.skipped_images, data.skipped_names
     data.skipped_images = lambda: (counted() if counted else 0) + len(refused) + len(unusable)
     data.skipped_names = lambda: (refused + [

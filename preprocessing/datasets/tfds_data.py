@@ -312,6 +312,8 @@ def make(dataset: str, spec: InputSpec) -> Datasets:
     tf_data = _reads_tfrecord(spec)
     data = _make_tf_data(dataset, spec) if tf_data else _make_random_access(dataset, spec)
     data.fingerprint = _fingerprint(dataset, spec, TFRECORD if tf_data else ARRAY_RECORD)
+    name, version = _name_version(dataset)
+    data.source = (_prepared(spec.data_dir, name, version) or (spec.data_dir,))[0]
     return data
 
 

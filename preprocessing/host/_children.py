@@ -3,7 +3,9 @@
 Grain starts a pipeline's decoding workers itself (spawned processes); this module
 makes them die with the run and stops them in order, in bounded time:
 
-- In each worker, grain's `worker_init_fn` hook (`_worker_init`) asks Linux to
+- In each worker, grain's `worker_init_fn` hook (`_worker_init`) ignores SIGINT (a
+  terminal's Ctrl-C reaches every process of the group; the run, which takes it,
+  closes its workers), and asks Linux to
   SIGKILL it when its parent ends (prctl PR_SET_PDEATHSIG): a SIGKILLed run (the OOM
   killer, a preempted VM's agent) or one that ends in `os._exit` (the stall watchdog,
   the grace period of app/run/signals.py) takes its workers with it, stopped ones
@@ -56,8 +58,13 @@ _PID = struct.Struct("<q")
 
 
 def _worker_init(parent: int, path: str, index: int, count: int) -> None:
-    """Grain's worker_init_fn, in worker `index` of `count`: die with `parent`."""
+    """Grain's worker_init_fn, in worker `index` of `count`: ignore Ctrl-C, die with
+    `parent`."""
     del count
+    # A terminal's Ctrl-C goes to the whole process group: each worker printed a
+    # KeyboardInterrupt traceback from grain's queue while the run saved its checkpoint
+    # and ended well (exit 75). The run decides: it closes its workers (`Workers.close`).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:

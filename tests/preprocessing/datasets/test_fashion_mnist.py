@@ -92,6 +92,7 @@ def test_debians_fashion_mnist_trains_two_epochs(backend, tmp_path):
     on JAX with TensorFlow unimportable: the pixels reach the model undecoded."""
     assert os.path.isfile(f"{DEBIAN}/train-images-idx3-ubyte.gz"), (
         "apt-get install dataset-fashion-mnist (.ci/run installs it)")
+    (tmp_path / "empty").mkdir()  # a --data_dir without the files: Debian's are read
     done = run_cli(f"--backend={backend}", "--dataset=fashion_mnist", "--epochs=2",
                    "--steps_per_epoch=6", "--validation_steps=2", "--global_batch_size=128",
                    "--verbose=0", "--seed=2", f"--logdir={tmp_path / 'run'}",
@@ -107,6 +108,7 @@ def test_debians_fashion_mnist_trains_two_epochs(backend, tmp_path):
 
 
 def _short_run(backend, tmp_path, *flags):
+    (tmp_path / "empty").mkdir(exist_ok=True)  # a --data_dir without the files: Debian's
     done = run_cli(f"--backend={backend}", "--dataset=fashion_mnist", "--verbose=0",
                    f"--logdir={tmp_path / 'run'}", f"--data_dir={tmp_path / 'empty'}", *flags,
                    env=NO_TF if backend == "jax" else None)
