@@ -8,6 +8,7 @@ import time
 import pytest
 from conftest import error_lines, run_cli
 from processes import run, snapshot, start, strict_json
+from tensorboard_server import hparams_sessions
 
 from app.engine import memory
 from callbacks.records import events
@@ -130,32 +131,6 @@ GRID_POINTS = [{"precision": p, "global_batch_size": b}
                for p in ("float32", "mixed_bfloat16") for b in (8, 16)]
 
 
-def hparams_sessions(logdir) -> dict:
-    """{session: (hparams, {metric tag: last value})} as TensorBoard itself reads the
-    folder: its event multiplexer and the hparams plugin's metadata parser."""
-    from tensorboard.backend.event_processing import plugin_event_multiplexer
-    from tensorboard.plugins.hparams import metadata
-    from tensorboard.util import tensor_util
-
-    multiplexer = plugin_event_multiplexer.EventMultiplexer()
-    multiplexer.AddRunsFromDirectory(str(logdir))
-    multiplexer.Reload()
-    sessions = {}
-    for run_name, tags in multiplexer.PluginRunToTagToContent(metadata.PLUGIN_NAME).items():
-        if metadata.SESSION_START_INFO_TAG not in tags:
-            continue
-        info = metadata.parse_session_start_info_plugin_data(
-            tags[metadata.SESSION_START_INFO_TAG])
-        values = {k: (v.string_value if v.HasField("string_value") else v.number_value)
-                  for k, v in info.hparams.items()}
-        metrics = {tag: float(tensor_util.make_ndarray(
-            multiplexer.Tensors(run_name, tag)[-1].tensor_proto))
-            for tag in multiplexer.GetAccumulator(run_name).Tags()["tensors"]
-            if tag.startswith("run/")}
-        sessions[run_name] = (values, metrics)
-    return sessions
-
-
 @pytest.mark.parametrize("backend", ["jax", "tensorflow"])
 def test_a_2x2_grid_yields_4_points_in_sweep_json_and_in_hparams(tmp_path, backend):
     logdir = tmp_path / "grid"
@@ -178,7 +153,8 @@ def test_a_2x2_grid_yields_4_points_in_sweep_json_and_in_hparams(tmp_path, backe
     for row in result["sweep"]:
         values, metrics = sessions[f"points/{row['point']}"]
         assert values["precision"] == row["precision"]
-        assert values["global_batch_size"] == row["global_batch_size"]  # a number
+        assert int(values["global_batch_size"]) == row["global_batch_size"]  # text, "  8"
+        assert values["status"] == "ok"
         assert values["backend"] == backend and values["model"] == "small_resnet"
         assert metrics["run/images_per_sec"] == pytest.approx(row["images_per_sec"])
         assert metrics["run/step_time_ms"] == pytest.approx(row["step_time_ms"])
