@@ -279,7 +279,6 @@ COVERED_ELSEWHERE = {
     "tests/test_real_data.py": ("app.modes.input_benchmark", "preprocessing.tfdata.pipeline"),
     "tests/test_sweep.py": ("app.engine.measure", "app.engine.memory", "app.modes.bench"),
     "tests/app/test_report.py": ("app.report_page", "app.engine.plots"),
-    "tests/test_tensorboard.py": ("callbacks.records.hparams",),
     "tests/test_steps.py": ("callbacks.profiler",),
     # the run folder's life: resumes, kills, stops, damage, its one writer
     "tests/test_run_folder.py": ("app.run.context", "app.run.resume"),

@@ -110,8 +110,8 @@ class Bench:
         self.readers = readers
         self.prefix = prefix
         self.varying = tuple(varying)
-        self.data_of = [(row["point"], row["data_fingerprint"]) for row in earlier
-                        if isinstance(row.get("data_fingerprint"), dict)]
+        self.data_of = [(row["point"], row.get("input_pipeline"), row["data_fingerprint"])
+                        for row in earlier if isinstance(row.get("data_fingerprint"), dict)]
         self._model_key = None
         self._model = None
         self._high_water = None
@@ -139,23 +139,27 @@ class Bench:
         self._high_water = peak if rose else self._high_water
         return peak if rose else None
 
-    def check_data(self, name: str, found: dict | None) -> None:
+    def check_data(self, name: str, pipeline: str, found: dict | None) -> None:
         """Refuses a point whose data differs from what an earlier point was measured on
-        (a class added to a folder between two attempts); records it otherwise.
+        (a class added to a folder between two attempts); records it otherwise. A TFDS
+        dataset's fingerprint names the record files its pipeline reads (TFRecord or
+        ArrayRecord): it is compared with points read through the same pipeline.
 
         Raises:
             RunDirError: one line naming the difference and the point it differs from.
         """
         if found is None:
             return
-        for other, saved in self.data_of:
+        for other, read_by, saved in self.data_of:
+            if found.get("kind") == "tfds" and read_by != pipeline:
+                continue
             differs = fingerprint.differences(saved, found)
             if differs:
                 raise RunDirError(
                     f"--logdir={self.context.logdir} holds points measured on other data: "
                     f"{differs} (point {other} against {name} now); restore that data to "
                     "resume, or pass --fresh to measure every point again")
-        self.data_of.append((name, found))
+        self.data_of.append((name, pipeline, found))
 
 
 def settings_of(config, xla_autotune: str | None) -> dict:
@@ -216,7 +220,7 @@ def measure(bench: Bench, settings: dict, name: str | None = None,
         hparams.write_record(
             point_folder(context, name), _hparams_of(context, row), row, row["status"],
             started_at=context.started_at, columns=POINT_SETTINGS, metrics=POINT_FIGURES,
-            label=short_label(settings), varying=bench.varying)
+            label=short_label(settings), varying=bench.varying, run_folder=context.logdir)
     return row
 
 
@@ -370,7 +374,7 @@ def _timed_on_dataset(bench, config, shape, steps, warmup_steps, callbacks, row,
     progress.phase("reading the data")
     data = make_datasets(config.dataset, spec)
     try:
-        bench.check_data(row["point"], data.fingerprint)
+        bench.check_data(row["point"], data.input_pipeline, data.fingerprint)
         row.update(image_size=data.image_size, input_pipeline=data.input_pipeline,
                    data_fingerprint=data.fingerprint)
         progress.phase("building the model")

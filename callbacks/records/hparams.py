@@ -63,15 +63,17 @@ STATUS_CHARS = 80  # of a status column's text (a point's reason can be long)
 PATH_DIGEST_CHARS = 6
 
 
-def trial_id(logdir: str, label: str | None = None) -> str:
-    """The session's group name: `label` (a point's settings, a rung's name), then the
-    run folder's name and a digest of its absolute path, e.g. "batch 32 · grid
-    (3f2a1c)"; a run's own: "small_resnet-digits-jax-1a2b3c4d (9e8d7c)"."""
+def trial_id(logdir: str, label: str | None = None, run_folder: str | None = None) -> str:
+    """The group name of the session in `logdir`: `label` (a point's settings, a rung's
+    name), then its run folder's name (`run_folder`, default `logdir`) and a digest of
+    `logdir`'s absolute path, e.g. "batch 32 · grid (3f2a1c)" for a sweep's point, or
+    "small_resnet-digits-jax-1a2b3c4d (9e8d7c)" for a run."""
     import hashlib
 
     path = os.path.realpath(logdir)
     digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()
-    folder = f"{os.path.basename(path)} ({digest[:PATH_DIGEST_CHARS]})"
+    name = os.path.basename(os.path.realpath(run_folder or logdir))
+    folder = f"{name} ({digest[:PATH_DIGEST_CHARS]})"
     return f"{label} · {folder}" if label else folder
 
 
@@ -92,7 +94,7 @@ def write_record(logdir: str, settings: dict, figures: dict | None = None,
                  status: str | None = None, started_at: float | None = None,
                  step: int = 0, columns: dict | None = None,
                  metrics: dict | None = None, label: str | None = None,
-                 varying=()) -> str:
+                 varying=(), run_folder: str | None = None) -> str:
     """Writes the run's HParams record into `logdir` (the run folder), replacing any
     earlier one; returns the new file's path.
 
@@ -108,13 +110,14 @@ def write_record(logdir: str, settings: dict, figures: dict | None = None,
         label: what tells this session from the others of its folder (a point's
             settings), the start of its group's name (`trial_id`); None for a run's.
         varying: the settings whose columns come first (marked `differs`).
+        run_folder: the run folder `logdir` is in (a point's), named in its group.
     """
     older = events.event_files(logdir)
     writer = events.EventWriter(logdir)
     try:
         values = {k: setting_value(v) for k, v in settings.items() if v is not None}
         values["status"] = str(status or "running")[:STATUS_CHARS]
-        writer.summary(hp.hparams_pb(values, trial_id=trial_id(logdir, label),
+        writer.summary(hp.hparams_pb(values, trial_id=trial_id(logdir, label, run_folder),
                                      start_time_secs=int(started_at or time.time())))
         writer.summary(_experiment(columns or SETTINGS, metrics or HPARAM_FIGURES,
                                    set(varying)))
