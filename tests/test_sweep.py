@@ -50,10 +50,11 @@ def test_out_of_memory_errors_are_recognised_and_others_are_not():
     assert not memory.is_out_of_memory(ValueError("shapes do not match"))
 
 
-def _until(process, prefix) -> str:
-    """Reads the process's stdout up to the first line starting with `prefix`."""
+def _until(process, prefix, containing="") -> str:
+    """Reads the process's stdout up to the first line starting with `prefix` that holds
+    `containing` (a point's result line, " images/sec", not its progress lines)."""
     for line in process.stdout:
-        if line.startswith(prefix):
+        if line.startswith(prefix) and containing in line:
             return line
     raise AssertionError(f"no line starting {prefix!r}: {process.communicate()[1][-2000:]}")
 
@@ -84,7 +85,7 @@ def test_ctrl_c_stops_a_sweep_in_seconds_keeps_its_points_and_the_rerun_does_the
         return {r["global_batch_size"]: r for r in strict_json(logdir / "sweep.json")["sweep"]}
 
     first = start(args)
-    _until(first, "[sweep] global batch 8:")
+    _until(first, "[sweep] global batch 8:", " images/sec")
     time.sleep(0.2)
     seconds, line = _interrupted(first)
     assert seconds < 20, (seconds, line)
@@ -168,7 +169,7 @@ def test_ctrl_c_after_the_first_point_keeps_it_and_the_rerun_measures_the_other_
     logdir = tmp_path / "grid"
     args = ["--backend=jax", *GRID, f"--logdir={logdir}"]
     first = start(args)
-    _until(first, "[sweep] precision float32, global batch 8:")
+    _until(first, "[sweep] precision float32, global batch 8:", " images/sec")
     seconds, line = _interrupted(first)
     assert "at point 2 of 4 (" in line and "1 of 4 points done, kept" in line, line
     assert line.count("resume") == 1 and seconds < 20, (seconds, line)

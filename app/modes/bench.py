@@ -190,14 +190,16 @@ def image_size_of(context) -> int | None:
 def measure(bench: Bench, settings: dict, name: str | None = None,
             label: str | None = None) -> dict:
     """One point's row: its settings and steady-state figures, or why it has none;
-    its HParams session written (process 0). `label` names it in its lines (default:
-    its settings, "global batch 8, precision float32").
+    its HParams session written (process 0). `label` names it in its lines and its
+    HParams group (default: its settings, "global batch 8, precision float32" in its
+    lines, "batch 8, float32" in its group's name).
 
     Raises:
         callbacks.stops.Preempted: SIGTERM or Ctrl-C, at a step boundary.
         RunDirError: its data is not what the campaign's other points had.
     """
     name = name or point_name(settings)
+    trial = label or short_label(settings)
     label = label or ", ".join(f"{k.replace('_size', '').replace('_', ' ')} {v}"
                                for k, v in settings.items())
     row = {"point": name, "settings": dict(settings), "status": "ok"}
@@ -220,7 +222,7 @@ def measure(bench: Bench, settings: dict, name: str | None = None,
         hparams.write_record(
             point_folder(context, name), _hparams_of(context, row), row, row["status"],
             started_at=context.started_at, columns=POINT_SETTINGS, metrics=POINT_FIGURES,
-            label=short_label(settings), varying=bench.varying, run_folder=context.logdir)
+            label=trial, varying=bench.varying, run_folder=context.logdir)
     return row
 
 

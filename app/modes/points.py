@@ -222,8 +222,8 @@ def checked_row(raw) -> dict:
     for name, (kind, low, high) in ROW_FIELDS.items():
         value = untrusted.field(raw, name, kind, low=low, high=high,
                                 required=name == "images_per_sec" and row["status"] == "ok")
-        if value is not None:
-            row[name] = _text(value, name) if kind == "text" else value
+        if name in raw:  # a null stays (a figure not measured), as it was written
+            row[name] = _text(value, name) if kind == "text" and value is not None else value
     settings = untrusted.field(raw, "settings", "object", required=False, default={})
     for key, value in settings.items():
         if not (isinstance(value, (str, int, float, bool)) and _text(str(key), "settings")):
@@ -238,9 +238,9 @@ def checked_row(raw) -> dict:
             row[name] = [_checked_item(item, fields, name) for item in items]
     for name in ("breakdown", "largest_change", "data_fingerprint"):
         value = untrusted.field(raw, name, "object", required=False)
-        if value is not None:
+        if name in raw:
             row[name] = value
-    if "breakdown" in row:
+    if row.get("breakdown") is not None:
         _check_breakdown(row["breakdown"])
     change = row.get("largest_change")
     if change is not None:
