@@ -180,7 +180,7 @@ def test_ctrl_c_after_the_first_point_keeps_it_and_the_rerun_measures_the_other_
     done = run(args)
     assert done.returncode == 0, done.stderr[-2000:]
     measured = [line for line in done.stdout.splitlines()
-                if line.startswith("[sweep] precision")]
+                if line.startswith("[sweep] precision") and " images/sec" in line]
     assert measured and len(measured) == 3 and "float32, global batch 8:" not in measured[0]
     final = strict_json(logdir / "sweep.json")
     assert [r["settings"] for r in final["sweep"]] == GRID_POINTS
