@@ -277,7 +277,7 @@ COVERED_ELSEWHERE = {
                               "app.engine.native_stderr"),
     "tests/app/engine/test_distribute.py": ("app.engine.cold_start", "app.engine.environment"),
     "tests/test_real_data.py": ("app.modes.input_benchmark", "preprocessing.tfdata.pipeline"),
-    "tests/test_sweep.py": ("app.engine.measure", "app.engine.memory", "app.modes.bench"),
+    "tests/test_sweep.py": ("app.engine.memory", "app.modes.bench"),
     "tests/app/test_report.py": ("app.report_page", "app.engine.plots"),
     "tests/test_steps.py": ("callbacks.profiler",),
     # the run folder's life: resumes, kills, stops, damage, its one writer
