@@ -3,12 +3,16 @@
 Keras's own progress bar prints every key of `logs`: about twenty figures here, a
 900-character line per epoch. This one prints loss, top-1, images/sec and dollars:
 a bar redrawn in place on a terminal (verbose 1) or, to a file or a pipe (verbose 2),
-a line per epoch and one every `line_every_seconds` within it, each naming the epoch of the run (a resumed run's short first `fit` included) and
-what is left: of the epoch (the bar) and of the run, estimated from the pace so far.
+a line per epoch and one every `line_every_seconds` within it, each naming the epoch
+of the run (a resumed run's short first `fit` included) and what is left: of the epoch (the bar) and of the run, estimated from the pace so far.
 Every figure still reaches metrics.jsonl and TensorBoard, whose sink reads `logs`.
 
 It is a `ProgbarLogger` so that `fit` uses it instead of adding Keras's own, and
 follows fit's `verbose` as Keras's would. Validation inside fit prints nothing.
+
+`PointProgress` is the benchmark points' (a sweep point, a ladder rung): their fits run
+with verbose=0, and much of a point is no fit at all (building, compiling), so it names
+the point's phase and speaks from a thread of its own.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import json
 import os
 import pty
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,7 +22,7 @@ import time
 
 import pytest
 from conftest import PATIENCE_SECONDS, ROOT, error_lines
-from processes import MAIN, env_for, run, strict_json
+from processes import MAIN, background, env_for, run, strict_json
 from tensorboard_server import hparams_sessions
 
 from callbacks.records import events
@@ -82,7 +83,9 @@ def test_repeats_give_windows_whose_median_and_spread_are_their_step_series_by_h
         _, metrics = hparams_sessions(logdir)[f"points/{row['point']}"]
         for key in ("images_per_sec", "images_per_sec_min", "images_per_sec_max"):
             assert metrics[f"run/{key}"] == pytest.approx(row[key])
-    assert "global batch per device  images/sec     min-max" in text
+    header = next(line for _, line in lines if line.startswith("global batch"))
+    assert header.count("per device") == 1  # issue 52 item 8: it was there twice
+    assert "global batch per device  images/sec     min-max" in header
     assert "each point's median of 3 timed windows (each after a fresh compile)" in text
     # progress: the phases were said, and the sweep was never silent for long
     assert re.search(r"^\[sweep\] global batch \d+: (compiling|timing window) \d/3", text,
@@ -173,8 +176,8 @@ def test_a_sigkill_after_a_point_printed_writes_nothing_twice_and_edited_rows_ar
 
 
 def test_a_class_added_between_two_attempts_of_a_sweep_is_refused_in_one_line(tmp_path):
-    """Issue 51 item 2: a sweep on a folder dataset keeps its first point and is killed
-    in its second; a class is added to the folder; the same command refuses to measure
+    """Issue 51 item 2: a sweep on a folder dataset stopped (Ctrl-C) once its first
+    point is done; a class is added to the folder; the same command refuses to measure
     the second point on other data than the first's, in one line, and keeps sweep.json."""
     from image_files import class_image, encode, write_folder_dataset
 
@@ -183,11 +186,14 @@ def test_a_class_added_between_two_attempts_of_a_sweep_is_refused_in_one_line(tm
     logdir = tmp_path / "sweep"
     args = ["--backend=jax", SLEEPY, f"--dataset=folder:{data}", "--image_size=8",
             "--sweep_batch_sizes=4,8", "--steps_per_epoch=4", f"--logdir={logdir}"]
-    killed = run(args, env={"PYTHONPATH": NO_TF, "BENCH_KILL_AT": "point_printed:2"})
-    assert killed.returncode == -9, killed.stderr[-2000:]
+    with background(args, env={"PYTHONPATH": NO_TF}) as first:
+        for line in first.stdout:  # the first point's result, then Ctrl-C
+            if line.startswith("[sweep] global batch 4: ") and " images/sec" in line:
+                first.send_signal(signal.SIGINT)
+                break
+        assert first.wait(timeout=PATIENCE_SECONDS) == 75
     kept = strict_json(logdir / "sweep.json")
     assert [r["point"] for r in kept["sweep"]] == ["global_batch_size=4"]
-    assert kept["sweep"][0]["data_fingerprint"]["kind"] == "files"
     for split in ("train", "validation"):
         (data / split / "elk").mkdir()
         for i in range(4):
@@ -200,6 +206,7 @@ def test_a_class_added_between_two_attempts_of_a_sweep_is_refused_in_one_line(tm
                     "global_batch_size=8 now); restore that data to resume, or pass --fresh "
                     "to measure every point again"), line
     assert strict_json(logdir / "sweep.json")["sweep"] == kept["sweep"]
+    assert kept["sweep"][0]["data_fingerprint"]["kind"] == "files"  # what it checked
 
 
 @pytest.mark.slow
@@ -227,3 +234,22 @@ def test_the_ladder_does_not_build_on_a_rung_that_loses(tmp_path):
     result = strict_json(logdir / "ladder.json")
     assert result["best_rung"] == best["rung"]
     assert result["total_gain"] == best["gain_over_first"]
+
+
+def test_the_input_benchmark_times_pipeline_and_model_repeats_times(digits_dir, tmp_path):
+    """--benchmark=input --repeats=2: the pipeline and the model each timed twice (the
+    model after a fresh compile each time), each figure the median with its min-max."""
+    done = run(["--benchmark=input", "--backend=jax", SLEEPY, "--dataset=digits",
+                f"--data_dir={digits_dir}", "--input_pipeline=grain", "--image_size=8",
+                "--global_batch_size=16", "--steps_per_epoch=5", "--repeats=2",
+                f"--logdir={tmp_path / 'input'}"], env={"PYTHONPATH": NO_TF})
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = strict_json(tmp_path / "input" / "input_benchmark.json")
+    assert result["repeats"] == 2 and len(result["model_windows"]) == 2
+    for key in ("input", "model"):
+        low, middle, high = (result[f"{key}_images_per_sec{end}"] for end in
+                             ("_min", "", "_max"))
+        assert low <= middle <= high
+    rates = sorted(w["images_per_sec"] for w in result["model_windows"])
+    assert result["model_images_per_sec"] == pytest.approx(sum(rates) / 2, rel=1e-2)
+    assert "(median of 2, min-max " in done.stdout

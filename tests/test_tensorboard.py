@@ -92,7 +92,8 @@ def hparams_table(server):
     groups = fetch(server + "/data/plugin/hparams/session_groups", {
         "experimentName": "", "allowedStatuses": STATUSES, "colParams": [],
         "startIndex": 0, "sliceSize": 10})["sessionGroups"]
-    sessions = {s["name"]: {**s, "hparams": g["hparams"]} for g in groups for s in g["sessions"]}
+    sessions = {s["name"]: {**s, "hparams": g["hparams"], "group": g["name"]}
+                for g in groups for s in g["sessions"]}
     return experiment, sessions
 
 
@@ -130,6 +131,9 @@ def test_hparams_set_every_run_against_the_same_columns_filled_with_its_figures(
     assert all("Unit:" in m["description"] for m in experiment["metricInfos"])
     assert sorted(sessions) == ["jax", "tensorflow"]
     for name, session in sessions.items():
+        # its own group (issue 52 item 1), named for its folder: never averaged with a
+        # run of another folder
+        assert session["group"].startswith(f"{name} (") and len(session["group"]) < 40
         summary = json.loads((runs / name / "summary.json").read_text())
         last_epoch = [json.loads(line) for line in
                       (runs / name / "metrics.jsonl").read_text().splitlines()][-1]
