@@ -1,29 +1,23 @@
 """One measured point: a sweep's (app/modes/sweep.py) or a ladder rung's (ladder.py).
 
 A point is the run's config with a few settings replaced (`Config.sweep_point`, the
-checks of a plain run), measured as the batch sweep always measured a size: the
-model built for the point's settings, a warm-up fit that compiles (excluded), then a
-fixed number of timed steps under the throughput, MFU and energy callbacks, on the
-run's --dataset: synthetic data made on the device, or a real dataset read through
-the input pipeline the point names (its --input_pipeline; auto picks as a plain run
-does, and the row's input_pipeline says which one fed it). With --repeats=N, N timed
-windows, each after a fresh compile: the row's images/sec is their median, with
-their min-max and each window's step series (app/engine/measure.py). A point that
-cannot run is a row too, with its reason as status:
+checks of a plain run): the model built for its settings, a warm-up fit that compiles
+(excluded), then a fixed number of timed steps under the throughput, MFU and energy
+callbacks, on the run's --dataset (synthetic data made on the device, or a real one
+read through the point's --input_pipeline: the row's input_pipeline says which fed
+it); with --repeats=N, N such windows, each after a fresh compile, the row's figure
+their median with their min-max and step series (app/engine/measure.py). A point that
+cannot run is a row too, its reason as status:
   skipped: <why>     the settings do not make a valid run (e.g. --input_pipeline=gpu
                      on a CPU), the batch does not divide over the replicas or fit
                      in the host's memory, or the pipeline refused the data;
   out of memory      the device refused it.
-After the timed steps, a few more are traced (PROFILED_STEPS) and split by kind of
-work: the row's `breakdown`, a point's step explained. A model axis changes the
-network only: the recipe (the optimizer) stays the one the run resolved. Each point
-is an HParams session of its own, <logdir>/points/<name>: its settings as hparams,
-its figures as metrics (TensorBoard's HParams table compares them); a point measured
-again (its earlier attempt was killed before its row was kept) starts from an empty
-folder, so nothing it writes is there twice. A real dataset's fingerprint
-(preprocessing/datasets/fingerprint.py) goes into the row, and a point whose data is
-not the data the campaign's other points were measured on is refused in one line.
-While it runs, a point says what it is doing (callbacks/progress.py, PointProgress).
+A few more steps are then traced (PROFILED_STEPS) and split by kind of work: the row's
+`breakdown`. A model axis changes the network only (the recipe stays the run's). Each
+point is an HParams session, <logdir>/points/<name>, emptied before it is measured
+again (an attempt killed before its row was kept wrote there). A real dataset's
+fingerprint goes into the row: data other than the other points' is refused in one
+line. While it runs, a point says what it does (callbacks/progress.py, PointProgress).
 """
 
 from __future__ import annotations

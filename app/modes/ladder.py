@@ -166,7 +166,9 @@ def run(context) -> dict:
         first_line=(f"[ladder] {config.model} on {topology.num_replicas} x "
                     f"{topology.device_kind} ({config.backend}): {len(RUNGS)} rungs, each "
                     f"{windows}"),
-        varying=VARYING)
+        varying=tuple(name for name in VARYING if not (
+            (name == "input_pipeline" and config.dataset == "synthetic")  # none to vary
+            or (name == "xla_autotune" and autotune.choose(config, None) is None))))
     return points.run(context, campaign)
 
 
