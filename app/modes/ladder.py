@@ -183,12 +183,17 @@ def foundation(rows: list[dict]) -> dict | None:
     return best
 
 
+def base_of(rung: Rung, rows: dict) -> tuple[dict, dict]:
+    """(the settings `rung` starts from, {"built_on": that rung's name} or {}): the
+    foundation of the rungs measured before it (rows read back included)."""
+    base = foundation([{**rows[r.name], "rung": r.name} for r in RUNGS[:RUNGS.index(rung)]
+                       if r.name in rows])
+    return (base.get("settings") or {}, {"built_on": base["rung"]}) if base else ({}, {})
+
+
 def _climb(bench_, name: str, rows: dict, config) -> dict:
     rung = next(r for r in RUNGS if r.name == name)
-    before_rows = [rows[r.name] for r in RUNGS[:RUNGS.index(rung)] if r.name in rows]
-    base = foundation(before_rows)
-    before = base["settings"] if base else {}
-    built_on = {"built_on": base["rung"]} if base else {}
+    before, built_on = base_of(rung, rows)
     if rung.name == "largest_batch":
         return {**_largest_batch(bench_, before, config), "point": rung.name,
                 "rung": rung.name, "changes": rung.changes, **built_on}

@@ -29,10 +29,10 @@ from typing import Callable
 
 from app.modes import bench as bench_module
 from app.run import context as run_context
-from app.run import rundir
 from callbacks.energy import gpu_energy_readers
 from callbacks.records import untrusted
 from callbacks.stops import PROCESS_STOP, Preempted
+from flags.config import SWEEPABLE
 
 # A row is final once it was measured, did not fit, or cannot be run.
 FINAL = ("ok", "out of memory", "skipped")
@@ -225,10 +225,11 @@ def checked_row(raw) -> dict:
         if name in raw:  # a null stays (a figure not measured), as it was written
             row[name] = _text(value, name) if kind == "text" and value is not None else value
     settings = untrusted.field(raw, "settings", "object", required=False, default={})
-    for key, value in settings.items():
-        if not (isinstance(value, (str, int, float, bool)) and _text(str(key), "settings")):
-            raise untrusted.RecordError(f"'settings' holds {key!r}: {type(value).__name__}; "
-                                        "accepted: text, a number or a bool")
+    for key, value in settings.items():  # a ladder's next rung starts from these
+        if key not in SWEEPABLE or not isinstance(value, (str, int, float, bool)):
+            raise untrusted.RecordError(
+                f"'settings' holds {_text(key[:40], 'settings')!r}: {type(value).__name__}; "
+                f"accepted: {', '.join(SWEEPABLE)}, each text, a number or a bool")
         if isinstance(value, str):
             _text(value, f"settings.{key}")
     row["settings"] = dict(settings)

@@ -123,6 +123,9 @@ def test_hostile_rows_never_end_in_a_traceback(tmp_path, rows, mode):
     else:
         summary = ladder._summarize({"started_at": 1.0}, done, "completed")
         ladder.format_table(summary["ladder"])
+        for rung in ladder.RUNGS:  # what the next rung would start from
+            settings, built_on = ladder.base_of(rung, done)
+            assert isinstance(settings, dict) and set(built_on) <= {"built_on"}
         assert summary["total_gain"] is None or summary["total_gain"] >= 0
 
 
