@@ -38,7 +38,7 @@ if __name__ == "__main__":  # `python app/report.py`: the packages live one leve
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from app import report_page  # noqa: E402
-from callbacks.figures import breakdown  # noqa: E402
+from callbacks.figures import breakdown, spread  # noqa: E402
 from callbacks.figures.money import usd_per_million_images  # noqa: E402
 from callbacks.records import untrusted  # noqa: E402
 from callbacks.records.durable import dumps, strict  # noqa: E402
@@ -548,7 +548,7 @@ def charts(runs: list[dict], content: dict, out: str) -> dict:
     sweeps = {label: [(p["global_batch_size"], p.get("images_per_sec"),
                        p.get("images_per_sec_min"), p.get("images_per_sec_max"))
                       for p in run["sweep"]] for run, label in zip(runs, labels) if run["sweep"]}
-    spread_note = ("error bars: min-max of each point's timed windows (--repeats)"
+    spread_note = (f"error bars: {spread.SPREAD} of each point's timed windows (--repeats)"
                    if any(p.get("images_per_sec_min") is not None for run in runs
                           for p in (run["sweep"] or []) + (run["ladder"] or [])) else "")
     if sweeps:  # measured curves only: a training run is one batch size, not a curve

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from callbacks.figures.spread import SPREAD
+
 TRAIN, VALIDATION = "train", "validation"
 
 
@@ -227,7 +229,7 @@ POINT_FIGURES = {
                        "--repeats=N times: the median window's)."),
     "images_per_sec_min": ("images/sec min", "images/second", "The lowest of the point's "
                            "timed windows (--repeats=N, each after a fresh compile): with "
-                           "the max, their min-max spread."),
+                           f"the max, their {SPREAD} spread."),
     "images_per_sec_max": ("images/sec max", "images/second", "The highest of the point's "
                            "timed windows (--repeats=N, each after a fresh compile)."),
     "mfu": ("MFU", "fraction of peak (1 = 100%)", "Model FLOPs utilization at the point's "
