@@ -40,6 +40,7 @@ if __name__ == "__main__":  # `python app/report.py`: the packages live one leve
 from app import report_page  # noqa: E402
 from app.run import differences  # noqa: E402
 from callbacks.profiling import difference  # noqa: E402
+from callbacks.figures import spread  # noqa: E402
 from callbacks.figures.money import usd_per_million_images  # noqa: E402
 from callbacks.records import untrusted  # noqa: E402
 from callbacks.records.durable import dumps, strict  # noqa: E402
@@ -83,12 +84,16 @@ SUMMARY_FIELDS = {
     "cost_usd": ("number", 0, 1e12),
 }
 # Lists and objects: each item checked with its own fields; a bad item is left out.
-NESTED = {"sweep": {"global_batch_size": ("integer", 1, 1 << 40), **_SPEED},
+# A benchmark point's spread (--repeats): its lowest and highest window (the min-max,
+# callbacks/figures/spread.py), drawn as error bars.
+_SPREAD = {"images_per_sec_min": _SPEED["images_per_sec"],
+           "images_per_sec_max": _SPEED["images_per_sec"], "repeats": ("integer", 1, 1000)}
+NESTED = {"sweep": {"global_batch_size": ("integer", 1, 1 << 40), **_SPEED, **_SPREAD},
           "targets": {"target_top1": ("number", 0, 1)},
           # --benchmark=ladder's rungs (app/modes/ladder.py): the rung's name first
           "ladder": {"rung": _TEXT, "status": _TEXT, "images_per_sec": _SPEED["images_per_sec"],
                      "gain_over_previous": ("number", 0, 1e6),
-                     "gain_over_first": ("number", 0, 1e6)},
+                     "gain_over_first": ("number", 0, 1e6), **_SPREAD},
           "attempts": {"started_at": ("number", 0, 4e9)}}  # 4e9 s: the year 2096
 METRICS_FIELDS = {"epoch": ("integer", 0, 1 << 40), "val_top1": ("number", 0, 1),
                   "billed_hours": ("number", 0, 1e9), "cost_usd": ("number", 0, 1e12)}
@@ -547,13 +552,29 @@ def charts(runs: list[dict], content: dict, out: str) -> dict:
             plots.bar_chart, {"$ per million images": {
                 r["label"]: (r["usd_per_million_images"], None) for r in rows}},
             title="Price of a million training images", ylabel="dollars", money_y=True)
-    sweeps = {label: [(p["global_batch_size"], p.get("images_per_sec")) for p in run["sweep"]]
-              for run, label in zip(runs, (r["label"] for r in rows)) if run["sweep"]}
+    labels = [r["label"] for r in rows]
+    sweeps = {label: [(p["global_batch_size"], p.get("images_per_sec"),
+                       p.get("images_per_sec_min"), p.get("images_per_sec_max"))
+                      for p in run["sweep"]] for run, label in zip(runs, labels) if run["sweep"]}
+    spread_note = (f"error bars: {spread.SPREAD} of each point's timed windows (--repeats)"
+                   if any(p.get("images_per_sec_min") is not None for run in runs
+                          for p in (run["sweep"] or []) + (run["ladder"] or [])) else "")
     if sweeps:  # measured curves only: a training run is one batch size, not a curve
         add("throughput_vs_batch", "Throughput against global batch size (sweeps)",
             plots.line_chart, sweeps, log2_x=True, zero_y=True,
             title="Training throughput vs global batch size", xlabel="global batch size",
-            ylabel="images/sec")
+            ylabel="images/sec", note=spread_note)
+    ladders = {rung["rung"]: {} for run in runs for rung in run["ladder"] or []}
+    for run, label in zip(runs, labels):
+        for rung in run["ladder"] or []:
+            ladders[rung["rung"]][label] = (rung["images_per_sec"], (
+                rung["images_per_sec_min"], rung["images_per_sec_max"]))
+    ladders = {rung: bars for rung, bars in ladders.items()  # skipped everywhere: no bar
+               if any(value for value, _ in bars.values())}
+    if ladders:
+        add("ladder", "The effort ladders: each rung's images/sec (--benchmark=ladder)",
+            plots.bar_chart, ladders, title="Effort ladder: images/sec at each rung",
+            ylabel="images/sec", note=spread_note)
     lines = {f"target {t:.1%}": t for t in targets}
     for name, key, xlabel, money in (("top1_vs_epoch", "epoch", "epoch", False),
                                      ("top1_vs_hours", "billed_hours", "hours (billed)", False),

@@ -105,7 +105,7 @@ def accuracy_gap(first: dict, second: dict) -> str:
 def _ladder_findings(rows: dict, quote) -> list[str]:
     """The effort ladders side by side (--benchmark=ladder): for each rung, what it
     gives on each run's machine, "mixed_bfloat16 gives 1.85x on A and 1.10x on B"
-    (images/sec over the rung measured before it, as ladder.json has it)."""
+    (images/sec over the rung it builds on, the best before it, as ladder.json has it)."""
     ladders = [r for r in rows.values() if r.get("ladder")]
     names = []
     for row in ladders:
@@ -119,7 +119,7 @@ def _ladder_findings(rows: dict, quote) -> list[str]:
                 gains.append(f"{step['gain_over_previous']:.2f}x on {quote(row['label'])}")
         if gains:
             out.append(f"Effort ladder: {quote(name)} gives " + " and ".join(gains)
-                       + " (images/sec over the rung before it).")
+                       + " (images/sec over the rung it builds on).")
     return out
 
 

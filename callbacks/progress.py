@@ -3,12 +3,16 @@
 Keras's own progress bar prints every key of `logs`: about twenty figures here, a
 900-character line per epoch. This one prints loss, top-1, images/sec and dollars:
 a bar redrawn in place on a terminal (verbose 1) or, to a file or a pipe (verbose 2),
-a line per epoch and one every `line_every_seconds` within it, each naming the epoch of the run (a resumed run's short first `fit` included) and
-what is left: of the epoch (the bar) and of the run, estimated from the pace so far.
+a line per epoch and one every `line_every_seconds` within it, each naming the epoch
+of the run (a resumed run's short first `fit` included) and what is left: of the epoch (the bar) and of the run, estimated from the pace so far.
 Every figure still reaches metrics.jsonl and TensorBoard, whose sink reads `logs`.
 
 It is a `ProgbarLogger` so that `fit` uses it instead of adding Keras's own, and
 follows fit's `verbose` as Keras's would. Validation inside fit prints nothing.
+
+`PointProgress` is the benchmark points' (a sweep point, a ladder rung): their fits run
+with verbose=0, and much of a point is no fit at all (building, compiling), so it names
+the point's phase and speaks from a thread of its own.
 """
 
 from __future__ import annotations
@@ -189,3 +193,113 @@ class Progress(keras.callbacks.ProgbarLogger):
             self._end_line()
         else:
             self._write(line + "\n")
+
+
+class PointProgress(keras.callbacks.Callback):
+    """A benchmark point's progress (a sweep point, a ladder rung), so that no point is
+    silent while it builds, compiles, times and traces: minutes each on a CPU.
+
+    A point runs several fits with verbose=0 (a warm-up that compiles, timed windows,
+    a traced fit) and work outside any fit (building the model, the data): the
+    measuring code names each phase (`phase`), this callback counts the fit's steps,
+    and a thread of its own speaks where no step comes (a compile has no hook). On a
+    terminal (verbose 1) one line is redrawn in place, "[sweep] global batch 64:
+    timing window 2/3, step 37/100, 1 min"; to a file or a pipe (verbose 2), such a
+    line every `line_every_seconds`; verbose 0 prints nothing. `close` clears the
+    terminal's line (the point's result line takes its place) and stops the thread.
+
+    Args:
+        label: what is measured, e.g. "[sweep] global batch 64" (the result line's).
+        verbose: 0, 1 (a line redrawn in place) or 2 (whole lines).
+        stream: where to write (default sys.stdout).
+        line_every_seconds: verbose 2's period (BENCH_PROGRESS_LINE_SECONDS, 30 s).
+        stop_request: the process's StopRequest: once a stop is asked for, the
+            terminal's line is ended and nothing more is drawn.
+    """
+
+    async_safe = True  # a counter under a lock, and a write now and then
+
+    def __init__(self, label: str, verbose: int, stream=None,
+                 line_every_seconds: float = 30.0, stop_request=None):
+        super().__init__()
+        self.label, self.verbose, self.stream = label, verbose, stream
+        self.line_every_seconds = line_every_seconds
+        self.stop_request = stop_request
+        self._lock = threading.Lock()
+        self._phase, self._target, self._done = "starting", None, 0
+        self._started = time.time()
+        self._spoke = self._started  # when a line was written last (verbose 2)
+        self._width = 0  # of the line drawn last (verbose 1), to clear it
+        self._closed = threading.Event()
+        self._thread = None
+        if verbose in (1, 2):
+            if stop_request is not None:
+                stop_request.when_requested(self._stop_asked)
+            self._thread = threading.Thread(target=self._tick, daemon=True,
+                                            name="point-progress")
+            self._thread.start()
+
+    def phase(self, text: str, steps: int | None = None) -> None:
+        """The point is now doing `text` (e.g. "compiling"), a fit of `steps` if any."""
+        with self._lock:
+            self._phase, self._target, self._done = text, steps, 0
+            self._draw_now(time.time())
+
+    def on_train_batch_end(self, batch, logs=None):
+        with self._lock:
+            self._done = max(self._done, batch + 1)  # hooks may run out of order (JAX)
+            now = time.time()
+            if self.verbose == 1 and now - self._drawn_at >= REDRAW_SECONDS:
+                self._draw_now(now)
+
+    def status(self, now: float | None = None) -> str:
+        """The line: label, phase, steps done of the fit, time in the point."""
+        now = time.time() if now is None else now
+        steps = (f", step {self._done}/{self._target}" if self._target else "")
+        return f"{self.label}: {self._phase}{steps}, {duration(now - self._started)}"
+
+    _drawn_at = 0.0
+
+    def _draw_now(self, now: float) -> None:
+        """Redraws the terminal's line (verbose 1); the caller holds the lock."""
+        if self.verbose != 1 or self._closed.is_set():
+            return
+        line = self.status(now)
+        self._write("\r" + line.ljust(self._width))
+        self._width, self._drawn_at = len(line), now
+
+    def _tick(self) -> None:
+        """Speaks where no hook does: the terminal's line each second (its clock), a
+        whole line every `line_every_seconds` (verbose 2)."""
+        period = 1.0 if self.verbose == 1 else min(1.0, self.line_every_seconds)
+        while not self._closed.wait(period):
+            with self._lock:
+                now = time.time()
+                if self._closed.is_set():
+                    return
+                if self.verbose == 1:
+                    self._draw_now(now)
+                elif now - self._spoke >= self.line_every_seconds:
+                    self._spoke = now
+                    self._write(self.status(now) + "\n")
+
+    def _write(self, text: str) -> None:
+        stream = self.stream or sys.stdout
+        stream.write(text)
+        stream.flush()
+
+    def _stop_asked(self) -> None:
+        self.close(clear=False)
+
+    def close(self, clear: bool = True) -> None:
+        """Stops speaking; the terminal's line is cleared (`clear`: what follows takes
+        its place) or ended (a stop: what follows starts a line of its own)."""
+        with self._lock:
+            if self._closed.is_set():
+                return
+            self._closed.set()
+            if self._width:
+                self._write("\r" + " " * self._width + "\r" if clear else "\n")
+                self._width = 0
+        if self.stop_request is not None:
+            self.stop_request.forget(self._stop_asked)

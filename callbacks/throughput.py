@@ -57,7 +57,9 @@ class Throughput(keras.callbacks.Callback):
     (for the progress bar). Public attributes, the run's (earlier attempts
     included): `images_per_sec`, `images_per_sec_wall`, `eval_images_per_sec`,
     `step_time()` (the step-time figures of the window of `images_per_sec`);
-    `epoch_images_per_sec`: this attempt's epochs' rates; `state()` for a checkpoint.
+    `epoch_images_per_sec`: this attempt's epochs' rates; `last_window_gaps`: the
+    last epoch's window as (steps, seconds) between its marks (its step series, one
+    item per host call); `state()` for a checkpoint.
 
     Args:
         global_batch_size: images per training step over all replicas.
@@ -90,6 +92,7 @@ class Throughput(keras.callbacks.Callback):
         self._eval = [carried["eval_images"], carried["eval_seconds"]]
         self._wall_at_epoch_end = tuple(self._wall)  # what a checkpoint keeps
         self.epoch_images_per_sec = []
+        self.last_window_gaps = []
         self._lock = threading.Lock()
         self._first_epoch = True
         self._steps_per_call = 1
@@ -168,6 +171,7 @@ class Throughput(keras.callbacks.Callback):
         gaps = [(b1 - b0, t1 - t0) for (b0, t0), (b1, t1) in zip(window, window[1:])
                 if b1 > b0]
         sums = gap_sums(gaps)
+        self.last_window_gaps = gaps
         with self._lock:
             self._count_wall(window, last_step, now)
             if sums["seconds"] > 0:

@@ -66,6 +66,10 @@ RESUMABLE_FIELDS = frozenset({
     # updated); the run is billed at the price each attempt reads, as it always was.
     "price_catalog",
 })
+# Fields added after run folders were written, each at its default: a config.json that
+# lacks one matches it, and it leaves the folder's name (`fingerprint`) as it was, so
+# a folder made before the field existed resumes (and is found) as before.
+LATER_FIELDS = {"repeats": 1, "kernels_from": "", "keep_kernels": False}
 
 
 # The recipe of each optimizer: what an unset --base_learning_rate, --weight_decay,
@@ -217,6 +221,7 @@ class Config:
     sweep_batch_sizes: tuple = ()
     sweep: tuple = ()  # "FLAG=v1,v2,..." each, as given; parsed by sweep_axes
     benchmark: str = "none"
+    repeats: int = 1  # timed windows a benchmark point measures (app/engine/measure.py)
 
     def __post_init__(self):
         # Fill derived defaults. The dataclass is frozen, hence object.__setattr__.
@@ -316,6 +321,10 @@ class Config:
                "--benchmark=input measures an input pipeline; --dataset=synthetic has none")
         _check(self.benchmark == "none" or not self.is_sweep,
                f"--benchmark={self.benchmark} and --sweep are two modes; accepted: one of them")
+        _check(self.repeats == 1 or self.is_sweep or self.benchmark != "none",
+               f"--repeats={self.repeats} repeats a benchmark's timed window; accepted with "
+               "--sweep, --sweep_batch_sizes or --benchmark=ladder/input (a training run "
+               "times every epoch of its own)")
         _check(self.image_size == 0 or 8 <= self.image_size <= 1024,
                f"--image_size={self.image_size} is out of range; accepted: 0 (dataset "
                "default) or 8..1024")
@@ -408,7 +417,7 @@ class Config:
                        "accepted: a real --dataset (e.g. digits), or time one pipeline "
                        "with --benchmark=input")
                 # A known value that cannot apply here (gpu on a CPU) is a point that
-                # did not run, with its reason (app/modes/points.py), not a refusal.
+                # did not run, with its reason (app/modes/bench.py), not a refusal.
                 for value in values:
                     _check(value in INPUT_PIPELINES,
                            f"--sweep=input_pipeline={value}: --input_pipeline={value!r} is "
@@ -457,7 +466,8 @@ class Config:
         Raises:
             ConfigError: the point's settings do not make a valid run.
         """
-        return self.replace(sweep=(), sweep_batch_sizes=(), benchmark="none", **settings)
+        return self.replace(sweep=(), sweep_batch_sizes=(), benchmark="none", repeats=1,
+                            **settings)
 
     @property
     def dataset_name(self) -> str:
@@ -486,7 +496,8 @@ class Config:
     @property
     def fingerprint(self) -> str:
         """8 hex digits naming the settings that must match on resume."""
-        measured = {k: v for k, v in self.to_dict().items() if k not in RESUMABLE_FIELDS}
+        measured = {k: v for k, v in self.to_dict().items() if k not in RESUMABLE_FIELDS
+                    and not (k in LATER_FIELDS and v == LATER_FIELDS[k])}
         text = json.dumps(measured, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:8]
 
@@ -536,10 +547,12 @@ class Config:
 
     def differences(self, saved: dict) -> list[str]:
         """Fields (outside RESUMABLE_FIELDS) whose value differs from a saved config,
-        or that the saved config lacks (a lacking field cannot be shown to match)."""
+        or that the saved config lacks (a lacking field cannot be shown to match, but
+        for one of LATER_FIELDS at its default)."""
         mine = self.to_dict()
+        missing = object()  # equal to nothing
         return sorted(k for k in mine if k not in RESUMABLE_FIELDS
-                      and (k not in saved or saved[k] != mine[k]))
+                      and (saved[k] if k in saved else LATER_FIELDS.get(k, missing)) != mine[k])
 
     def replace(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes)

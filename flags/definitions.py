@@ -25,7 +25,8 @@ D = {f.name: (list(f.default) if isinstance(f.default, tuple) else f.default)
 # The sections of `--help` (and of BUILD.md's table of flags), in order.
 GROUPS = {
     "run": ("epochs", "global_batch_size", "steps_per_epoch", "validation_steps",
-            "steps_per_execution", "xla_autotune", "kernels_from", "keep_kernels", "seed", "target_top1", "sweep_batch_sizes", "sweep", "benchmark"),
+            "steps_per_execution", "xla_autotune", "kernels_from", "keep_kernels", "seed", "target_top1", "sweep_batch_sizes", "sweep", "benchmark",
+            "repeats"),
     "data": ("dataset", "data_dir", "manual_dir", "download", "image_size", "preprocessing",
              "input_pipeline"),
     "model": ("model", "precision", "batchnorm_statistics", "optimizer", "base_learning_rate",
@@ -292,3 +293,9 @@ def define_flags():
                            "start-up for the run's model, batch, precision and data in "
                            "about a minute after the compile, for app/report.py's "
                            "--target decision.")
+    absl_flags.DEFINE_integer("repeats", D["repeats"],
+                              "Timed windows of each benchmark point (a sweep point, a "
+                              "ladder rung, --benchmark=input's model), each after a "
+                              "fresh compile (no compiled program reused from the cache); "
+                              "the point's images/sec is their median, with their "
+                              "min-max, so a difference can be told from the spread.")

@@ -29,6 +29,9 @@ INT_RANGES = {
     "checkpoint_every_steps": (0, BILLION),
     "log_every_steps": (1, BILLION),
     "throughput_warmup_steps": (0, BILLION),
+    # Each window compiles afresh and times its steps: 100 windows of a sweep point
+    # are hours on a GPU; past that a typo (--repeats=30 meant 3 is still accepted).
+    "repeats": (1, 100),
 }
 FLOAT_RANGES = {
     # Per 256 images; recipes stay under 30, but tests diverge on purpose at 1e37

@@ -31,6 +31,7 @@ import sys
 
 from preprocessing.spec import DataError, Datasets, InputSpec, Pixels
 
+
 def nvimgcodec_installed() -> bool:
     try:
         return importlib.util.find_spec("nvidia.nvimgcodec") is not None
@@ -51,12 +52,17 @@ def choose(spec: InputSpec, preset: str, jpeg_files: bool = False) -> str:
     """
     if spec.input_pipeline != "auto":
         return spec.input_pipeline
-    if spec.backend != "jax":
-        return "tf.data"
-    if (spec.accelerator == "gpu" and jpeg_files and preset == "standard"
-            and nvimgcodec_installed()):
+    if (spec.backend == "jax" and spec.accelerator == "gpu" and jpeg_files
+            and preset == "standard" and nvimgcodec_installed()):
         return "gpu"
-    return "grain"
+    return host_pipeline(spec.backend)
+
+
+def host_pipeline(backend: str, wanted: str = "auto") -> str:
+    """A pipeline decoding on the host's CPUs: `wanted` if it is one, else auto's where
+    the data is not on the device nor JPEGs on a GPU (the ladder's plain start)."""
+    return (wanted if wanted in ("tf.data", "grain") else
+            "grain" if backend == "jax" else "tf.data")
 
 
 def jpeg_paths(records) -> bool:

@@ -66,3 +66,32 @@ def serving(command: list, cwd=None):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def hparams_sessions(logdir, groups=None) -> dict:
+    """{session: (hparams, {metric tag: last value})} as TensorBoard itself reads the
+    folder: its event multiplexer and the hparams plugin's metadata parser; `groups`,
+    a dict, gets {session: its group's name}."""
+    from tensorboard.backend.event_processing import plugin_event_multiplexer
+    from tensorboard.plugins.hparams import metadata
+    from tensorboard.util import tensor_util
+
+    multiplexer = plugin_event_multiplexer.EventMultiplexer()
+    multiplexer.AddRunsFromDirectory(str(logdir))
+    multiplexer.Reload()
+    sessions = {}
+    for run_name, tags in multiplexer.PluginRunToTagToContent(metadata.PLUGIN_NAME).items():
+        if metadata.SESSION_START_INFO_TAG not in tags:
+            continue
+        info = metadata.parse_session_start_info_plugin_data(
+            tags[metadata.SESSION_START_INFO_TAG])
+        values = {k: (v.string_value if v.HasField("string_value") else v.number_value)
+                  for k, v in info.hparams.items()}
+        metrics = {tag: float(tensor_util.make_ndarray(
+            multiplexer.Tensors(run_name, tag)[-1].tensor_proto))
+            for tag in multiplexer.GetAccumulator(run_name).Tags()["tensors"]
+            if tag.startswith("run/")}
+        sessions[run_name] = (values, metrics)
+        if groups is not None:
+            groups[run_name] = info.group_name
+    return sessions

@@ -397,3 +397,52 @@ def test_a_price_of_ones_own_closes_as_that_price(digits_dir, tmp_path):
     assert line == (f"cost: ${2.5 * hours:,.4f} for {hours:.4f} billed hours at $2.5/h "
                     "(--price_per_hour_usd, yours)")
     assert summary["machines"] is None and summary["price_per_hour_usd"] == 2.5
+
+
+def test_a_point_with_no_hook_for_a_while_still_writes_a_line_to_a_pipe():
+    """A benchmark point's compile has no batch hook (issue 52 item 7): its progress
+    thread writes a whole line every `line_every_seconds` all the same, naming the
+    phase and the time; close() stops it."""
+    import io
+    import time
+
+    from callbacks.progress import PointProgress
+
+    stream = io.StringIO()
+    progress = PointProgress("[sweep] global batch 8", verbose=2, stream=stream,
+                             line_every_seconds=0.2)
+    progress.phase("compiling", 2)
+    time.sleep(1.0)  # no hook: a compile
+    progress.close()
+    lines = stream.getvalue().splitlines()
+    assert 2 <= len(lines) <= 6, lines
+    assert all(re.fullmatch(r"\[sweep\] global batch 8: compiling, step 0/2, \d s", line)
+               for line in lines), lines
+    time.sleep(0.5)
+    assert stream.getvalue().splitlines() == lines  # closed: silent
+
+
+def test_a_points_terminal_line_is_cleared_for_its_result_and_ended_by_a_stop():
+    """On a terminal the point's line is redrawn in place; close() clears it (the
+    result line takes its place), and a stop asked for ends it instead (the error
+    line that follows starts a line of its own)."""
+    import io
+
+    from callbacks.progress import PointProgress
+    from callbacks.stops import StopRequest
+
+    stream = io.StringIO()
+    progress = PointProgress("[ladder] float32", verbose=1, stream=stream)
+    progress.phase("timing window", 4)
+    progress.on_train_batch_end(0)
+    progress.close()
+    line = "[ladder] float32: timing window, step 0/4, 0 s"
+    assert stream.getvalue() == f"\r{line}\r{' ' * len(line)}\r"
+
+    stream, stop = io.StringIO(), StopRequest()
+    progress = PointProgress("[ladder] float32", verbose=1, stream=stream, stop_request=stop)
+    progress.phase("compiling")
+    stop.request("SIGINT")  # from the signal watcher's thread
+    assert stream.getvalue().endswith("\n") and not stop._listeners
+    progress.phase("tracing")  # nothing more is drawn
+    assert stream.getvalue().count("\r") == 1

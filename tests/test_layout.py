@@ -82,7 +82,8 @@ def _graph():
 
 # What the modes share: the training callbacks (train and sweep), a measured point
 # (sweep and ladder), and the package itself (it holds nothing).
-MODES_SHARED = ("app.modes", "app.modes.train_callbacks", "app.modes.points")
+MODES_SHARED = ("app.modes", "app.modes.train_callbacks", "app.modes.points",
+                "app.modes.bench")
 # ctypes outside the GPU wing's native floor: one libc call, prctl(PR_SET_PDEATHSIG), so
 # that the host pipeline's decoding workers die with the run (Python has no prctl).
 CTYPES_ALSO = ("preprocessing.host._children",)
@@ -297,9 +298,8 @@ COVERED_ELSEWHERE = {
                               "app.engine.native_stderr"),
     "tests/app/engine/test_distribute.py": ("app.engine.cold_start", "app.engine.environment"),
     "tests/test_real_data.py": ("app.modes.input_benchmark", "preprocessing.tfdata.pipeline"),
-    "tests/test_sweep.py": ("app.engine.measure", "app.modes.points"),
+    "tests/test_sweep.py": ("app.modes.bench",),
     "tests/app/test_report.py": ("app.report_page", "app.engine.plots"),
-    "tests/test_tensorboard.py": ("callbacks.records.hparams",),
     "tests/test_steps.py": ("callbacks.profiler",),
     # the run folder's life: resumes, kills, stops, damage, its one writer
     "tests/test_run_folder.py": ("app.run.context", "app.run.resume"),

@@ -8,6 +8,7 @@ import time
 import pytest
 from conftest import error_lines, run_cli
 from processes import run, snapshot, start, strict_json
+from tensorboard_server import hparams_sessions
 
 from app.engine import memory
 from callbacks.records import events
@@ -49,10 +50,11 @@ def test_out_of_memory_errors_are_recognised_and_others_are_not():
     assert not memory.is_out_of_memory(ValueError("shapes do not match"))
 
 
-def _until(process, prefix) -> str:
-    """Reads the process's stdout up to the first line starting with `prefix`."""
+def _until(process, prefix, containing="") -> str:
+    """Reads the process's stdout up to the first line starting with `prefix` that holds
+    `containing` (a point's result line, " images/sec", not its progress lines)."""
     for line in process.stdout:
-        if line.startswith(prefix):
+        if line.startswith(prefix) and containing in line:
             return line
     raise AssertionError(f"no line starting {prefix!r}: {process.communicate()[1][-2000:]}")
 
@@ -83,7 +85,7 @@ def test_ctrl_c_stops_a_sweep_in_seconds_keeps_its_points_and_the_rerun_does_the
         return {r["global_batch_size"]: r for r in strict_json(logdir / "sweep.json")["sweep"]}
 
     first = start(args)
-    _until(first, "[sweep] global batch 8:")
+    _until(first, "[sweep] global batch 8:", " images/sec")
     time.sleep(0.2)
     seconds, line = _interrupted(first)
     assert seconds < 20, (seconds, line)
@@ -130,32 +132,6 @@ GRID_POINTS = [{"precision": p, "global_batch_size": b}
                for p in ("float32", "mixed_bfloat16") for b in (8, 16)]
 
 
-def hparams_sessions(logdir) -> dict:
-    """{session: (hparams, {metric tag: last value})} as TensorBoard itself reads the
-    folder: its event multiplexer and the hparams plugin's metadata parser."""
-    from tensorboard.backend.event_processing import plugin_event_multiplexer
-    from tensorboard.plugins.hparams import metadata
-    from tensorboard.util import tensor_util
-
-    multiplexer = plugin_event_multiplexer.EventMultiplexer()
-    multiplexer.AddRunsFromDirectory(str(logdir))
-    multiplexer.Reload()
-    sessions = {}
-    for run_name, tags in multiplexer.PluginRunToTagToContent(metadata.PLUGIN_NAME).items():
-        if metadata.SESSION_START_INFO_TAG not in tags:
-            continue
-        info = metadata.parse_session_start_info_plugin_data(
-            tags[metadata.SESSION_START_INFO_TAG])
-        values = {k: (v.string_value if v.HasField("string_value") else v.number_value)
-                  for k, v in info.hparams.items()}
-        metrics = {tag: float(tensor_util.make_ndarray(
-            multiplexer.Tensors(run_name, tag)[-1].tensor_proto))
-            for tag in multiplexer.GetAccumulator(run_name).Tags()["tensors"]
-            if tag.startswith("run/")}
-        sessions[run_name] = (values, metrics)
-    return sessions
-
-
 @pytest.mark.parametrize("backend", ["jax", "tensorflow"])
 def test_a_2x2_grid_yields_4_points_in_sweep_json_and_in_hparams(tmp_path, backend):
     logdir = tmp_path / "grid"
@@ -178,7 +154,8 @@ def test_a_2x2_grid_yields_4_points_in_sweep_json_and_in_hparams(tmp_path, backe
     for row in result["sweep"]:
         values, metrics = sessions[f"points/{row['point']}"]
         assert values["precision"] == row["precision"]
-        assert values["global_batch_size"] == row["global_batch_size"]  # a number
+        assert int(values["global_batch_size"]) == row["global_batch_size"]  # text, "  8"
+        assert values["status"] == "ok"
         assert values["backend"] == backend and values["model"] == "small_resnet"
         assert metrics["run/images_per_sec"] == pytest.approx(row["images_per_sec"])
         assert metrics["run/step_time_ms"] == pytest.approx(row["step_time_ms"])
@@ -192,7 +169,7 @@ def test_ctrl_c_after_the_first_point_keeps_it_and_the_rerun_measures_the_other_
     logdir = tmp_path / "grid"
     args = ["--backend=jax", *GRID, f"--logdir={logdir}"]
     first = start(args)
-    _until(first, "[sweep] precision float32, global batch 8:")
+    _until(first, "[sweep] precision float32, global batch 8:", " images/sec")
     seconds, line = _interrupted(first)
     assert "at point 2 of 4 (" in line and "1 of 4 points done, kept" in line, line
     assert line.count("resume") == 1 and seconds < 20, (seconds, line)
@@ -203,7 +180,7 @@ def test_ctrl_c_after_the_first_point_keeps_it_and_the_rerun_measures_the_other_
     done = run(args)
     assert done.returncode == 0, done.stderr[-2000:]
     measured = [line for line in done.stdout.splitlines()
-                if line.startswith("[sweep] precision")]
+                if line.startswith("[sweep] precision") and " images/sec" in line]
     assert measured and len(measured) == 3 and "float32, global batch 8:" not in measured[0]
     final = strict_json(logdir / "sweep.json")
     assert [r["settings"] for r in final["sweep"]] == GRID_POINTS

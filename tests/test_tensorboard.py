@@ -94,7 +94,8 @@ def hparams_table(server):
     groups = fetch(server + "/data/plugin/hparams/session_groups", {
         "experimentName": "", "allowedStatuses": STATUSES, "colParams": [],
         "startIndex": 0, "sliceSize": 10})["sessionGroups"]
-    sessions = {s["name"]: {**s, "hparams": g["hparams"]} for g in groups for s in g["sessions"]}
+    sessions = {s["name"]: {**s, "hparams": g["hparams"], "group": g["name"]}
+                for g in groups for s in g["sessions"]}
     return experiment, sessions
 
 
@@ -107,7 +108,17 @@ def check_session(session, summary):
     for tag, value in measured.items():
         assert values[tag] == pytest.approx(value, rel=1e-6), tag
     assert session["status"] == "STATUS_SUCCESS"
-    assert session["hparams"]["global_batch_size"] == 64  # a number, not "64"
+    assert session["hparams"]["status"] == "completed"
+    assert shown(session["hparams"]["global_batch_size"]) == "64"  # not "64.000"
+
+
+def shown(value) -> str:
+    """A value as the HParams table shows it: the dashboard's prettyPrint prints a
+    number with JavaScript's toPrecision(5), text as it is, and a table cell collapses
+    the leading spaces of text (white-space: nowrap)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:#.5g}" if abs(value) < 1e5 else f"{value:.4e}"
+    return " ".join(str(value).split())
 
 
 def test_hparams_set_every_run_against_the_same_columns_filled_with_its_figures(runs, server):
@@ -122,6 +133,9 @@ def test_hparams_set_every_run_against_the_same_columns_filled_with_its_figures(
     assert all("Unit:" in m["description"] for m in experiment["metricInfos"])
     assert sorted(sessions) == ["jax", "tensorflow"]
     for name, session in sessions.items():
+        # its own group (issue 52 item 1), named for its folder: never averaged with a
+        # run of another folder
+        assert session["group"].startswith(f"{name} (") and len(session["group"]) < 40
         summary = json.loads((runs / name / "summary.json").read_text())
         last_epoch = [json.loads(line) for line in
                       (runs / name / "metrics.jsonl").read_text().splitlines()][-1]
@@ -175,11 +189,13 @@ def test_the_time_series_and_hparams_render_in_a_browser(server, tmp_path):
                (1600, 900), 30000, region=(150, 300, 330, 1600), attempts=4)  # the table
 
 
-def test_a_preempted_run_reads_running_in_hparams_and_its_batch_is_the_integer(
+def test_a_preempted_run_reads_preempted_in_hparams_and_its_batch_is_the_integer(
         digits_dir, tmp_path):
-    """Issue 42, item 8: a run stopped by SIGTERM is Running (unfinished: its rerun
-    resumes the session), not Unknown, as TensorBoard's own hparams plugin serves it;
-    the batch is exactly 32 (a number: the protocol has no integer type)."""
+    """Issue 52, item 8: a run stopped by SIGTERM says "preempted" in its status column,
+    and is not "Running" (no process trains it: TensorBoard has no status for a run
+    whose rerun resumes it, so it has no session end, Unknown), as TensorBoard's own
+    hparams plugin serves it; the batch shows as 32, not 32.000, and reads back as the
+    integer 32."""
     import signal
 
     from processes import start, until
@@ -197,9 +213,10 @@ def test_a_preempted_run_reads_running_in_hparams_and_its_batch_is_the_integer(
     with serving([sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp_path)]) as base:
         _, sessions = hparams_table(base)
     (session,) = sessions.values()
-    assert session["status"] == "STATUS_RUNNING"
+    assert session["status"] == "STATUS_UNKNOWN"
+    assert session["hparams"]["status"] == "preempted"
     batch = session["hparams"]["global_batch_size"]
-    assert batch == 32 and float(batch).is_integer()
+    assert shown(batch) == "32" and int(batch) == 32
 
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])

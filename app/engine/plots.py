@@ -79,21 +79,29 @@ def _finish(figure, axes, path, *, title, xlabel, ylabel, money_x=False, money_y
 @_plain_rc
 def line_chart(series: dict, path: str, *, title: str, xlabel: str, ylabel: str,
                log2_x: bool = False, percent_y: bool = False, hlines: dict | None = None,
-               zero_y: bool = False, money_x: bool = False):
-    """Draws one line per series {label: [(x, y), ...]} and saves a PNG at `path`.
+               zero_y: bool = False, money_x: bool = False, note: str = ""):
+    """Draws one line per series {label: [(x, y), ...]} and saves a PNG at `path`; a
+    point (x, y, low, high) gets an error bar from low to high (a measured spread).
 
     Args:
         hlines: {label: y} horizontal reference lines (e.g. target top-1).
         zero_y: start the y axis at 0 (so small differences are not blown up).
         money_x: the x axis is in dollars.
+        note: a line under the chart (e.g. what the error bars are).
     """
     figure, axes = plt.subplots(figsize=(7.5, 4.5), dpi=110)
     for label, points in series.items():
-        points = [(x, y) for x, y in points if _finite(x) and _finite(y)]
+        points = sorted((*point[:2], *_bar(point)) for point in points
+                        if _finite(point[0]) and _finite(point[1]))
         if not points:
             continue
-        xs, ys = zip(*sorted(points))
-        axes.plot(xs, ys, marker="o" if len(points) <= 30 else None, label=plain_text(label))
+        xs, ys, lows, highs = zip(*points)
+        drawn = axes.plot(xs, ys, marker="o" if len(points) <= 30 else None,
+                          label=plain_text(label))
+        if any(low != y or high != y for y, low, high in zip(ys, lows, highs)):
+            axes.errorbar(xs, ys, yerr=[[y - low for y, low in zip(ys, lows)],
+                                        [high - y for y, high in zip(ys, highs)]],
+                          fmt="none", capsize=4, color=drawn[0].get_color())
     for label, y in (hlines or {}).items():
         axes.axhline(y, linestyle="--", linewidth=1, color="gray")
         axes.annotate(plain_text(label), (axes.get_xlim()[0], y), fontsize=8, va="bottom",
@@ -103,15 +111,32 @@ def line_chart(series: dict, path: str, *, title: str, xlabel: str, ylabel: str,
         axes.xaxis.set_major_formatter(ScalarFormatter())
     if zero_y:
         axes.set_ylim(bottom=0)
+    _note(figure, note)
     return _finish(figure, axes, path, title=title, xlabel=xlabel, ylabel=ylabel,
                    money_x=money_x, percent_y=percent_y, legend=len(series) > 1 or hlines)
+
+
+def _bar(point) -> tuple:
+    """(low, high) of a point (x, y, low, high): its error bar's ends, the value itself
+    where it has none (or a bound that is not finite or leaves the value outside)."""
+    y = point[1]
+    low, high = (point[2], point[3]) if len(point) >= 4 else (y, y)
+    if not (_finite(low) and _finite(high) and low <= y <= high):
+        return y, y
+    return low, high
+
+
+def _note(figure, note: str) -> None:
+    if note:
+        figure.text(0.01, 0.01, plain_text(note, 3 * MAX_LABEL), fontsize=7, color="gray")
 
 
 @_plain_rc
 def bar_chart(groups: dict, path: str, *, title: str, ylabel: str, money_y: bool = False,
               note: str = ""):
     """Draws bars: {group: {label: (value, error or None)}}, one color per label (a
-    run), side by side within each group; a None value is left out.
+    run), side by side within each group; a None value is left out. An error is a
+    number (a bar of +-error) or a pair (low, high): a measured spread's ends.
 
     Args:
         money_y: the y axis is in dollars.
@@ -121,11 +146,10 @@ def bar_chart(groups: dict, path: str, *, title: str, ylabel: str, money_y: bool
     figure, axes = plt.subplots(figsize=(7.5, 4.5), dpi=110)
     if len(groups) == 1:  # one measure: a bar per run, named on the x axis
         (bars,) = groups.values()
-        shown = [(label, v, e if _finite(e) else 0.0) for label, (v, e) in bars.items()
-                 if _finite(v)]
+        shown = [(label, v, _error(v, e)) for label, (v, e) in bars.items() if _finite(v)]
         errors = [e for _, _, e in shown]
         axes.bar(range(len(shown)), [v for _, v, _ in shown], 0.6,
-                 yerr=errors if any(errors) else None, capsize=6,
+                 yerr=_yerr(errors), capsize=6,
                  color=[f"C{labels.index(label)}" for label, _, _ in shown])
         axes.set_xticks(range(len(shown)), [plain_text(label) for label, _, _ in shown])
         groups, labels = {}, []
@@ -137,43 +161,68 @@ def bar_chart(groups: dict, path: str, *, title: str, ylabel: str, money_y: bool
             if _finite(value):
                 xs.append(position + (index - (len(labels) - 1) / 2) * width)
                 ys.append(value)
-                errors.append(error if _finite(error) else 0.0)
-        axes.bar(xs, ys, width, yerr=errors if any(errors) else None, capsize=4,
-                 label=plain_text(label))
+                errors.append(_error(value, error))
+        axes.bar(xs, ys, width, yerr=_yerr(errors), capsize=4, label=plain_text(label))
     if groups:
         axes.set_xticks(range(len(groups)), [plain_text(group) for group in groups])
     axes.set_ylim(bottom=0)
-    if note:
-        figure.text(0.01, 0.01, plain_text(note, 3 * MAX_LABEL), fontsize=7, color="gray")
+    _note(figure, note)
     return _finish(figure, axes, path, title=title, xlabel="", ylabel=ylabel,
                    money_y=money_y, legend=len(labels) > 1)
 
 
+def _error(value, error):
+    """A bar's error as (below, above) the value: from +-error or a (low, high) pair."""
+    if isinstance(error, (tuple, list)) and len(error) == 2:
+        low, high = _bar((None, value, *error))
+        return value - low, high - value
+    return (error, error) if _finite(error) else (0.0, 0.0)
+
+
+def _yerr(errors):
+    """matplotlib's asymmetric yerr of (below, above) pairs, or None where all are 0."""
+    if not any(below or above for below, above in errors):
+        return None
+    return [[below for below, _ in errors], [above for _, above in errors]]
+
+
 @_plain_rc
-def waterfall_chart(steps: list, path: str, *, title: str, ylabel: str):
+def waterfall_chart(steps: list, path: str, *, title: str, ylabel: str, note: str = ""):
     """Draws a waterfall: [(label, value or None)] in order, the first a bar from 0,
-    each next one a bar from the value before it (the last drawn) to its own, green
-    where it rose, red where it fell, labeled with its ratio; a None is a gap marked
-    "skipped"."""
+    each next one a bar from the value it is compared with to its own, green where it
+    rose, red where it fell, labeled with its ratio; a None is a gap marked "skipped".
+    A step (label, value, base, low, high) is compared with `base` (default: the
+    value of the step drawn before it) and gets an error bar from low to high.
+
+    Args:
+        note: a line under the chart (e.g. what the error bars are).
+    """
     figure, axes = plt.subplots(figsize=(7.5, 4.5), dpi=110)
     previous = None
-    for index, (_, value) in enumerate(steps):
+    for index, step in enumerate(steps):
+        value = step[1]
         if not _finite(value):
             axes.annotate("skipped", (index, previous or 0), ha="center", va="bottom",
                           fontsize=8, color="gray")
             continue
-        if previous is None:
+        base = step[2] if len(step) > 2 and _finite(step[2]) else previous
+        if base is None:
             axes.bar(index, value, 0.6, color="C0")
         else:
-            low, high = sorted((previous, value))
-            axes.bar(index, high - low, 0.6, bottom=low, color="C2" if value >= previous
+            low, high = sorted((base, value))
+            axes.bar(index, high - low, 0.6, bottom=low, color="C2" if value >= base
                      else "C3")
-            axes.annotate(f"{value / previous:.2f}x", (index, high), ha="center",
+            axes.annotate(f"{value / base:.2f}x", (index, high), ha="center",
                           va="bottom", fontsize=8)
+        below, above = _bar((None, value, *step[3:5]))
+        if below != value or above != value:
+            axes.errorbar([index], [value], yerr=[[value - below], [above - value]],
+                          fmt="none", capsize=4, color="black")
         previous = value
-    axes.set_xticks(range(len(steps)), [plain_text(label, 20) for label, _ in steps],
+    axes.set_xticks(range(len(steps)), [plain_text(step[0], 20) for step in steps],
                     rotation=20, ha="right")
     axes.set_ylim(bottom=0)
+    _note(figure, note)
     return _finish(figure, axes, path, title=title, xlabel="", ylabel=ylabel)
 
 

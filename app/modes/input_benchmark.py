@@ -5,6 +5,9 @@ real dataset, per CPU core too, then the model alone on synthetic data of the sa
 shape on the chosen accelerator. Their ratio says which one limits training:
 below 1, the accelerator would wait for images.
 
+With --repeats=N each is timed N times (the model's windows each after a fresh
+compile): the figures are their medians, with their min-max.
+
 Outputs (process 0): input_benchmark.json and summary.json (the same dict), and
 three lines on stdout.
 """
@@ -19,6 +22,7 @@ from app.engine.measure import timed_synthetic_fit
 from app.engine.recipe import make_compiled_model
 from app.run import context as run_context
 from app.run import rundir
+from callbacks.figures import spread
 from preprocessing.datasets import make_datasets
 
 WARMUP_BATCHES = 5
@@ -34,25 +38,35 @@ def cpu_cores() -> int:
 
 def time_pipeline(stream, batches: int, batch_size: int) -> float:
     """Images/second of `stream` over `batches` batches after a warm-up."""
+    return pipeline_rates(stream, batches, batch_size, 1)[0]
+
+
+def pipeline_rates(stream, batches: int, batch_size: int, repeats: int) -> list[float]:
+    """`time_pipeline`'s rate `repeats` times in a row (one window after another of
+    the same stream, after one warm-up)."""
     iterator = iter(stream)
     for _ in range(WARMUP_BATCHES):
         next(iterator)
-    start = time.perf_counter()
-    for _ in range(batches):
-        next(iterator)
-    return batches * batch_size / (time.perf_counter() - start)
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(batches):
+            next(iterator)
+        rates.append(batches * batch_size / (time.perf_counter() - start))
+    return rates
 
 
-def model_appetite(config, topology, batch, num_classes: int, image_size: int) -> float:
+def model_appetite(config, topology, batch, num_classes: int, image_size: int):
     """Steady-state training images/second of the model on synthetic data of the
-    dataset's shape (the same measurement as one size of the sweep)."""
+    dataset's shape (the same measurement as one size of the sweep): the measure's
+    Windows (--repeats of them, each after a fresh compile)."""
     spe = config.steps_per_execution
     steps = (5 if config.accelerator == "cpu" else 30) * spe
     config = dataclasses.replace(config, image_size=image_size)
     model, _ = make_compiled_model(config, topology, num_classes, image_size, steps)
-    meter, _ = timed_synthetic_fit(model, config, topology, batch, steps,
-                                   2 * spe)
-    return meter.images_per_sec
+    windows, _ = timed_synthetic_fit(model, config, topology, batch, steps, 2 * spe,
+                                     repeats=config.repeats)
+    return windows
 
 
 def run(context) -> dict:
@@ -70,10 +84,23 @@ def run(context) -> dict:
           f"preprocessing={data.preset})",
           flush=True)
     # Every process reads its own shard: the job's rate is the sum.
-    rate = time_pipeline(data.train, batches, spec.batch_size) * spec.num_processes
+    rates = [rate * spec.num_processes for rate in
+             pipeline_rates(data.train, batches, spec.batch_size, config.repeats)]
+    rate = spread.median(rates)
     cores = cpu_cores()
-    appetite = model_appetite(config, topology, context.batch, data.num_classes, data.image_size)
+    windows = model_appetite(config, topology, context.batch, data.num_classes,
+                             data.image_size)
+    appetite = windows.images_per_sec
     ratio = rate / appetite if appetite else None
+    repeated = {}
+    if config.repeats > 1:  # the median of each, and its min-max
+        repeated = {"repeats": config.repeats, "spread": spread.SPREAD,
+                    "input_images_per_sec_min": round(min(rates), 1),
+                    "input_images_per_sec_max": round(max(rates), 1),
+                    "model_windows": windows.figures().get("windows", [])}
+        if windows.rates:
+            repeated.update(model_images_per_sec_min=round(min(windows.rates), 1),
+                            model_images_per_sec_max=round(max(windows.rates), 1))
     summary = {
         "mode": "input_benchmark", **topology.describe(), "dataset": config.dataset,
         "model": config.model, "preprocessing": data.preset,
@@ -85,13 +112,16 @@ def run(context) -> dict:
         "model_images_per_sec": round(appetite, 1) if appetite else None,
         "input_to_model_ratio": round(ratio, 3) if ratio else None,
         "bottleneck": None if ratio is None else ("input" if ratio < 1 else "accelerator"),
-        "logdir": run_dir.path,
+        **repeated, "logdir": run_dir.path,
     }
     if topology.is_chief:
         for name in ("input_benchmark.json", rundir.SUMMARY_FILE):
             rundir.write_json_atomic(os.path.join(run_dir.path, name), summary)
+        input_spread, model_spread = (spread.words(summary, f"{key}_images_per_sec")
+                                      for key in ("input", "model"))
         print(f"input pipeline: {rate:,.1f} images/sec ({rate / cores:,.1f} per CPU core, "
-              f"{cores} cores)\nmodel alone:    {appetite:,.1f} images/sec on "
-              f"{topology.num_replicas} x {topology.device_kind}\n"
+              f"{cores} cores{'; ' + input_spread if input_spread else ''})\n"
+              f"model alone:    {appetite:,.1f} images/sec on {topology.num_replicas} x "
+              f"{topology.device_kind}{' (' + model_spread + ')' if model_spread else ''}\n"
               f"ratio {ratio:.2f}: the {summary['bottleneck']} is the bottleneck", flush=True)
     return summary

@@ -1,330 +1,295 @@
-"""One measured point: a sweep's (app/modes/sweep.py) or a ladder rung's (ladder.py).
+"""The campaign that the sweep (app/modes/sweep.py) and the ladder (ladder.py) share:
+points measured one after another in one process, each kept as it finishes.
 
-A point is the run's config with a few settings replaced (`Config.sweep_point`, the
-checks of a plain run), measured as the batch sweep always measured a size: the
-model built for the point's settings, a warm-up fit that compiles (excluded), then a
-fixed number of timed steps under the throughput, MFU and energy callbacks, on the
-run's --dataset: synthetic data made on the device, or a real dataset read through
-the input pipeline the point names (its --input_pipeline; auto picks as a plain run
-does, and the row's input_pipeline says which one fed it). A point that cannot run
-is a row too, with its reason as status:
-  skipped: <why>     the settings do not make a valid run (e.g. --input_pipeline=gpu
-                     on a CPU), the batch does not divide over the replicas or fit
-                     in the host's memory, or the pipeline refused the data;
-  out of memory      the device refused it.
-After the timed steps, a few more are traced (PROFILED_STEPS) and split by kind of
-work: the row's `breakdown`, a point's step explained. A model axis changes the
-network only: the recipe (the optimizer) stays the one the run resolved. Each point
-is an HParams session of its own, <logdir>/points/<name>: its settings as hparams,
-its figures as metrics (TensorBoard's HParams table compares them).
+A mode describes its campaign (`Campaign`: its points in order, how one is measured,
+what its summary holds, its table) and `run` does the rest, the same for both:
+- resume: the rows an earlier attempt finished (`<mode>.json`, read back as untrusted
+  input: `read_finished`) are kept and not measured again; the same command after a
+  finished campaign says it is complete and prints its table;
+- each point's row is written as it finishes (`<mode>.json`, summary.json, the charts),
+  so a campaign that is stopped keeps its finished points;
+- SIGTERM or Ctrl-C at a step boundary: the point being measured is dropped, the rest
+  kept, and Preempted goes up with where it stopped and what is kept (exit 75, the
+  command that resumes);
+- every point's data must be the data the others were measured on (app/modes/bench.py).
+
+A row read back is checked field by field (`checked_row`: each field's kind and range,
+text printable): a row that fails is not trusted as a measurement, said in one
+warning line and measured again; a file that cannot be read is the same for all its
+rows. Nothing an edited file holds reaches a format string unchecked.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
-import re
+import sys
+from typing import Callable
 
-from app.engine import autotune
-from app.engine.data import input_spec
-from app.engine.distribute import TopologyError
-from app.engine.measure import timed_fit, timed_synthetic_fit
-from app.engine.memory import is_out_of_memory, peak_memory_gib
-from app.engine.recipe import make_compiled_model
+from app.modes import bench as bench_module
 from app.run import context as run_context
-from app.run import rundir
-from callbacks.energy import EnergyMeter, gpu_energy_readers
-from callbacks.profiling import breakdown as step_breakdown
-from callbacks.figures.money import usd_per_million_images
-from callbacks.mfu import ModelFlopsUtilization
-from callbacks.profiler import Profiler
-from callbacks.records import hparams
-from callbacks.records.dashboard import POINT_FIGURES, POINT_SETTINGS
-from callbacks.stop_on_request import StopOnRequest
+from callbacks.energy import gpu_energy_readers
+from callbacks.records import untrusted
 from callbacks.stops import PROCESS_STOP, Preempted
-from flags.config import SWEEPABLE, ConfigError
-from preprocessing.datasets import known_shape, make_datasets, synthetic
-from preprocessing.spec import DataError
+from flags.config import SWEEPABLE
 
-DEFAULT_STEPS = 100
-# After its timed steps, each point traces this many more (rounded up to whole host
-# calls) and splits them by kind of work (callbacks/profiling/breakdown.py): the row's
-# breakdown, what the ladder's "why" lines compare. Not timed: a profiled JAX fit
-# dispatches synchronously.
-PROFILED_STEPS = 3
-POINTS_FOLDER = "points"
 # A row is final once it was measured, did not fit, or cannot be run.
 FINAL = ("ok", "out of memory", "skipped")
-# Settings that shape the model or its compiled step: a point that changes none of
-# them (only the batch) trains the model the point before it built.
-MODEL_SETTINGS = ("model", "precision", "image_size", "batchnorm_statistics",
-                  "steps_per_execution", "xla_autotune")
+MAX_TEXT = 400  # characters of a text field read back (a status names a reason)
+MAX_WARNINGS = 5  # lines about bad rows; the rest are counted in one more
 
 
-def point_name(settings: dict) -> str:
-    """The point's path-safe name, e.g. precision=float32,global_batch_size=8."""
-    text = ",".join(f"{k}={v}" for k, v in settings.items())
-    return re.sub(r"[^\w.,=+-]", "_", text) or "default"
+@dataclasses.dataclass
+class Campaign:
+    """What one mode's campaign is; `run` measures it.
+
+    Attributes:
+        mode: "sweep" or "ladder": its file is <mode>.json, its rows under that key.
+        unit: what one point is called in lines ("point", "rung").
+        names: the points' names, in the order they are measured.
+        head: the summary's fields that are not the rows (mode, model, ...).
+        measure: (bench, name, rows so far by name) -> the point's row.
+        summarize: (head, rows by name, status) -> the summary dict (no writing).
+        write: (summary) -> None: the mode's files, written by process 0.
+        closing: (summary) -> None: its table and closing lines, printed by process 0.
+        first_line: printed when the measuring starts.
+        varying: the settings the campaign varies (HParams lists them first).
+    """
+
+    mode: str
+    unit: str
+    names: list
+    head: dict
+    measure: Callable
+    summarize: Callable
+    write: Callable
+    closing: Callable
+    first_line: str
+    varying: tuple = ()
+
+    @property
+    def file(self) -> str:
+        return f"{self.mode}.json"
 
 
-class Bench:
-    """What every point of one sweep or ladder shares: the run's context, the energy
-    readers, the model last built (reused while only the batch changes) and the
-    device memory's high-water mark so far."""
-
-    def __init__(self, context, readers: dict | None):
-        self.context = context
-        self.readers = readers
-        self._model_key = None
-        self._model = None
-        self._high_water = None
-
-    def model(self, config, image_size: int, steps: int,
-              num_classes: int = synthetic.NUM_CLASSES):
-        """(model, FLOPs per image) for `config`, built anew where its MODEL_SETTINGS
-        (or the data's classes and image side) differ from the last point's."""
-        import keras
-
-        key = (*(getattr(config, name) for name in MODEL_SETTINGS), num_classes, image_size)
-        if key != self._model_key:
-            self._model = self._model_key = None  # the old model goes before the new
-            keras.config.set_dtype_policy(config.policy)
-            self._model = make_compiled_model(config, self.context.topology,
-                                              num_classes, image_size, steps)
-            self._model_key = key
-        return self._model
-
-    def peak(self, backend: str) -> float | None:
-        """The point's peak device memory: the high-water mark where it rose during
-        the point; None where it did not (then it says nothing of this point)."""
-        peak = peak_memory_gib(backend)
-        rose = peak is not None and (self._high_water is None or peak > self._high_water)
-        self._high_water = peak if rose else self._high_water
-        return peak if rose else None
-
-
-def settings_of(config, xla_autotune: str | None) -> dict:
-    """The point's SWEEPABLE settings as it ran (precision resolved, image size the
-    data's, XLA's choice or none; no input pipeline on synthetic data). A real
-    dataset's image side and pipeline are known once it is built (`_run` sets them)."""
-    values = {name: getattr(config, name) for name in SWEEPABLE}
-    synthetic_data = config.dataset == "synthetic"
-    values.update(precision=config.policy,
-                  image_size=config.image_size or (synthetic.IMAGE_SIZE if synthetic_data
-                                                   else None),
-                  input_pipeline="none" if synthetic_data else config.input_pipeline,
-                  steps_per_execution=config.steps_per_execution or 1,
-                  xla_autotune=xla_autotune or "none")
-    return values
-
-
-def image_size_of(context) -> int | None:
-    """The side of the images the points train on, as far as it is known before any is
-    built (--image_size, synthetic data's, a dataset's own where its check knows it)."""
-    config = context.config
-    if config.image_size or config.dataset == "synthetic":
-        return config.image_size or synthetic.IMAGE_SIZE
-    shape = known_shape(config.dataset, context.spec)
-    return shape[1] if shape else None
-
-
-def measure(bench: Bench, settings: dict, name: str | None = None) -> dict:
-    """One point's row: its settings and steady-state figures, or why it has none;
-    its HParams session written (process 0).
+def run(context, campaign: Campaign) -> dict:
+    """Measures the campaign's points not measured before; returns its summary.
 
     Raises:
-        callbacks.stops.Preempted: SIGTERM or Ctrl-C, at a step boundary.
+        callbacks.stops.Preempted: SIGTERM or Ctrl-C; the finished points are kept.
+        RunDirError: a point's data is not what the others were measured on.
     """
-    name = name or point_name(settings)
-    row = {"point": name, "settings": dict(settings), "status": "ok"}
-    row["status"], figures = _run(bench, settings, row)
-    row.update(figures)
-    context = bench.context
-    if context.is_chief:
-        status = "completed" if row["status"] == "ok" else "failed"
-        hparams.write_record(
-            point_folder(context, name), _hparams_of(context, row), row, status,
-            started_at=context.started_at, columns=POINT_SETTINGS, metrics=POINT_FIGURES)
-    return row
+    run_dir, chief = context.run_dir, context.topology.is_chief
+    path = os.path.join(run_dir.path, campaign.file)
+    done, started_at = read_finished(run_dir.path, campaign) if run_dir.resuming else ({}, None)
+    head = {**campaign.head, "started_at": started_at or campaign.head["started_at"]}
+    names = campaign.names
+    if all(name in done for name in names):
+        print(f"{campaign.mode} is complete: {run_dir.path} holds its {campaign.file} (kept "
+              "as it is); pass --fresh to run it again", flush=True)
+        summary = campaign.summarize(head, done, "completed")
+        if chief:
+            campaign.closing(summary)
+        return summary
+    if done:
+        print(f"[{campaign.mode}] resuming: {len(done)} of {len(names)} {campaign.unit}s "
+              f"measured before ({'; '.join(n for n in names if n in done)})", flush=True)
+    bench = open_bench(context, campaign, earlier=done.values())
+
+    def write(rows, status):
+        summary = campaign.summarize(head, rows, status)
+        if chief:
+            campaign.write(summary)
+        return summary
+
+    rows = dict(done)
+    for name in names:
+        if name in rows:
+            continue
+        try:
+            PROCESS_STOP.raise_if_requested()
+            rows[name] = campaign.measure(bench, name, rows)
+        except Preempted as error:  # app/main.py adds the one command that resumes
+            write(rows, "preempted")
+            raise Preempted(None, None, error.signal_name, where=(
+                f"at {campaign.unit} {names.index(name) + 1} of {len(names)} ({name})"),
+                kept=(f"{len(rows)} of {len(names)} {campaign.unit}s done, kept in "
+                      f"{path}")) from None
+        write(rows, "running")  # each finished point is kept
+    summary = write(rows, "completed")
+    if chief:
+        campaign.closing(summary)
+    return summary
 
 
-def point_folder(context, name: str) -> str:
-    """<logdir>/points/<name>, made where missing (a point skipped before it was
-    profiled made none); never the run folder itself, which exists."""
-    folder = os.path.join(context.logdir, POINTS_FOLDER)
-    for path in (folder, os.path.join(folder, name)):
-        if not os.path.isdir(path):
-            os.mkdir(path)
-    return os.path.join(folder, name)
-
-
-def _run(bench, settings, row) -> tuple[str, dict]:
-    context = bench.context
-    topology, billing = context.topology, context.billing
-    try:
-        config = context.config.sweep_point(settings)
-    except ConfigError as error:
-        return f"skipped: {error}", {}
-    spe = config.steps_per_execution or 1
-    config = config.replace(steps_per_execution=spe)
-    choice = autotune.choose(config, None)
-    row.update(settings_of(config, choice))
-    steps = config.steps_per_epoch or DEFAULT_STEPS - DEFAULT_STEPS % spe
-    warmup_steps = max(2 * spe, config.throughput_warmup_steps)
-    image_size = row["image_size"]
-    try:
-        shape = topology.batch_shape(config.global_batch_size)
-    except TopologyError:
-        return f"skipped: not divisible by {topology.num_replicas} replicas", {}
-    try:
-        run_context.check_batch_fits(input_spec(config, shape))
-    except DataError as error:
-        return f"skipped: {error}", {}
-    row["per_device_batch_size"] = shape.per_replica
-    readers = bench.readers
-    energy = EnergyMeter(**readers, images_per_step=shape.per_process,
-                         warmup_steps=spe) if readers else None
-    label = ", ".join(f"{k.replace('_size', '').replace('_', ' ')} {v}"
-                      for k, v in settings.items())  # "global batch 8, precision float32"
-    callbacks = [c for c in (energy, StopOnRequest(PROCESS_STOP)) if c is not None]
-    profiled = _profiled(context, config, row["point"])
-    try:
-        with autotune.compiled_with(choice):
-            if config.dataset == "synthetic":
-                model, flops = bench.model(config, image_size, steps)
-                PROCESS_STOP.raise_if_requested()  # a stop asked for while it was built
-                meter, warmup_seconds = timed_synthetic_fit(
-                    model, config, topology, shape, steps, warmup_steps, callbacks,
-                    warmup_callbacks=[StopOnRequest(PROCESS_STOP)], profiled=profiled)
-            else:
-                meter, warmup_seconds, flops = _timed_on_dataset(
-                    bench, config, shape, steps, warmup_steps, callbacks, row, profiled)
-    except Preempted:
-        raise
-    except DataError as error:  # e.g. a dataset too large to hold on the device
-        print(f"[sweep] {label}: skipped: {error}", flush=True)
-        return f"skipped: {error}", {}
-    except Exception as error:  # noqa: BLE001 - one point's failure must not end the sweep
-        bench._model = bench._model_key = None  # what it holds may be half-made
-        if is_out_of_memory(error):
-            print(f"[sweep] {label}: does not fit in device memory", flush=True)
-            return "out of memory", {}
-        # e.g. XLA that cannot compile the step under these settings: recorded, and the
-        # sweep goes on (the error's first line is the row's status)
-        first = (str(error).strip().splitlines() or [""])[0][:300]
-        print(f"[sweep] {label}: failed: {type(error).__name__}: {first}", flush=True)
-        return f"failed: {type(error).__name__}: {first}", {}
-    rate = meter.images_per_sec
-    if rate is None:  # the meter leaves out the first execution: the warm-up
-        return (f"skipped: {steps} timed steps are one execution of {spe}; give "
-                f"--steps_per_epoch at least {2 * spe}"), {}
-    mfu = ModelFlopsUtilization(flops, topology.num_replicas,
-                                billing.peak_tflops_per_device).utilization(rate)
-    figures = {
-        "images_per_sec": round(rate, 2),
-        "images_per_sec_per_device": round(rate / topology.num_replicas, 2),
-        "mfu": float(f"{mfu:.6g}") if mfu is not None else None,
-        "train_flops_per_image": flops,
-        "model_tflops_per_sec": float(f"{flops * rate / 1e12:.6g}") if flops else None,
-        "peak_memory_gib": bench.peak(config.backend),
-        "power_watts": round(energy.power_watts, 1) if energy and energy.power_watts else None,
-        "joules_per_image": round(energy.joules_per_image, 4)
-        if energy and energy.joules_per_image else None,
-        "energy_method": energy.method if energy else None,
-        "usd_per_million_images": round(usd_per_million_images(
-            rate, billing.price_per_hour_usd), 4) if billing.price_per_hour_usd else None,
-        "timed_steps": steps, "warmup_steps": warmup_steps,
-        "compile_and_warmup_seconds": round(warmup_seconds, 2),
-        **{k: round(v, 3) for k, v in meter.step_time().items()},
-        "breakdown": profiled[1].breakdown if profiled[1] else None,
-    }
-    why = ("; " + step_breakdown.line(figures["breakdown"],
-                                      peak_tflops_per_device=billing.peak_tflops_per_device)
-           if figures["breakdown"] else "")
-    print(f"[sweep] {label}: {rate:,.1f} images/sec{why}", flush=True)
-    return "ok", figures
-
-
-def _profiled(context, config, name: str) -> tuple[int, Profiler | None]:
-    """(steps to trace after the timed ones, process 0's Profiler writing into the
-    point's folder <logdir>/points/<name>; None on the other processes)."""
-    spe = config.steps_per_execution
-    steps = spe * -(-PROFILED_STEPS // spe)
-    if not context.is_chief:
-        return steps, None
-    return steps, Profiler(point_folder(context, name), 1, steps, backend=config.backend,
-                           steps_per_epoch=steps)
-
-
-def _timed_on_dataset(bench, config, shape, steps, warmup_steps, callbacks, row, profiled):
-    """A point on the run's real dataset, read through the point's input pipeline
-    (built first: the model is built for its classes and image side). Returns
-    (Throughput callback, warm-up seconds, FLOPs per image); the row gets the image
-    side and the pipeline that fed it.
-
-    Raises:
-        DataError: the pipeline cannot serve the data (e.g. it does not fit its share of
-            device memory); whatever fit raises.
-    """
-    import gc
-
-    from preprocessing import streams
-
-    spec = dataclasses.replace(input_spec(config, shape), with_validation=False)
-    streams.check(spec)  # e.g. grain or TensorFlow not installed: one line
-    data = make_datasets(config.dataset, spec)
-    try:
-        row.update(image_size=data.image_size, input_pipeline=data.input_pipeline)
-        model, flops = bench.model(config, data.image_size, steps, data.num_classes)
-        PROCESS_STOP.raise_if_requested()  # a stop asked for while it was built
-        meter, warmup_seconds = timed_fit(
-            model, data.train, config, shape, steps, warmup_steps, callbacks,
-            warmup_callbacks=[StopOnRequest(PROCESS_STOP)], profiled=profiled)
-        return meter, warmup_seconds, flops
-    finally:
-        del data  # its worker processes or device arrays go before the next point's
-        gc.collect()
-
-
-def _hparams_of(context, row) -> dict:
-    """The point's HParams settings: the run's, with the point's own."""
-    topology, billing, config = context.topology, context.billing, context.config
-    return {"accelerator": config.accelerator, "backend": config.backend,
-            "device_kind": topology.device_kind, "num_replicas": topology.num_replicas,
-            "dataset": config.dataset, "machine": billing.machine,
-            "price_per_hour_usd": billing.price_per_hour_usd,
-            **{k: row.get(k, v) for k, v in settings_of(config, None).items()},
-            **row["settings"]}
-
-
-def _name_of(row: dict) -> str | None:
-    """A row's point name (rows of a batch sweep before --sweep had none)."""
-    if row.get("point"):
-        return row["point"]
-    if "global_batch_size" in row:
-        return point_name({"global_batch_size": row["global_batch_size"]})
-    return None
-
-
-def finished_rows(logdir: str, file: str, key: str) -> dict:
-    """{point name: row} of the points an earlier attempt finished, from `file`'s
-    list under `key` (sweep.json's "sweep", ladder.json's "ladder")."""
-    try:
-        rows = rundir.read_json(os.path.join(logdir, file))[key]
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    return {_name_of(r): r for r in rows
-            if isinstance(r, dict) and str(r.get("status", "")).startswith(FINAL)
-            and _name_of(r)}
-
-
-def open_bench(context, first_line: str) -> Bench:
-    """A sweep's or a ladder's Bench (this process's GPU energy readers, if any), once
-    its first line and the run's billing notes are printed."""
+def open_bench(context, campaign: Campaign, earlier=()) -> bench_module.Bench:
+    """The campaign's Bench (this process's GPU energy readers, if any), once its first
+    line and the run's billing notes are printed."""
     topology = context.topology
-    bench = Bench(context, gpu_energy_readers(context.config.accelerator,
-                                              topology.devices_per_process))
-    print(first_line, flush=True)
+    bench = bench_module.Bench(
+        context, gpu_energy_readers(context.config.accelerator, topology.devices_per_process),
+        prefix=f"[{campaign.mode}]", varying=campaign.varying, earlier=list(earlier))
+    print(campaign.first_line, flush=True)
     if context.billing.notes:
         print(run_context.billing_notes(context), flush=True)
     return bench
+
+
+# ------------------------------------------------------------ rows read back
+def read_finished(logdir: str, campaign: Campaign) -> tuple[dict, float | None]:
+    """({point name: checked row} of the points an earlier attempt finished, the
+    campaign's first start), from <logdir>/<mode>.json; rows that fail their checks,
+    or name no point of this campaign, are left to be measured again, with a warning."""
+    path = os.path.join(logdir, campaign.file)
+    try:
+        record = untrusted.read_json(path)
+    except FileNotFoundError:
+        return {}, None
+    except (OSError, untrusted.RecordError) as error:
+        _warn([f"{path} cannot be read ({error}); every {campaign.unit} is measured again"])
+        return {}, None
+    rows = record.get(campaign.mode) if isinstance(record, dict) else None
+    if not isinstance(rows, list):
+        _warn([f"{path} holds no list of {campaign.unit}s; every {campaign.unit} is "
+               "measured again"])
+        return {}, None
+    done, warnings = {}, []
+    for index, raw in enumerate(rows):
+        try:
+            row = checked_row(raw)
+        except untrusted.RecordError as error:
+            warnings.append(f"{path}: {campaign.unit} {index + 1}'s row {error}; it is "
+                            "measured again")
+            continue
+        if row["point"] in campaign.names and row["status"].startswith(FINAL):
+            done[row["point"]] = row
+    _warn(warnings)
+    try:
+        started_at = untrusted.field(record, "started_at", "number", low=0, high=4e9,
+                                     required=False)
+    except untrusted.RecordError:
+        started_at = None
+    return done, started_at
+
+
+def _warn(lines: list) -> None:
+    if len(lines) > MAX_WARNINGS:
+        lines = lines[:MAX_WARNINGS] + [f"and {len(lines) - MAX_WARNINGS} more such rows"]
+    for line in lines:
+        sys.stderr.write(f"warning: {line}\n")
+
+
+# (kind, low, high) of each field a row may hold, as untrusted.field takes them; a row
+# keeps these fields only.
+_RATE = ("number", 0, 1e12)
+ROW_FIELDS = {
+    **{name: ("text", None, None) for name in (
+        "precision", "input_pipeline", "xla_autotune", "model", "batchnorm_statistics",
+        "rung", "changes", "energy_method", "built_on")},
+    **{name: _RATE for name in ("images_per_sec", "images_per_sec_min", "images_per_sec_max",
+                                "images_per_sec_per_device", "usd_per_million_images")},
+    "mfu": ("number", 0, 1e3), "step_time_ms": ("number", 0, 1e9),
+    "step_time_stderr_ms": ("number", 0, 1e9), "step_time_jitter": ("number", 0, 1e6),
+    "peak_memory_gib": ("number", 0, 1e9), "power_watts": ("number", 0, 1e9),
+    "joules_per_image": ("number", 0, 1e9), "train_flops_per_image": ("number", 0, 1e21),
+    "model_tflops_per_sec": ("number", 0, 1e9),
+    "compile_and_warmup_seconds": ("number", 0, 1e8),
+    "gain_over_previous": ("number", 0, 1e6), "gain_over_first": ("number", 0, 1e6),
+    "global_batch_size": ("integer", 1, 1 << 40), "per_device_batch_size": ("integer", 1, 1 << 40),
+    "image_size": ("integer", 1, 1 << 20), "steps_per_execution": ("integer", 1, 1 << 20),
+    "timed_steps": ("integer", 1, 1 << 40), "warmup_steps": ("integer", 0, 1 << 40),
+    "repeats": ("integer", 1, 1000), "kept": ("bool", None, None),
+}
+WINDOW_FIELDS = {"images_per_sec": _RATE, "step_time_ms": ("number", 0, 1e9),
+                 "compile_and_warmup_seconds": ("number", 0, 1e8),
+                 "steps_per_call": ("integer", 1, 1 << 20)}
+TRIED_FIELDS = {"global_batch_size": ("integer", 1, 1 << 40), "status": ("text", None, None),
+                "images_per_sec": _RATE}
+
+
+def checked_row(raw) -> dict:
+    """A row read back, each field checked (ROW_FIELDS; its settings plain values; its
+    breakdown one the breakdown's line can say; its windows' and tried batches' fields);
+    fields not listed are left out. An "ok" row must hold its images/sec.
+
+    Raises:
+        untrusted.RecordError: one line naming the field, what it held and what is
+            accepted.
+    """
+    row = {"point": _text(_point_name(raw), "point"),
+           "status": _text(untrusted.field(raw, "status", "text"), "status")}
+    for name, (kind, low, high) in ROW_FIELDS.items():
+        value = untrusted.field(raw, name, kind, low=low, high=high,
+                                required=name == "images_per_sec" and row["status"] == "ok")
+        if name in raw:  # a null stays (a figure not measured), as it was written
+            row[name] = _text(value, name) if kind == "text" and value is not None else value
+    settings = untrusted.field(raw, "settings", "object", required=False, default={})
+    for key, value in settings.items():  # a ladder's next rung starts from these
+        if key not in SWEEPABLE or not isinstance(value, (str, int, float, bool)):
+            raise untrusted.RecordError(
+                f"'settings' holds {_text(key[:40], 'settings')!r}: {type(value).__name__}; "
+                f"accepted: {', '.join(SWEEPABLE)}, each text, a number or a bool")
+        if isinstance(value, str):
+            _text(value, f"settings.{key}")
+    row["settings"] = dict(settings)
+    for name, fields in (("windows", WINDOW_FIELDS), ("tried", TRIED_FIELDS)):
+        items = untrusted.field(raw, name, "list", required=False)
+        if items is not None:
+            row[name] = [_checked_item(item, fields, name) for item in items]
+    for name in ("breakdown", "largest_change", "data_fingerprint"):
+        value = untrusted.field(raw, name, "object", required=False)
+        if name in raw:
+            row[name] = value
+    if row.get("breakdown") is not None:
+        _check_breakdown(row["breakdown"])
+    change = row.get("largest_change")
+    if change is not None:
+        row["largest_change"] = {"kind": _text(untrusted.field(change, "kind", "text"), "kind"),
+                                 **{k: untrusted.field(change, k, "number", low=0, high=1e12)
+                                    for k in ("before_us", "after_us")}}
+    return row
+
+
+def _check_breakdown(found: dict) -> None:
+    """Refuses a breakdown holding what its line (callbacks/profiling/breakdown.py) or the
+    ladder's per-image change could not use: the step's ms, each kind's ms and share
+    (and rate, where given), the kinds' names one printable line each."""
+    untrusted.field(found, "step_ms", "number", low=0, high=1e9)
+    untrusted.field(found, "devices", "integer", low=1, high=1 << 24, required=False)
+    for kind, part in untrusted.field(found, "parts", "object").items():
+        _text(kind, "breakdown.parts")
+        untrusted.field(part, "ms", "number", low=0, high=1e9)
+        untrusted.field(part, "share", "number", low=0, high=1e3)
+        for rate in ("tflops_per_sec", "gb_per_sec"):
+            untrusted.field(part, rate, "number", low=0, high=1e12, required=False)
+
+
+def _checked_item(item, fields: dict, where: str) -> dict:
+    out = {name: untrusted.field(item, name, kind, low=low, high=high, required=False)
+           for name, (kind, low, high) in fields.items()}
+    if where == "windows":
+        series = untrusted.field(item, "step_ms", "list", required=False, default=[])
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and math.isfinite(v) and 0 <= v <= 1e9 for v in series):
+            raise untrusted.RecordError("'windows.step_ms' holds a value that is not a "
+                                        "step's milliseconds")
+        out["step_ms"] = list(series)
+    return out
+
+
+def _point_name(raw):
+    """A row's point name (rows of a batch sweep before --sweep had none)."""
+    if isinstance(raw, dict) and not raw.get("point") and "global_batch_size" in raw:
+        size = untrusted.field(raw, "global_batch_size", "integer", low=1, high=1 << 40)
+        return bench_module.point_name({"global_batch_size": size})
+    return untrusted.field(raw, "point", "text")
+
+
+def _text(value: str, name: str) -> str:
+    """`value`, refused if it holds what a line must not (a terminal's escape, a newline)
+    or is longer than MAX_TEXT."""
+    if len(value) > MAX_TEXT or not value.isprintable():
+        raise untrusted.RecordError(f"{name!r} holds text that is not one printable line "
+                                    f"of at most {MAX_TEXT} characters")
+    return value

@@ -5,14 +5,14 @@ global_batch_size alone). On a real dataset each point reads it through its inpu
 pipeline, so `--sweep=input_pipeline=device,grain` asks whether holding the data on
 the device matters for it; synthetic data (made on the device) has no pipeline to vary.
 
-One process measures every point (app/modes/points.py): the model built for the
+One process measures every point (app/modes/bench.py): the model built for the
 point's settings (reused while only the batch or pipeline changes), a warm-up fit that
 compiles, then `--steps_per_epoch` timed steps (default 100, a multiple of the point's
 steps per execution; auto is 1, as in the other modes) under the throughput, MFU and
-energy callbacks. A point that does
-not fit in device memory, or whose settings cannot run (a batch the replicas do not
-divide, a combination a plain run would refuse), is recorded as such and the sweep
-goes on. The batch axis runs ascending, so with it alone peak device memory (a
+energy callbacks; with --repeats=N, N such windows, each after a fresh compile, the
+point's figure their median and its spread their min-max. A point that does not fit
+in device memory, or whose settings cannot run (a batch the replicas do not divide, a
+combination a plain run would refuse), is recorded as such and the sweep goes on. The batch axis runs ascending, so with it alone peak device memory (a
 high-water mark, which only grows) is each size's own; a point where it did not
 rise has none.
 
@@ -25,8 +25,9 @@ point, so a sweep that is stopped keeps its finished points.
 
 SIGTERM or Ctrl-C stops the sweep at the next step boundary (exit 75): the point
 being measured is dropped, the finished ones are kept, and rerunning the same
-command measures only the points left. A rerun of a finished sweep says it is
-complete and prints its table again.
+command measures only the points left (app/modes/points.py, the campaign loop the
+ladder shares). A rerun of a finished sweep says it is complete and prints its table
+again.
 """
 
 from __future__ import annotations
@@ -36,13 +37,13 @@ import os
 import re
 import time
 
-from app.modes import points
+from app.modes import bench, points
 from app.run import context as run_context
 from app.run import rundir
 from app.run.summary import percent, shell_command
+from callbacks.figures import spread
 from callbacks.records import events
 from callbacks.records.dashboard import SWEEP_FIGURES
-from callbacks.stops import PROCESS_STOP, Preempted
 from flags.config import ConfigError
 
 SWEEP_FILE = "sweep.json"
@@ -69,13 +70,26 @@ def _axis_value(row: dict, axis: str) -> str:
         else str(asked)
 
 
+def _range(row: dict) -> str:
+    """The row's spread of images/sec, "95.1-101.3", or "-" where it has none."""
+    low, high = row.get("images_per_sec_min"), row.get("images_per_sec_max")
+    return f"{low:,.1f}-{high:,.1f}" if None not in (low, high) else "-"
+
+
 def format_table(rows: list[dict], axes=("global_batch_size",)) -> str:
-    """The points as a table: the other axes' values, then global batch, per device
-    and the figures."""
+    """The points as a table: the other axes' values, then global batch, per device,
+    images/sec (the median window's, with the windows' min-max where repeated; per
+    device too where there are several) and the other figures."""
     others = [a for a in axes if a != "global_batch_size"]
     widths = {a: max([len(a)] + [len(_axis_value(r, a)) for r in rows]) for a in others}
+    repeated = any(r.get("images_per_sec_min") is not None for r in rows)
+    spreads = max([len(spread.SPREAD)] + [len(_range(r)) for r in rows])
+    several = any((r.get("images_per_sec_per_device") or 0) != (r.get("images_per_sec") or 0)
+                  for r in rows)
     header = (" ".join(f"{a:>{widths[a]}}" for a in others) + (" " if others else "") +
-              f"{'global batch':>12} {'per device':>10} {'images/sec':>11} {'per device':>11} "
+              f"{'global batch':>12} {'per device':>10} {'images/sec':>11} " +
+              (f"{spread.SPREAD:>{spreads}} " if repeated else "") +
+              (f"{'img/s/device':>12} " if several else "") +
               f"{'MFU':>6} {'step ms':>8} {'+-':>5} {'peak GiB':>8} {'J/image':>8}  status")
     lines = [header, "-" * len(header)]
     for r in rows:
@@ -85,8 +99,9 @@ def format_table(rows: list[dict], axes=("global_batch_size",)) -> str:
             (" " if others else "") +
             f"{str(values.get('global_batch_size', '-')):>12} "
             f"{_cell(r, 'per_device_batch_size', '>10')} "
-            f"{_cell(r, 'images_per_sec', '>11,.1f')} "
-            f"{_cell(r, 'images_per_sec_per_device', '>11,.1f')} "
+            f"{_cell(r, 'images_per_sec', '>11,.1f')} " +
+            (f"{_range(r):>{spreads}} " if repeated else "") +
+            (f"{_cell(r, 'images_per_sec_per_device', '>12,.1f')} " if several else "") +
             f"{percent(r['mfu']) if r.get('mfu') is not None else '-':>6} "
             f"{_cell(r, 'step_time_ms', '>8.2f')} {_cell(r, 'step_time_stderr_ms', '>5.2f')} "
             f"{_cell(r, 'peak_memory_gib', '>8.2f')} {_cell(r, 'joules_per_image', '>8.3f')}"
@@ -122,97 +137,77 @@ def run(context) -> dict:
     config, topology, billing = context.config, context.topology, context.billing
     run_dir = context.run_dir
     axes = config.sweep_axes
-    plan = {points.point_name(settings): settings for settings in grid(axes)}
-    done = points.finished_rows(run_dir.path, SWEEP_FILE, "sweep") if run_dir.resuming else {}
-    started_at = context.started_at
-    if done:
-        started_at = rundir.read_json(os.path.join(run_dir.path, SWEEP_FILE)).get(
-            "started_at", started_at)
+    plan = {bench.point_name(settings): settings for settings in grid(axes)}
     run_context.create_folder(context)
     context = run_context.with_steps_per_execution(context, config.steps_per_execution or 1)
     config = context.config
-    summary = {
+    names = [name for name, _ in axes]
+    head = {
         "mode": "sweep", **topology.describe(), "model": config.model,
-        "dataset": config.dataset, "image_size": points.image_size_of(context),
+        "dataset": config.dataset, "image_size": bench.image_size_of(context),
         "precision": config.policy, "steps_per_execution": config.steps_per_execution,
         "axes": {name: list(values) for name, values in axes},
-        "timed_steps_per_point": config.steps_per_epoch or points.DEFAULT_STEPS,
+        "timed_steps_per_point": config.steps_per_epoch or bench.DEFAULT_STEPS,
+        "repeats": config.repeats, "spread": spread.SPREAD,
         "peak_tflops_per_device": billing.peak_tflops_per_device,
         "machine": billing.machine, "price_per_hour_usd": billing.price_per_hour_usd,
-        "started_at": started_at, "logdir": run_dir.path,
+        "started_at": context.started_at, "logdir": run_dir.path,
     }
-    names = [name for name, _ in axes]
-    if all(name in done for name in plan):
-        print(f"sweep is complete: {run_dir.path} holds its {SWEEP_FILE} (kept as it is); "
-              "pass --fresh to run it again", flush=True)
-        summary = rundir.read_json(os.path.join(run_dir.path, SWEEP_FILE))
-        if topology.is_chief:
-            print(format_table(summary["sweep"], names))
-            _print_closing(summary, run_dir.path)
-        return summary
-    if done:
-        print(f"[sweep] resuming: {len(done)} of {len(plan)} points measured before "
-              f"({'; '.join(name for name in plan if name in done)})", flush=True)
-    bench = points.open_bench(
-        context, f"[sweep] {config.model} on {topology.num_replicas} x {topology.device_kind} "
-        f"({config.backend}, {config.policy}): {len(plan)} point(s) over {', '.join(names)}, "
-        f"each {summary['timed_steps_per_point']} timed steps after a warm-up")
-
-    rows = {name: done[name] for name in plan if name in done}
-    for name, settings in plan.items():
-        if name in rows:
-            continue
-        try:
-            PROCESS_STOP.raise_if_requested()
-            rows[name] = points.measure(bench, settings, name)
-        except Preempted as error:  # app/main.py adds the one command that resumes
-            _finish(summary, rows, plan, context, "preempted")
-            raise Preempted(None, None, error.signal_name, where=(
-                f"at point {len(rows) + 1} of {len(plan)} ({name})"), kept=(
-                f"{len(rows)} of {len(plan)} points done, kept in "
-                f"{os.path.join(run_dir.path, SWEEP_FILE)}")) from None
-        _finish(summary, rows, plan, context, "running")  # each finished point is kept
-    summary = _finish(summary, rows, plan, context, "completed")
-    if topology.is_chief:
-        print(format_table(summary["sweep"], names))
-        _print_closing(summary, run_dir.path)
-    return summary
+    windows = (f"{config.repeats} timed windows of {head['timed_steps_per_point']} steps, "
+               "each after a fresh compile" if config.repeats > 1 else
+               f"{head['timed_steps_per_point']} timed steps after a warm-up")
+    campaign = points.Campaign(
+        mode="sweep", unit="point", names=list(plan), head=head,
+        measure=lambda bench_, name, rows: bench.measure(bench_, plan[name], name),
+        summarize=lambda head_, rows, status: _summarize(head_, rows, plan, status),
+        write=lambda summary: _write_outputs(run_dir.path, summary, summary["sweep"]),
+        closing=lambda summary: _print_closing(summary, run_dir.path),
+        first_line=(f"[sweep] {config.model} on {topology.num_replicas} x "
+                    f"{topology.device_kind} ({config.backend}, {config.policy}): "
+                    f"{len(plan)} point(s) over {', '.join(names)}, each {windows}"),
+        varying=tuple(names))
+    return points.run(context, campaign)
 
 
-def _finish(summary, rows, plan, context, status) -> dict:
-    """The summary with the rows so far, written by process 0 (sweep.json,
-    summary.json, the charts, TensorBoard)."""
-    ordered = [rows[name] for name in plan if name in rows]
+def _summarize(head, rows, plan, status) -> dict:
+    """The summary with the rows so far, in the plan's order (a point's settings are its
+    name's in the plan, whatever a row read back says)."""
+    ordered = [{**rows[name], "settings": plan[name]} for name in plan if name in rows]
     measured = [r for r in ordered if r.get("images_per_sec")]
-    summary = {**summary, "status": status, "sweep": ordered,
+    summary = {**head, "status": status, "sweep": ordered,
                "points_left": [name for name in plan if name not in rows],
                "best": max(measured, key=lambda r: r["images_per_sec"]) if measured else None,
-               "largest_batch_that_fits": max((r["global_batch_size"] for r in measured),
-                                              default=None),
-               "wall_seconds": round(time.time() - summary["started_at"], 2)}
+               "largest_batch_that_fits": max((r["global_batch_size"] for r in measured
+                                               if r.get("global_batch_size")), default=None),
+               "wall_seconds": round(time.time() - head["started_at"], 2)}
     if list(summary["axes"]) == ["global_batch_size"]:  # the batch sweep's own key
         summary["sizes_left"] = [settings["global_batch_size"]
                                  for name, settings in plan.items() if name not in rows]
-    if context.topology.is_chief:
-        _write_outputs(context.run_dir.path, summary, ordered)
     return summary
 
 
 def _print_closing(summary, logdir) -> None:
+    print(format_table(summary["sweep"], list(summary["axes"])))
     charts = ", ".join(f"sweep-{axis}.png" for axis in summary.get("axes", {}))
+    repeats = summary.get("repeats") or 1
+    if repeats > 1:
+        print(f"images/sec: each point's median of {repeats} timed windows (each after a "
+              f"fresh compile); {spread.SPREAD}: the lowest and highest window")
     print(f"sweep: {os.path.join(logdir, SWEEP_FILE)} and sweep.png ({charts}); each "
-          f"point an HParams session under {points.POINTS_FOLDER}/\n"
+          f"point an HParams session under {bench.POINTS_FOLDER}/\n"
           f"view:  {shell_command('-m', 'tensorboard.main', '--logdir', logdir)}", flush=True)
 
 
 def axis_series(rows: list[dict], best: dict | None, axis: str) -> list[tuple]:
-    """[(value of `axis`, images/sec)] of the points whose other settings are the best
-    point's (an axis's chart holds the others at their best values)."""
+    """[(value of `axis`, images/sec, lowest, highest window)] of the points whose other
+    settings are the best point's (an axis's chart holds the others at their best)."""
     if not best:
         return []
     held = {k: v for k, v in best["settings"].items() if k != axis}
-    return [(r["settings"][axis], r.get("images_per_sec")) for r in rows
-            if "settings" in r and all(r["settings"].get(k) == v for k, v in held.items())]
+    return [(r["settings"][axis], r.get("images_per_sec"), r.get("images_per_sec_min"),
+             r.get("images_per_sec_max")) for r in rows
+            if axis in r.get("settings", {})
+            and all(r["settings"].get(k) == v for k, v in held.items())]
 
 
 def _write_outputs(logdir, summary, rows):
@@ -221,6 +216,8 @@ def _write_outputs(logdir, summary, rows):
     rundir.write_json_atomic(os.path.join(logdir, SWEEP_FILE), summary)
     rundir.write_json_atomic(os.path.join(logdir, rundir.SUMMARY_FILE), summary)
     label = f"{summary['num_replicas']} x {summary['device_kind']} ({summary['backend']})"
+    note = (f"error bars: {spread.SPREAD} of {summary['repeats']} timed windows, each after "
+            "a fresh compile" if (summary.get("repeats") or 1) > 1 else "")
     for index, axis in enumerate(summary["axes"]):
         series = axis_series(rows, summary["best"], axis)
         held = ", ".join(f"{k}={v}" for k, v in (summary["best"] or {}).get(
@@ -230,13 +227,14 @@ def _write_outputs(logdir, summary, rows):
         paths = [os.path.join(logdir, f"sweep-{axis}.png")]
         paths += [os.path.join(logdir, "sweep.png")] if index == 0 else []
         for path in paths:
-            if all(isinstance(x, (int, float)) for x, _ in series):
+            if all(isinstance(x, (int, float)) for x, *_ in series):
                 plots.line_chart({label: series}, path, log2_x=axis == "global_batch_size",
                                  title=title, xlabel=axis.replace("_", " "),
-                                 ylabel="images/sec", zero_y=True)
+                                 ylabel="images/sec", zero_y=True, note=note)
             else:
-                plots.bar_chart({"images/sec": {str(x): (y, None) for x, y in series}}, path,
-                                title=title, ylabel="images/sec")
+                plots.bar_chart({"images/sec": {str(x): (y, (low, high))
+                                                for x, y, low, high in series}}, path,
+                                title=title, ylabel="images/sec", note=note)
     if list(summary["axes"]) != ["global_batch_size"]:
         return  # several axes: the HParams sessions compare the points
     folder = os.path.join(logdir, "sweep")
@@ -244,7 +242,7 @@ def _write_outputs(logdir, summary, rows):
     writer = events.EventWriter(folder)  # every point once: a new file, the older ones go
     for row in rows:
         for key, figure in SWEEP_FIGURES.items():
-            if row.get(key) is not None:
+            if row.get(key) is not None and row.get("global_batch_size"):
                 writer.scalar(figure.tag(), row[key], row["global_batch_size"],
                               description=figure.text)
     writer.close()

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from callbacks.figures.spread import SPREAD
+
 TRAIN, VALIDATION = "train", "validation"
 
 
@@ -183,6 +185,9 @@ SETTINGS = {
     "steps_per_execution": "--steps_per_execution: training steps per host call.",
     "machine": "The price catalog row billed (--machine).",
     "price_per_hour_usd": "Dollars per hour for everything the run uses.",
+    "status": "How it ended: completed (a point: ok); preempted (stopped by SIGTERM or "
+              "Ctrl-C: the same command resumes it); failed, diverged; a point's reason "
+              "(out of memory, skipped: ...); running while it trains.",
 }
 
 # The run's figures the HParams dashboard sets against the settings: summary.json's,
@@ -208,7 +213,7 @@ HPARAM_FIGURES = {
                                "usd_per_million_images)."),
 }
 
-# A sweep's points and the ladder's rungs (app/modes/points.py): each an HParams
+# A sweep's points and the ladder's rungs (app/modes/bench.py): each an HParams
 # session of its own, under <logdir>/points/<name>, with these settings too and its
 # steady-state figures as columns.
 POINT_SETTINGS = {
@@ -220,7 +225,13 @@ POINT_SETTINGS = {
 }
 POINT_FIGURES = {
     "images_per_sec": ("images/sec", "images/second", "Steady-state training images per "
-                       "second over all devices, over the point's timed steps."),
+                       "second over all devices, over the point's timed steps (measured "
+                       "--repeats=N times: the median window's)."),
+    "images_per_sec_min": ("images/sec min", "images/second", "The lowest of the point's "
+                           "timed windows (--repeats=N, each after a fresh compile): with "
+                           f"the max, their {SPREAD} spread."),
+    "images_per_sec_max": ("images/sec max", "images/second", "The highest of the point's "
+                           "timed windows (--repeats=N, each after a fresh compile)."),
     "mfu": ("MFU", "fraction of peak (1 = 100%)", "Model FLOPs utilization at the point's "
             "steady-state rate."),
     "usd_per_million_images": ("$ per million images", "US dollars per million images",

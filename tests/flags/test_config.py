@@ -196,3 +196,24 @@ def test_auto_steps_per_execution_divides_the_epoch_where_the_data_is_on_the_dev
     assert chosen == expected and steps % chosen == 0
     profiled = dataclasses.replace(config, profile_steps="3,5")
     assert steps_per_execution(profiled, pipeline, steps) == (given or 1)  # a trace: each step
+
+
+def test_repeats_belong_to_the_benchmark_modes_and_leave_old_run_folders_as_they_were():
+    """--repeats=N is a benchmark's (a sweep point, a ladder rung, --benchmark=input):
+    a training run refuses it in one line. At its default it changes neither a run
+    folder's name nor its resume: a config.json written before the flag existed lacks
+    it and still matches."""
+    with pytest.raises(ConfigError, match=r"^--repeats=3 repeats a benchmark's timed window; "
+                                          r"accepted with --sweep"):
+        Config(repeats=3)
+    for mode in ({"sweep_batch_sizes": (8,)}, {"benchmark": "ladder"},
+                 {"benchmark": "input", "dataset": "digits"}):
+        Config(**{"dataset": "synthetic", **mode}, repeats=3)
+    assert Config(dataset="synthetic", sweep_batch_sizes=(8,)).sweep_point({}).repeats == 1
+    plain = Config()
+    before_the_flag = {k: v for k, v in plain.to_dict().items() if k != "repeats"}
+    assert plain.differences(before_the_flag) == []
+    assert plain.logdir.endswith("-ed284d72")  # README's command 1 folder, as before
+    sweep = Config(dataset="synthetic", sweep_batch_sizes=(8,))
+    assert sweep.replace(repeats=3).fingerprint != sweep.fingerprint  # not resumed as one
+    assert sweep.replace(repeats=3).differences(sweep.to_dict()) == ["repeats"]
