@@ -396,8 +396,13 @@ print(' '.join(('-' if on else '') + name for name, (on, _) in CUTS.items()))") 
       done
       grep -h "^kernels: " "$R/$twin.log" "$R/$twin".run*.log 2>/dev/null | cut -c1-120
       case " $PROFILE " in *" $twin "*)  # a profiled run dispatches synchronously: not timed
+        # with the first run's kernels: its breakdown is set against that run's step, and an
+        # autotune of its own can choose others (call 4: ConvNeXt-T's profiled run took
+        # 79.4 ms on the device a step where the run it was set against stepped in 57.2)
+        kept=(); [ -f "/tmp/bench/$twin/kernels/autotune.textproto" ] \
+          && kept=(--kernels_from="/tmp/bench/$twin")
         app "$twin.profiled" 1 150 -- $SYN --steps_per_epoch=40 --profile_steps=30,32 \
-          --model="$model"
+          --model="$model" ${kept[@]+"${kept[@]}"}
         grep -E "^breakdown" "$R/$twin.profiled.log"
         # the GPU's busy time a step read apart from the breakdown, for its idle's check
         trace=$(find "/tmp/bench/$twin.profiled/plugins/profile" -name '*.xplane.pb' \
