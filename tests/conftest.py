@@ -33,6 +33,12 @@ SESSION_DIR = os.environ["TEST_SESSION_DIR"]
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(SESSION_DIR, "jax-cache"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
+# A sweep point or ladder rung traces 3 steps after its timed ones and reads the trace
+# (app/modes/bench.py): on this CPU about a third of a small point's time. The suite's
+# points skip it, but in the tests of what the trace gives (tests/test_ladder.py's "why",
+# tests/test_benchmark_points.py's breakdown written once), which ask for the default.
+os.environ.setdefault("BENCH_POINT_TRACE_STEPS", "0")
+
 import pytest  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -146,11 +146,12 @@ def test_a_sigkill_after_a_point_printed_writes_nothing_twice_and_edited_rows_ar
     again, no traceback."""
     logdir = tmp_path / "killed"
     args = [*COMMON, "--sweep_batch_sizes=4,8", "--steps_per_epoch=4", f"--logdir={logdir}"]
-    killed = run(args, env={"PYTHONPATH": NO_TF, "BENCH_KILL_AT": "point_printed:1"})
+    traced = {"PYTHONPATH": NO_TF, "BENCH_POINT_TRACE_STEPS": "3"}  # the app's default
+    killed = run(args, env={**traced, "BENCH_KILL_AT": "point_printed:1"})
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert "[sweep] global batch 4: " in killed.stdout
     assert breakdown_points(logdir / "points" / "global_batch_size=4")  # written, unkept
-    done = run(args, env={"PYTHONPATH": NO_TF})
+    done = run(args, env=traced)
     assert done.returncode == 0, done.stderr[-3000:]
     for size in (4, 8):
         found = breakdown_points(logdir / "points" / f"global_batch_size={size}")

@@ -95,7 +95,8 @@ def test_the_ladder_on_cpu_yields_its_rungs_in_order_with_gains_from_their_figur
     args = ["--backend=jax", "--model=small_resnet", "--dataset=synthetic", "--image_size=8",
             "--benchmark=ladder", "--global_batch_size=4", "--steps_per_epoch=32",
             f"--logdir={logdir}"]
-    done = run(args, env={"PYTHONPATH": NO_TF})  # the JAX path imports no TensorFlow
+    # The JAX path imports no TensorFlow; each rung's steps traced, as the app's default.
+    done = run(args, env={"PYTHONPATH": NO_TF, "BENCH_POINT_TRACE_STEPS": "3"})
     assert done.returncode == 0, done.stderr[-3000:]
     result = strict_json(logdir / "ladder.json")
     assert strict_json(logdir / "summary.json") == result

@@ -55,8 +55,10 @@ DEFAULT_STEPS = 100
 # After its timed steps, each point traces this many more (rounded up to whole host
 # calls) and splits them by kind of work (callbacks/profiling/breakdown.py): the row's
 # breakdown, what the ladder's "why" lines compare. Not timed: a profiled JAX fit
-# dispatches synchronously.
-PROFILED_STEPS = 3
+# dispatches synchronously. BENCH_POINT_TRACE_STEPS=0 traces none (rows without a
+# breakdown): on a CPU tracing a point and reading its trace is about a third of a
+# small point's time, which the test suite's points that test something else skip.
+PROFILED_STEPS = int(os.environ.get("BENCH_POINT_TRACE_STEPS", 3))
 POINTS_FOLDER = "points"
 # Settings that shape the model or its compiled step: a point that changes none of
 # them (only the batch) trains the model the point before it built.
@@ -346,6 +348,8 @@ def _run(bench, settings, row, progress) -> tuple[str, dict]:
 def _profiled(context, config, name: str) -> tuple[int, Profiler | None]:
     """(steps to trace after the timed ones, process 0's Profiler writing into the
     point's folder <logdir>/points/<name>; None on the other processes)."""
+    if PROFILED_STEPS <= 0:
+        return 0, None
     spe = config.steps_per_execution
     steps = spe * -(-PROFILED_STEPS // spe)
     if not context.is_chief:
