@@ -39,12 +39,12 @@ if __name__ == "__main__":  # `python app/report.py`: the packages live one leve
 
 from app import report_page  # noqa: E402
 from app.run import differences  # noqa: E402
-from callbacks.profiling import difference  # noqa: E402
 from callbacks.figures import spread  # noqa: E402
-from callbacks.figures.money import usd_per_million_images  # noqa: E402
+from callbacks.figures.bill import PRICINGS, usd_per_million_images  # noqa: E402
+from callbacks.profiling import difference  # noqa: E402
 from callbacks.records import untrusted  # noqa: E402
 from callbacks.records.durable import dumps, strict  # noqa: E402
-from flags.config import PRICINGS, ConfigError  # noqa: E402
+from flags.config import ConfigError  # noqa: E402
 
 MODEL_NAMES = {"small_resnet": "small ResNet", "resnet18": "ResNet-18",
                "resnet34": "ResNet-34", "resnet50": "ResNet-50"}

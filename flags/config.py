@@ -16,6 +16,7 @@ import math
 import os
 import re
 
+from callbacks.figures.bill import PRICINGS  # --pricing's choices: the Bill's
 from flags.ranges import check_ranges
 from preprocessing.augment import PRESETS
 
@@ -27,7 +28,6 @@ DATASET_PREFIXES = ("tfds:", "folder:")
 BACKENDS = ("tensorflow", "jax")
 ACCELERATORS = ("cpu", "gpu", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
-PRICINGS = ("on_demand", "spot", "one_year", "three_year")
 LR_SCHEDULES = ("cosine", "step")
 BATCHNORM_STATISTICS = ("per_replica", "global")
 PREPROCESSINGS = ("auto",) + PRESETS

@@ -283,6 +283,77 @@ def test_the_batch_check_sees_each_old_re_derivation():
     assert _batch_arithmetic(home) and not _batch_arithmetic(_without_batch_shape(home))
 
 
+# ---- the bill has one owner: callbacks/figures/bill.py -----------------------------------
+BILL_HOME = "callbacks.figures.bill"
+# A billed figure (billed seconds, hours, dollars) or a ledger attempt's end in any
+# arithmetic: the Bill's to do.
+BILLED = re.compile(r"\bbilled(_seconds|_hours|_usd)?\b|billed_seconds|billed_hours|last_seen")
+# Dollars: a time (hours, seconds, 3,600) multiplied or divided by a price or an amount.
+TIME = re.compile(r"hours|seconds|\b3600")
+MONEY = re.compile(r"price|usd|dollars|\bcost")
+
+
+def _bill_arithmetic(tree) -> list[str]:
+    """Where `tree` computes billed seconds or dollars, or writes dollars ("$" before a
+    formatted amount), which only the Bill's module may do."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp):
+            sides = [ast.unparse(node.left), ast.unparse(node.right)]
+            if any(BILLED.search(side) for side in sides):
+                found.append(f"line {node.lineno}: billed arithmetic: {ast.unparse(node)}")
+            elif isinstance(node.op, (ast.Mult, ast.Div)) and any(
+                    TIME.search(a) and MONEY.search(b) for a, b in (sides, sides[::-1])):
+                found.append(f"line {node.lineno}: dollars: {ast.unparse(node)}")
+        elif isinstance(node, ast.JoinedStr):
+            for text, value in zip(node.values, node.values[1:]):
+                if (isinstance(text, ast.Constant) and str(text.value).endswith("$")
+                        and isinstance(value, ast.FormattedValue)
+                        and (value.format_spec or MONEY.search(ast.unparse(value.value)))):
+                    found.append(f"line {node.lineno}: dollars written: {ast.unparse(node)}")
+    return found
+
+
+def test_only_the_bill_computes_billed_seconds_and_dollars():
+    """Billed seconds were computed in four places (the cost callback, the checkpoint, the
+    summary, the ledger), dollars for hours in four, dollars written in three ways
+    (issue 50): each a place for the bill to disagree with itself. The Bill
+    (callbacks/figures/bill.py) computes them; the rest call it."""
+    found = []
+    for module, path in _modules().items():
+        if module != BILL_HOME:
+            found += [f"{module} {hit}" for hit in _bill_arithmetic(ast.parse(open(path).read()))]
+    assert not found, "the bill computed outside callbacks/figures/bill.py:\n" + "\n".join(found)
+
+
+# What the callbacks, the summary, the ledger and the decision did before the Bill.
+BILL_BEFORE = [
+    "billed = plan.billed_seconds_before + ended_at - context.started_at",
+    'state = {"billed_seconds": self.billed_seconds_before + time.time() - self.started_at}',
+    'x = sum(max(0.0, a["last_seen"] - a["started_at"]) for a in attempts)',
+    "hours = billed_seconds(self.start_time, self.billed_seconds_before) / 3600.0",
+    "cost = billed_seconds / 3600.0 * price_per_hour_usd",
+    'cell = money(t["hours"] * price)',
+    'option = {"dollars": option_hours * price}',
+    "return {p: billed_hours * price for p, price in by_option.items()}",
+    'line = f"cost: ${value:,.4f}"',
+    "line = f\"at ${summary['price_per_hour_usd']}/h\"",
+]
+NOT_THE_BILL = [
+    "share = interruptions_per_hour * resume_hours",
+    'duration = (b["hours"] - a["hours"]) * 3600',
+    'line = f"${variable}={text!r}"',
+    "by_option = {p: row.price_per_hour_usd(p) * machines for p in row.pricings()}",
+]
+
+
+def test_the_bill_check_sees_each_old_computation():
+    for line in BILL_BEFORE:
+        assert _bill_arithmetic(ast.parse(line)), line
+    for line in NOT_THE_BILL:
+        assert not _bill_arithmetic(ast.parse(line)), line
+
+
 # ------------------------------------------------------- each module's tests by name
 # tests/ mirrors the packages: a module's tests are tests/**/test_<module>.py, or
 # test_<package>_<module>.py where the bare name is another module's (tests/gpu/
@@ -311,7 +382,6 @@ COVERED_ELSEWHERE = {
                              "callbacks.records.metrics_file"),
     # what the callbacks and the report share: their arithmetic, through its users
     "tests/callbacks/test_accuracy.py": ("callbacks.figures.targets",),
-    "tests/app/engine/test_prices.py": ("callbacks.figures.money",),
     "tests/callbacks/test_throughput.py": ("callbacks.figures.window",),
     # flags at the door: parsed, ranged, helped
     "tests/test_flag_door.py": ("flags.parse", "flags.ranges"),

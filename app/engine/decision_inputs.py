@@ -21,10 +21,10 @@ import math
 import os
 import statistics
 
+from callbacks.figures.bill import PRICINGS
 from callbacks.records import untrusted
 from callbacks.records.metrics_file import read_metrics
 
-PRICINGS = ("on_demand", "spot", "one_year", "three_year")
 _TEXT = ("text", None, None)
 FIELDS = {  # (kind, low, high) as untrusted.field takes them; required ones below
     "model": _TEXT, "dataset": _TEXT, "precision": _TEXT, "backend": _TEXT,

@@ -34,12 +34,12 @@ from app.engine.data import steps_for, steps_per_execution
 from app.engine.recipe import make_compiled_model, recipe_facts
 from app.run import context as run_context
 from app.run import rundir
-from app.run.summary import PRICING_WORDS, percent, shell_command
+from app.run.summary import percent, shell_command
 from callbacks.energy import EnergyMeter, gpu_energy_readers
-from callbacks.profiling import breakdown as step_breakdown
-from callbacks.figures.money import cost_usd
+from callbacks.figures.bill import PRICING_WORDS, usd, usd_per_hour
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.profiler import Profiler
+from callbacks.profiling import breakdown as step_breakdown
 from callbacks.stop_on_request import StopOnRequest
 from callbacks.stops import PROCESS_STOP
 
@@ -196,7 +196,7 @@ def _summary(context, data, epoch_steps, flops, meter, energy, profiler, timing,
     rate = meter.images_per_sec
     mfu = ModelFlopsUtilization(flops, topology.num_replicas,
                                 billing.peak_tflops_per_device).utilization(rate) if rate else None
-    billed = time.time() - context.started_at
+    bill, at = billing.bill(context.started_at), time.time()  # the probe's own bill
     return {
         "mode": "probe", **topology.describe(), "model": config.model,
         "dataset": config.dataset, "num_classes": data.num_classes,
@@ -221,9 +221,8 @@ def _summary(context, data, epoch_steps, flops, meter, energy, profiler, timing,
         "price_per_hour_usd": billing.price_per_hour_usd, "price_source": billing.source,
         "price_per_hour_usd_by_pricing": dict(billing.price_per_hour_by_option),
         "price_notes": list(billing.notes),
-        "billed_seconds": round(billed, 2),
-        "cost_usd": round(cost_usd(billed, billing.price_per_hour_usd), 6)
-        if billing.price_per_hour_usd is not None else None,
+        "billed_seconds": round(bill.seconds(at), 2),
+        "cost_usd": round(bill.cost_usd(at), 6) if bill.price_per_hour_usd is not None else None,
         "status": "completed", "started_at": context.started_at,
         "logdir": context.logdir, "command": shell_command(*sys.argv),
     }
@@ -246,8 +245,8 @@ def closing_lines(summary: dict) -> str:
     lines.append("machine: " + _state_line(summary.get("machine_state") or {}))
     prices = summary.get("price_per_hour_usd_by_pricing") or {}
     if prices:
-        sold = ", ".join(f"${v:,.4g}/h {PRICING_WORDS.get(k, k)}" for k, v in prices.items())
-        lines.append(f"price: {summary['machine']}: {sold}; this probe ${summary['cost_usd']:,.4f}"
+        sold = ", ".join(f"{usd_per_hour(v)} {PRICING_WORDS.get(k, k)}" for k, v in prices.items())
+        lines.append(f"price: {summary['machine']}: {sold}; this probe {usd(summary['cost_usd'])}"
                      if summary.get("cost_usd") is not None else f"price: {sold}")
     else:
         lines.append("price: unknown (no catalog row prices this device: pass --machine or "
