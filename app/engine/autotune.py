@@ -142,6 +142,9 @@ def set_kernel_flags(config, logdir: str) -> dict:
         flags = f"{flags} --{LOAD_FLAG}={done['loaded_from']}".strip()
     if config.keep_kernels and DUMP_FLAG not in flags:
         done["kept_to"] = os.path.join(os.path.abspath(logdir), kernels.KEPT_FILE)
+        # XLA writes the file but makes no folder: without this, the first compile on a
+        # GPU failed in a NOT_FOUND traceback (seen on an H100, 2026-12-06)
+        os.makedirs(os.path.dirname(done["kept_to"]), exist_ok=True)
         flags = f"{flags} --{DUMP_FLAG}={done['kept_to']}".strip()
         os.environ["JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"] = "none"
         if "jax" in sys.modules:  # (read when JAX starts; set it there too)

@@ -127,7 +127,8 @@ def check_billing_early(config) -> None:
     if kind is not None:
         resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
                         config.peak_tflops_per_device, kind,
-                        max(config.num_devices, 1) * config.num_processes, warn=False)
+                        max(config.num_devices, 1) * config.num_processes, warn=False,
+                        catalog_path=config.price_catalog)
 
 
 def billing_notes(context) -> str:

@@ -28,7 +28,8 @@ import math
 
 def reconcile(result: dict, timed_step_ms: float | None) -> dict:
     """The breakdown `result` (breakdown.breakdown's, or one reconciled before) of the
-    timed step; `result` itself where there is no timed step (None, 0, not finite).
+    timed step; `result` itself where there is no timed step (None, 0, not finite) or
+    no part was traced (a timed step alone would read as all idle).
 
     Returns:
         A new dict: `step_ms` the timed step, `traced_step_ms` the traced one,
@@ -38,7 +39,8 @@ def reconcile(result: dict, timed_step_ms: float | None) -> dict:
         step (of the busy time where that is longer).
     """
     if not isinstance(timed_step_ms, (int, float)) or not math.isfinite(timed_step_ms) \
-            or timed_step_ms <= 0 or not isinstance(result, dict):
+            or timed_step_ms <= 0 or not isinstance(result, dict) \
+            or not result.get("parts"):
         return result
     traced = result.get("traced_step_ms", result.get("step_ms"))
     parts = {kind: part for kind, part in (result.get("parts") or {}).items()

@@ -127,6 +127,9 @@ def test_kernels_loaded_and_kept_reach_xla_flags_and_a_users_own_stands(tmp_path
         f"--xla_gpu_load_autotune_results_from={os.path.abspath(dumped)}",
         f"--xla_gpu_dump_autotune_results_to={kept}"]
     assert os.environ["JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"] == "none"
+    # XLA writes the file into a folder it does not make (a GPU run's first compile
+    # failed NOT_FOUND without it): the folder is there before JAX starts
+    assert os.path.isdir(os.path.dirname(kept))
     monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_load_autotune_results_from=/mine.pb")
     assert autotune.set_kernel_flags(config, "run")["loaded_from"] is None  # theirs stands
     assert os.environ["XLA_FLAGS"].startswith("--xla_gpu_load_autotune_results_from=/mine.pb ")

@@ -150,6 +150,26 @@ def test_a_kind_without_a_rate_says_why():
     assert breakdown._counted(spans, windows, 1) == {"gflop": 0.0, "ops_without_flops": 3}
 
 
+def test_an_op_run_as_several_kernels_counts_its_work_once_a_step_and_all_their_time():
+    """A cuBLASLt matrix product of 2 GFLOP runs as a GEMM kernel (0-80 us) and its
+    epilogue (80-100 us), each a span naming the op; it runs once in each of two traced
+    steps: 2 GFLOP a step (not 4), over its 100 us a step, 20 TFLOP/s. On an H100 each
+    kernel counted the work again: ViT-B/16's matrix products read 1,513 TFLOP/s, 153%
+    of the peak, and the step's count 2.1x the MFU count (2026-12-06)."""
+    gemm = breakdown.Op("custom-call", flops=2e9, bytes=1e6)
+    windows = [(0.0, 1000.0), (1000.0, 2000.0)]
+    spans = [(start + offset, start + offset + length, "matrix products", gemm)
+             for start in (0.0, 1000.0) for offset, length in ((0.0, 80.0), (80.0, 20.0))]
+    work = breakdown._work(spans, windows)["matrix products"]
+    assert work["flops"] == 4e9 and work["us"] == work["flops_us"] == 200.0
+    assert breakdown._rates("matrix products", work, 2, 200.0) == {
+        "gflop": 2.0, "tflops_per_sec": 20.0}
+    assert breakdown._counted(spans, windows, 2) == {"gflop": 2.0, "ops_without_flops": 0}
+    # TensorFlow's ops all stand as one TF_OP: each launch is still an op without FLOPs
+    tf_spans = [(10.0 * i, 10.0 * i + 5, "convolutions", breakdown.TF_OP) for i in range(3)]
+    assert breakdown._counted(tf_spans, windows[:1], 1)["ops_without_flops"] == 3
+
+
 def test_a_kinds_rate_is_that_of_its_ops_whose_work_is_known_where_they_hold_most_of_it():
     """Elementwise work of 950 us in ops of known bytes (9.5 MB) and 50 us in a memset no
     HLO op names, in a kind of 1,000 us: 9.5 MB over 950 us, 10 GB/s, 95% of its time

@@ -79,7 +79,8 @@ def test_a_kind_has_a_rate_only_where_all_its_work_is_known():
     known = breakdown.Op("dot", flops=3e9, bytes=1e6)
     unknown = breakdown.Op("custom-call", "__cublas$gemm", flops=None, bytes=1e6)
     windows = [(0.0, 1000.0)]
-    for second, rate in ((known, 6e9 / 1e-3 / 1e12), (unknown, None)):
+    other = breakdown.Op("dot", flops=3e9, bytes=1e6)  # a second op: its work counts too
+    for second, rate in ((other, 6e9 / 1e-3 / 1e12), (unknown, None)):
         spans = [(0.0, 400.0, "matrix products", known), (400.0, 900.0, "matrix products",
                                                            second)]
         totals, _ = breakdown._share(spans, windows)

@@ -66,3 +66,10 @@ def test_without_a_timed_step_the_breakdown_is_the_traced_one(step):
 def test_reconciling_again_starts_from_the_traced_step():
     once = timed.reconcile(TRACED, 50.0)
     assert timed.reconcile(once, 57.1) == timed.reconcile(TRACED, 57.1)
+
+
+def test_a_breakdown_without_parts_is_not_made_all_idle_by_a_timed_step():
+    """Found by the report's hostile-values test: a trace of 0 ms with no kind of work,
+    set against a 5 ms timed step, read '100% idle' and made a finding of it."""
+    empty = {"step_ms": 0.0, "parts": {}}
+    assert timed.reconcile(empty, 5.0) is empty
