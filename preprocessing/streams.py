@@ -45,8 +45,8 @@ def choose(spec: InputSpec, preset: str, jpeg_files: bool = False) -> str:
     `auto` is tf.data on TensorFlow. On JAX it is gpu where the gpu pipeline serves
     best: GPUs, JPEG files (`jpeg_files`: records are paths of .jpg/.jpeg files), the
     standard preset, nvImageCodec installed; else grain. Measured on one H200 with 16
-    cores, ResNet-50 at batch 256, in one call (benchmarks/results/2026-12-01-h200-
-    nvjpeg.json): synthetic data 7,418 img/s, gpu 6,813 (its first epoch 6,404), grain
+    cores, ResNet-50 at batch 256, in one call (2026-12-01-h200-nvjpeg.json at 35cc76c):
+    synthetic data 7,418 img/s, gpu 6,813 (its first epoch 6,404), grain
     6,042 in its second epoch and 394 in its first (the workers starting). (On a
     32-core host grain kept up with one H200: 2026-11-30-h200-real-data.json.)
     """
