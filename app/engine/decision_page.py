@@ -26,7 +26,7 @@ def _hours(value) -> str:
 
 
 def _md(text) -> str:
-    """`text` as plain text in Markdown (as app/report_page.md_text): one printable line,
+    """`text` as plain text in Markdown (as app/report/page.py's md_text): one printable line,
     no HTML, no emphasis, links, code, math or cell breaks."""
     text = "".join(c if c.isprintable() else " " for c in " ".join(str(text).split()))
     return re.sub(r"([\\`*_\[\]|#$~!{}])", r"\\\1", html.escape(text, quote=False))

@@ -1,5 +1,5 @@
 """The report's words and page: the findings in sentences, the tables, and the HTML
-and Markdown that hold them (the content comes from app/report.py's `build`).
+and Markdown that hold them (the content comes from app/report/content.py's `build`).
 
 Labels, names and any text read from a run folder are someone else's: in the HTML
 every piece of text is escaped (html.escape); in the Markdown the report's own words
