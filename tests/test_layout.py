@@ -390,6 +390,7 @@ COVERED_ELSEWHERE = {
     "tests/callbacks/test_throughput.py": ("callbacks.figures.window",),
     # flags at the door: parsed, ranged, helped
     "tests/test_flag_door.py": ("flags.parse", "flags.ranges"),
+    "tests/flags/test_config.py": ("flags.checks", "flags.choices"),
     "tests/test_help_and_errors.py": ("flags.definitions",),
     # the input pipelines' shared parts, through the pipelines
     "tests/preprocessing/host/test_host_images.py": ("preprocessing.augment",),
