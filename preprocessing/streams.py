@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import sys
 
 from preprocessing.spec import DataError, Datasets, InputSpec, Pixels
 
@@ -386,22 +385,3 @@ def _data_sharding(spec, size):
     shape = (spec.batch.global_size, size, size, 3)
     return distribution.get_data_layout(shape).backend_layout
 
-
-# ---- does a split hold an image that decodes? (asked before training, in one line)
-# The input streams skip corrupt images, so over a split where none decodes the first
-# batch would never come. Decoding is the tf.data pipeline's own where TensorFlow is
-# loaded already, otherwise the host decoder grain uses, so that the JAX path never
-# imports TensorFlow. The split's files are decoded in order until one works.
-
-def decodes(path: str) -> bool:
-    """Whether the file at `path` can be read and decoded as the pipeline decodes it."""
-    if "tensorflow" in sys.modules:
-        from preprocessing.tfdata.images import decodes_file
-    else:
-        from preprocessing.host.images import decodes_file
-    return decodes_file(path)
-
-
-def first_decodable(paths) -> str | None:
-    """The first of `paths` that decodes, or None."""
-    return next((path for path in paths if decodes(path)), None)
