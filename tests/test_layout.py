@@ -6,9 +6,10 @@ Layers, top to bottom (a module may import its own layer and the ones below):
 Modes are peers: no mode imports another mode. Imports inside functions count too.
 
 Inside preprocessing/, the same rule, floor by floor (PREPROCESSING_RANK): the
-contract (spec, augment) <- gpu/native <- the pipeline wings (tfdata, host, gpu)
-and feed <- streams <- datasets. Only gpu/ imports gpu/native, the one place that
-calls C libraries; the top level holds the contract's few files and nothing else.
+contract (spec, augment) <- the native floors (gpu/native, host/native) <- the
+pipeline wings (tfdata, host, gpu) and feed <- streams <- datasets. Only gpu/ imports
+gpu/native and only host/ host/native, the two places that call C libraries; the top
+level holds the contract's few files and nothing else.
 
 The batch's shares (per process, per device) are divided out once, by BatchShape
 (preprocessing/spec.py, made by app/engine/distribute.py's topology): no other module
@@ -28,7 +29,8 @@ RANK = {"app.main": 5, "app.report": 5, "app.modes": 4, "app.run": 3, "app.engin
 
 PREPROCESSING_RANK = {"preprocessing": 0, "preprocessing.spec": 0, "preprocessing.augment": 0,
                       "preprocessing.files": 0,
-                      "preprocessing.gpu.native": 1, "preprocessing.tfdata": 2,
+                      "preprocessing.gpu.native": 1, "preprocessing.host.native": 1,
+                      "preprocessing.tfdata": 2,
                       "preprocessing.host": 2, "preprocessing.gpu": 2, "preprocessing.device": 2,
                       "preprocessing.feed": 2, "preprocessing.streams": 3,
                       "preprocessing.datasets": 4}
@@ -89,9 +91,11 @@ def _graph():
 # (sweep and ladder), and the package itself (it holds nothing).
 MODES_SHARED = ("app.modes", "app.modes.train_callbacks", "app.modes.points",
                 "app.modes.bench")
-# ctypes outside the GPU wing's native floor: one libc call, prctl(PR_SET_PDEATHSIG), so
-# that the host pipeline's decoding workers die with the run (Python has no prctl).
-CTYPES_ALSO = ("preprocessing.host._children",)
+# The floors that call C (ctypes), each imported by its own wing only: the GPU wing's
+# (CUDA, nvJPEG, nvImageCodec, memory) and the host wing's (prctl's parent-death
+# signal, so that the host pipeline's decoding workers die with the run).
+NATIVE_FLOORS = {"preprocessing.gpu.native": "preprocessing.gpu",
+                 "preprocessing.host.native": "preprocessing.host"}
 
 
 def test_every_import_points_downward():
@@ -143,24 +147,24 @@ def test_preprocessing_imports_point_down_its_floors():
     assert not upward, "imports against preprocessing's floors:\n" + "\n".join(sorted(upward))
 
 
-def test_only_the_gpu_wing_imports_its_native_floor():
+def test_only_each_wing_imports_its_native_floor():
     found = [f"{module} -> {target}" for module, targets in _graph().items()
-             for target in targets if target.startswith("preprocessing.gpu.native")
-             and not module.startswith("preprocessing.gpu")]
+             for target in targets for floor, wing in NATIVE_FLOORS.items()
+             if target.startswith(floor) and not module.startswith(wing)]
     assert not found, "\n".join(sorted(found))
 
 
-def test_ctypes_is_called_only_from_gpu_native():
+def test_ctypes_is_called_only_from_the_native_floors():
     found = []
     for module, path in _modules().items():
         tree = ast.parse(open(path).read(), path)
         names = {alias.name for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
                  for alias in node.names} | {node.module for node in ast.walk(tree)
                                              if isinstance(node, ast.ImportFrom) and node.module}
-        if any(n == "ctypes" or n.startswith("ctypes.") for n in names) and not module.startswith(
-                "preprocessing.gpu.native") and module not in CTYPES_ALSO:
+        if any(n == "ctypes" or n.startswith("ctypes.") for n in names) and not any(
+                module.startswith(floor) for floor in NATIVE_FLOORS):
             found.append(module)
-    assert not found, "ctypes outside preprocessing/gpu/native: " + ", ".join(sorted(found))
+    assert not found, "ctypes outside the native floors: " + ", ".join(sorted(found))
 
 
 def test_preprocessing_top_level_holds_only_the_contract():
