@@ -2,31 +2,28 @@
 
 Top-1 is measured once per epoch, on the validation set. A target is "reached"
 at the end of the first epoch whose top-1 is at least the target; the hours and
-dollars reported are those billed by then. Hours never depend on a price: this
-callback keeps its own billing clock, and publishes `billed_hours` when no cost
-callback did (with a price, the cost callback runs first and its `billed_hours`
-is the one `cost_usd` was computed from). Dollars are read from `cost_usd`, absent
-without a price. Where the previous epoch was measured below the target, a linear
+dollars reported are those billed by then, as the bill's meter (callbacks/cost.py,
+before this callback) published them into the epoch's logs at one instant:
+`billed_hours` always, `cost_usd` where there is a price (absent without one). Where
+the previous epoch was measured below the target, a linear
 interpolation within the epoch is given as well, clearly labelled as such: it
 assumes top-1 rose steadily during that epoch.
 """
 
 from __future__ import annotations
 
-import time
-
 import keras
 
-from callbacks.figures.money import billed_seconds
 from callbacks.figures.targets import targets_reached
 
 
 class TopOneTargets(keras.callbacks.Callback):
     """Tracks top-1 per epoch and the first time each target was reached.
 
-    Publishes into epoch `logs`: `best_val_top1`, `billed_hours` where no cost
-    callback put it there, and, when targets were given, `targets_reached` (a count;
-    without targets it would be a flat 0 everywhere). Public attributes: `history`
+    Reads `billed_hours` and `cost_usd` from the epoch's logs (the bill's meter puts
+    them there). Publishes into epoch `logs`: `best_val_top1`, and, when targets were
+    given, `targets_reached` (a count; without targets it would be a flat 0
+    everywhere). Public attributes: `history`
     (one dict per epoch: epoch, top1, top5, hours, cost_usd), `best_top1`, and
     `targets()` (a list of dicts: target_top1, reached, epoch, hours, cost_usd,
     interpolated).
@@ -35,12 +32,9 @@ class TopOneTargets(keras.callbacks.Callback):
         targets: top-1 values in (0, 1] to watch for.
         monitor: the epoch-log key holding top-1.
         history: the `history` of earlier attempts (resume), or None.
-        start_time: `time.time()` when billing started (the process start).
-        billed_seconds_before: seconds billed by earlier attempts (resume).
     """
 
-    def __init__(self, targets=(), monitor: str = "val_top1", history=None,
-                 start_time: float | None = None, billed_seconds_before: float = 0.0):
+    def __init__(self, targets=(), monitor: str = "val_top1", history=None):
         super().__init__()
         for target in targets:
             if not 0 < target <= 1:
@@ -48,8 +42,6 @@ class TopOneTargets(keras.callbacks.Callback):
         self.target_values = tuple(sorted(targets))
         self.monitor = monitor
         self.history = list(history or [])
-        self.start_time = time.time() if start_time is None else start_time
-        self.billed_seconds_before = billed_seconds_before
 
     @property
     def best_top1(self):
@@ -59,9 +51,6 @@ class TopOneTargets(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         logs = logs if logs is not None else {}
         top1 = logs.get(self.monitor)
-        if logs.get("billed_hours") is None:  # no price, so no cost callback
-            logs["billed_hours"] = billed_seconds(self.start_time,
-                                                  self.billed_seconds_before) / 3600.0
         self.history = [h for h in self.history if h["epoch"] < epoch + 1]  # resume-safe
         self.history.append({
             "epoch": epoch + 1,

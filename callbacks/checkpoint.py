@@ -40,6 +40,7 @@ import weakref
 import keras
 import numpy as np
 
+from callbacks.figures.bill import Bill
 from callbacks.figures.steps import steps_before
 from callbacks.records import durable, faults
 from callbacks.records.checkpoint_files import (  # noqa: F401 (latest_checkpoint, load_latest: re-exported)
@@ -61,8 +62,8 @@ class Checkpoint(keras.callbacks.Callback):
         logdir: the run folder; checkpoints go to logdir/checkpoints/.
         steps_per_epoch: training steps of a full epoch.
         every_steps: also save every N global steps; 0 = epoch ends only.
-        started_at: `time.time()` when billing started (this attempt).
-        billed_seconds_before: seconds billed by earlier attempts.
+        bill: the run's Bill (callbacks/figures/bill.py): each checkpoint saves its
+            seconds so far (default: a bill started now, without earlier attempts).
         images_before: training images of earlier attempts.
         global_batch_size: images per step.
         extra_state: fn(global step) -> dict of JSON values saved with each
@@ -82,8 +83,8 @@ class Checkpoint(keras.callbacks.Callback):
     async_safe = True
 
     def __init__(self, logdir: str, steps_per_epoch: int, every_steps: int = 0,
-                 started_at: float | None = None, billed_seconds_before: float = 0.0,
-                 images_before: int = 0, global_batch_size: int = 1, extra_state=None,
+                 bill: Bill | None = None, images_before: int = 0,
+                 global_batch_size: int = 1, extra_state=None,
                  resume_step: int = 0, keep: int = 2, save_on_sigterm: bool = True,
                  write: bool = True, stop_request: StopRequest | None = None,
                  data_facts: dict | None = None):
@@ -98,8 +99,7 @@ class Checkpoint(keras.callbacks.Callback):
         self.directory = os.path.join(logdir, CHECKPOINT_DIR)
         self.steps_per_epoch = steps_per_epoch
         self.every_steps = every_steps
-        self.started_at = time.time() if started_at is None else started_at
-        self.billed_seconds_before = billed_seconds_before
+        self.bill = bill or Bill(time.time())
         self.images_before = images_before
         self.global_batch_size = global_batch_size
         self.extra_state = extra_state or (lambda step: {})
@@ -229,8 +229,8 @@ class Checkpoint(keras.callbacks.Callback):
         state = {
             "epoch": epoch, "step_in_epoch": step - epoch * self.steps_per_epoch,
             "global_step": step, "images_seen": images,
-            "billed_seconds": self.billed_seconds_before + time.time() - self.started_at,
-            "saved_at": time.time(), "data": self.data_facts, **self.extra_state(step),
+            **self.bill.state(), "saved_at": time.time(), "data": self.data_facts,
+            **self.extra_state(step),
         }
         final = os.path.join(self.directory, f"ckpt-{step:010d}")
         try:

@@ -1,9 +1,12 @@
-"""Cloud cost: a running dollar meter, like the bill the run will get.
+"""The bill's meter: billed hours and the running cloud cost, like the bill the run
+will get.
 
 Billing starts when the run starts (importing, compiling, input stalls and
 evaluation are all billed, as a cloud bills them) and counts the time billed by
-earlier attempts of a resumed run. Figures are computed from wall-clock time and
-the price, never from throughput alone.
+earlier attempts of a resumed run: the run's `Bill` (callbacks/figures/bill.py)
+holds that clock and the prices. Figures are computed from wall-clock time and
+the price, never from throughput alone. Hours are billed with or without a price;
+dollars only where there is one.
 """
 
 from __future__ import annotations
@@ -12,10 +15,9 @@ import time
 
 import keras
 
-from callbacks.figures.money import (
-    billed_seconds,
+from callbacks.figures.bill import (
+    Bill,
     billed_usd_per_million_images,
-    cost_usd,
     projected_cost_usd,
 )
 
@@ -23,17 +25,16 @@ from callbacks.figures.money import (
 class CloudCost(keras.callbacks.Callback):
     """Charges wall-clock time at a price per hour and projects the whole run.
 
-    Publishes into epoch `logs`: `cost_usd` (so far), `billed_hours`,
-    `usd_per_epoch` (the last epoch), `projected_cost_usd` (the whole run at the
-    last epoch's pace), `billed_usd_per_million_images` (billed dollars per
-    million training images so far; not `usd_per_million_images`, which is price
-    over steady-state rate: see callbacks/figures/money.py); into batch logs a running `cost_usd`. Public
-    attributes hold the same figures.
+    Publishes into epoch `logs`: `billed_hours` (always: the targets and metrics.jsonl
+    read it), and where the bill has a price `cost_usd` (so far), `usd_per_epoch` (the
+    last epoch), `projected_cost_usd` (the whole run at the last epoch's pace),
+    `billed_usd_per_million_images` (billed dollars per million training images so
+    far; not `usd_per_million_images`, which is price over steady-state rate: see
+    callbacks/figures/bill.py); into batch logs a running `cost_usd`. Each epoch's
+    figures are read at one instant. Public attributes hold the same figures.
 
     Args:
-        price_per_hour_usd: dollars per wall-clock hour for all machines of the run.
-        start_time: `time.time()` when billing started (the process start).
-        billed_seconds_before: seconds billed by earlier attempts (resume).
+        bill: the run's Bill (its clock, earlier attempts' seconds, its price).
         images_before: training images processed by earlier attempts.
         global_batch_size: images per training step.
         total_epochs: epochs the run will train, for the projection.
@@ -41,18 +42,12 @@ class CloudCost(keras.callbacks.Callback):
 
     async_safe = True
 
-    def __init__(self, price_per_hour_usd: float, start_time: float | None = None,
-                 billed_seconds_before: float = 0.0, images_before: int = 0,
-                 global_batch_size: int = 1, total_epochs: int = 1):
+    def __init__(self, bill: Bill, images_before: int = 0, global_batch_size: int = 1,
+                 total_epochs: int = 1):
         super().__init__()
-        if price_per_hour_usd is None or price_per_hour_usd < 0:
-            raise ValueError(f"price_per_hour_usd must be >= 0, received {price_per_hour_usd}")
-        if billed_seconds_before < 0:
-            raise ValueError(f"billed_seconds_before must be >= 0, "
-                             f"received {billed_seconds_before}")
-        self.price_per_hour_usd = float(price_per_hour_usd)
-        self.start_time = time.time() if start_time is None else start_time
-        self.billed_seconds_before = billed_seconds_before
+        if not isinstance(bill, Bill):
+            raise ValueError(f"bill must be a Bill, received {bill!r}")
+        self.bill = bill
         self.images = images_before
         self.global_batch_size = global_batch_size
         self.total_epochs = total_epochs
@@ -61,32 +56,28 @@ class CloudCost(keras.callbacks.Callback):
         self.projected_cost_usd = None
         self._epoch_start_cost = None
 
-    def billed_seconds(self) -> float:
-        """Seconds billed so far, earlier attempts included."""
-        return billed_seconds(self.start_time, self.billed_seconds_before)
-
-    def current_cost_usd(self) -> float:
-        return cost_usd(self.billed_seconds(), self.price_per_hour_usd)
-
     def on_epoch_begin(self, epoch, logs=None):
-        self._epoch_start_cost = self.current_cost_usd()
+        self._epoch_start_cost = self.bill.cost_usd()
 
     def on_train_batch_end(self, batch, logs=None):
-        if logs is not None:
-            logs["cost_usd"] = self.current_cost_usd()
+        if logs is not None and self.bill.price_per_hour_usd is not None:
+            logs["cost_usd"] = self.bill.cost_usd()
 
     def on_epoch_end(self, epoch, logs=None):
         steps = (self.params or {}).get("steps") or 0
         self.images += steps * self.global_batch_size
-        billed = self.billed_seconds()
-        self.cost_usd = cost_usd(billed, self.price_per_hour_usd)
+        at = time.time()  # hours and dollars at one instant
+        if logs is not None:
+            logs["billed_hours"] = self.bill.hours(at)
+        self.cost_usd = self.bill.cost_usd(at)
+        if self.cost_usd is None:
+            return
         epoch_cost = self.usd_per_epoch = self.cost_usd - (self._epoch_start_cost or 0.0)
         self.projected_cost_usd = projected_cost_usd(self.cost_usd, epoch_cost,
                                                      self.total_epochs - epoch - 1)
         if logs is None:
             return
         logs["cost_usd"] = self.cost_usd
-        logs["billed_hours"] = billed / 3600.0
         logs["usd_per_epoch"] = epoch_cost
         logs["projected_cost_usd"] = self.projected_cost_usd
         if self.images:

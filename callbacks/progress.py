@@ -23,12 +23,10 @@ import time
 
 import keras
 
+from callbacks.figures.bill import usd
+
 BAR_WIDTH = 20
 REDRAW_SECONDS = 0.2
-
-
-def _money(value: float) -> str:
-    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
 
 
 def duration(seconds: float) -> str:
@@ -49,7 +47,7 @@ def figures(logs: dict) -> str:
     if rate is not None:
         shown.append(f"{float(rate):,.0f} images/sec")
     if logs.get("cost_usd") is not None:
-        shown.append(_money(float(logs["cost_usd"])))
+        shown.append(usd(float(logs["cost_usd"])))
     return " - ".join(shown)
 
 

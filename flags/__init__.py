@@ -1,4 +1,5 @@
-"""Flags and the frozen config built from them (see definitions.py and config.py).
+"""Flags and the frozen config built from them: definitions.py defines them, config.py
+builds the config, choices.py holds what each accepts and checks.py refuses the rest.
 
 This package is named `flags`, like absl's module: import absl's as
 `from absl import flags as absl_flags`, never `import flags` expecting absl.

@@ -1,7 +1,8 @@
 """The run's frozen configuration: built once from the flags, validated, then read-only.
 
 Everything that can be checked without touching a device or a file is checked in
-`Config.__post_init__`, so a mistake ends the run before anything starts. Derived
+`Config.__post_init__` (flags/checks.py's `validate`, against flags/choices.py's
+choices), so a mistake ends the run before anything starts. Derived
 values (learning rate for the batch, the precision that `auto` means, default
 paths) are computed here too, so the rest of the app never re-derives them.
 """
@@ -9,121 +10,40 @@ paths) are computed here too, so the rest of the app never re-derives them.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
-import math
 import os
 import re
 
-from flags.ranges import check_ranges
-from preprocessing.augment import PRESETS
-
-MODELS = ("small_resnet", "resnet18", "resnet34", "resnet50",
-          "vit_ti16", "vit_s16", "vit_b16", "vit_l16")  # app/engine/models/
-OPTIMIZERS = ("auto", "sgd", "adamw")
-NAMED_DATASETS = ("digits", "fashion_mnist", "synthetic", "imagenet2012")
-DATASET_PREFIXES = ("tfds:", "folder:")
-BACKENDS = ("tensorflow", "jax")
-ACCELERATORS = ("cpu", "gpu", "tpu")
-PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
-PRICINGS = ("on_demand", "spot", "one_year", "three_year")
-LR_SCHEDULES = ("cosine", "step")
-BATCHNORM_STATISTICS = ("per_replica", "global")
-PREPROCESSINGS = ("auto",) + PRESETS
-VERBOSITIES = ("auto", "0", "1", "2")
-BENCHMARKS = ("none", "input", "ladder", "probe")
-INPUT_PIPELINES = ("auto", "tf.data", "grain", "gpu", "device")
-XLA_AUTOTUNES = ("auto", "full", "heuristic")  # app/engine/autotune.py
-
-# --sweep's axes: settings that change how fast or how cheaply the same job runs
-# (app/modes/sweep.py measures each point on --dataset, real or synthetic, in one
-# process); input_pipeline on a real dataset only (synthetic data has none).
-SWEEPABLE = ("precision", "global_batch_size", "steps_per_execution", "xla_autotune",
-             "image_size", "model", "batchnorm_statistics", "input_pipeline")
-# Why a known flag is not an axis (the first group that names it); the rest: NOT_AN_AXIS.
-NOT_SWEEPABLE = {
-    ("dataset", "data_dir", "manual_dir", "download", "epochs", "steps_per_epoch",
-     "validation_steps", "seed", "target_top1", "logdir", "fresh", "sweep",
-     "sweep_batch_sizes", "benchmark", "optimizer", "base_learning_rate", "lr_schedule",
-     "warmup_epochs", "momentum", "weight_decay", "label_smoothing", "gradient_clip_norm",
-     "preprocessing"): "changes what the job is (its data, length, recipe or outcome), "
-                       "not how fast it runs",
-    ("accelerator", "backend", "num_devices", "tpu", "num_processes", "process_id",
-     "coordinator_address", "coordinator_timeout_seconds", "kernels_from", "keep_kernels"):
-        "is fixed for the whole process (one backend, one set of devices); run one sweep "
-        "per value",
-}
-NOT_AN_AXIS = "changes neither speed nor cost of the measured steps"
-
-# Fields that may change between the attempts of one run (resume) without
-# changing what is being measured. Everything else must match the saved config.
-RESUMABLE_FIELDS = frozenset({
-    "fresh", "verbose", "profile_steps", "log_every_steps", "coordinator_address",
-    "process_id", "coordinator_timeout_seconds", "logdir", "data_dir", "manual_dir",
-    "download", "checkpoint_every_steps", "tpu",
-    # The catalog file, as its contents, may change between attempts (prices are
-    # updated); the run is billed at the price each attempt reads, as it always was.
-    "price_catalog",
-})
-# Fields added after run folders were written, each at its default: a config.json that
-# lacks one matches it, and it leaves the folder's name (`fingerprint`) as it was, so
-# a folder made before the field existed resumes (and is found) as before.
-LATER_FIELDS = {"repeats": 1, "kernels_from": "", "keep_kernels": False}
-
-
-# The recipe of each optimizer: what an unset --base_learning_rate, --weight_decay,
-# --warmup_epochs and --gradient_clip_norm mean (None in Config until resolved).
-RECIPES = {
-    # Goyal et al. 2017 (linear scaling, warm-up), tuned on digits; ImageNet's
-    # 0.1 and 5 warm-up epochs are in configs/imagenet_resnet50.flags.
-    "sgd": {"base_learning_rate": 0.4, "weight_decay": 5e-4, "warmup_epochs": 1.0,
-            "gradient_clip_norm": 0.0},
-    # DeiT (Touvron et al. 2021): 5e-4 per 512 images, decay 0.05, 5 warm-up epochs;
-    # the global norm clipped at 1, as in ViT's own recipe (Dosovitskiy et al. 2021).
-    "adamw": {"base_learning_rate": 2.5e-4, "weight_decay": 0.05, "warmup_epochs": 5.0,
-              "gradient_clip_norm": 1.0},
-}
-# --optimizer=auto: the ResNets' SGD; AdamW for the ViTs and every model not ours.
-LEARNING_RATE_BATCH = 256  # --base_learning_rate is the peak rate at this global batch
-FAMILY_OPTIMIZER = {"resnet": "sgd", "vit": "adamw"}
-VIT_PATCH = 16
-
-
-def model_kind(name: str) -> str | None:
-    """What a --model value is by its form: resnet, vit (built in), applications
-    (applications:NAME), python (FILE.py:FUNCTION), saved (FILE.keras); None if none."""
-    if name in MODELS:
-        return "vit" if name.startswith("vit_") else "resnet"
-    if re.fullmatch(r"applications:[A-Za-z]\w*", name):
-        return "applications"
-    if re.fullmatch(r".+\.py:[A-Za-z_]\w*", name):
-        return "python"
-    return "saved" if re.fullmatch(r".+\.keras", name) else None
-
-
-def batch_scale(global_batch_size: int) -> float:
-    """What a learning rate for 256 images is multiplied by at this global batch:
-    linearly from 256 up, by the square root below (Config.learning_rate says why)."""
-    ratio = global_batch_size / LEARNING_RATE_BATCH
-    return ratio if ratio >= 1 else math.sqrt(ratio)
-
-
-class ConfigError(ValueError):
-    """A user mistake in the flags; its message is one line fit to print as is."""
-
-
-def _check(condition, message):
-    if not condition:
-        raise ConfigError(message)
-
-
-def did_you_mean(value: str, choices) -> str:
-    """"; did you mean X?" naming the choices a mistyped `value` is closest to, or ""."""
-    choices = list(choices)
-    close = [c for c in choices if value and value.lower() in c.lower()]
-    close = close or difflib.get_close_matches(value, choices, n=2, cutoff=0.7)
-    return f"; did you mean {' or '.join(close[:2])}?" if close else ""
+from flags.checks import ConfigError, check, did_you_mean, validate
+from flags.choices import (  # noqa: F401 (the choices, read as flags.config's too)
+    ACCELERATORS,
+    BACKENDS,
+    BATCHNORM_STATISTICS,
+    BENCHMARKS,
+    DATASET_PREFIXES,
+    FAMILY_OPTIMIZER,
+    INPUT_PIPELINES,
+    LATER_FIELDS,
+    LEARNING_RATE_BATCH,
+    LR_SCHEDULES,
+    MODELS,
+    NAMED_DATASETS,
+    NOT_AN_AXIS,
+    NOT_SWEEPABLE,
+    OPTIMIZERS,
+    PRECISIONS,
+    PREPROCESSINGS,
+    PRICINGS,
+    RECIPES,
+    RESUMABLE_FIELDS,
+    SWEEPABLE,
+    VERBOSITIES,
+    VIT_PATCH,
+    XLA_AUTOTUNES,
+    batch_scale,
+    model_kind,
+)
 
 
 def parse_axis(text: str) -> tuple:
@@ -136,14 +56,14 @@ def parse_axis(text: str) -> tuple:
     name = name.strip().lstrip("-")
     fields = {f.name: f.default for f in dataclasses.fields(Config)}
     accepted = f"accepted: {', '.join(SWEEPABLE)}"
-    _check(name in fields, f"--sweep={text}: --{name} is not a flag; {accepted}"
-                           f"{did_you_mean(name, SWEEPABLE)}")
+    check(name in fields, f"--sweep={text}: --{name} is not a flag; {accepted}"
+                          f"{did_you_mean(name, SWEEPABLE)}")
     reason = next((why for names, why in NOT_SWEEPABLE.items() if name in names),
                   None if name in SWEEPABLE else NOT_AN_AXIS)
-    _check(reason is None, f"--sweep={text}: --{name} {reason}; {accepted}")
+    check(reason is None, f"--sweep={text}: --{name} {reason}; {accepted}")
     items = [v.strip() for v in values.split(",")] if equals else []
-    _check(items and all(items), f"--sweep={text}: expected FLAG=v1,v2,... with no empty "
-                                 f"value, e.g. --sweep={name}=a,b; {accepted}")
+    check(items and all(items), f"--sweep={text}: expected FLAG=v1,v2,... with no empty "
+                                f"value, e.g. --sweep={name}=a,b; {accepted}")
     kind = type(fields[name])
     typed = []
     for item in items:
@@ -152,17 +72,9 @@ def parse_axis(text: str) -> tuple:
         except ValueError:
             raise ConfigError(f"--sweep={text}: {item!r} is not a number; accepted: "
                               f"{'integers' if kind is int else 'numbers'}") from None
-    _check(len(set(typed)) == len(typed),
-           f"--sweep={text}: a value is given twice; accepted: each value once")
+    check(len(set(typed)) == len(typed),
+          f"--sweep={text}: a value is given twice; accepted: each value once")
     return name, tuple(typed)
-
-
-def _dataset_suggestion(name: str) -> str:
-    """The --dataset value a near miss probably meant (cifar10 -> tfds:cifar10)."""
-    if os.path.isdir(name):
-        return f"; did you mean folder:{name}?"
-    return did_you_mean(name, NAMED_DATASETS) or (
-        f"; did you mean tfds:{name}?" if re.fullmatch(r"[a-z0-9_]+", name) else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,7 +158,7 @@ class Config:
         object.__setattr__(self, "target_top1", tuple(self.target_top1))
         object.__setattr__(self, "sweep_batch_sizes", tuple(self.sweep_batch_sizes))
         object.__setattr__(self, "sweep", tuple(self.sweep))
-        self._validate()
+        validate(self)
 
     def _resolve_recipe(self):
         """--optimizer=auto and the unset recipe flags -> the values of the model family's
@@ -258,176 +170,6 @@ class Config:
         for name, value in RECIPES.get(self.optimizer, {}).items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
-
-    # ----------------------------------------------------------------- checks
-    def _validate(self):
-        for field in dataclasses.fields(self):  # config.json and summary.json are strict JSON
-            value = getattr(self, field.name)
-            _check(not isinstance(value, float) or math.isfinite(value),
-                   f"--{field.name}={value} must be a finite number")
-        _check(self.accelerator in ACCELERATORS,
-               f"--accelerator={self.accelerator!r} is unknown; accepted: {', '.join(ACCELERATORS)}")
-        _check(self.backend in BACKENDS,
-               f"--backend={self.backend!r} is unknown; accepted: {', '.join(BACKENDS)}")
-        self._validate_model()
-        _check(self.precision in PRECISIONS,
-               f"--precision={self.precision!r} is unknown; accepted: {', '.join(PRECISIONS)}")
-        _check(self.batchnorm_statistics in BATCHNORM_STATISTICS,
-               f"--batchnorm_statistics={self.batchnorm_statistics!r} is unknown; accepted: "
-               f"{', '.join(BATCHNORM_STATISTICS)}")
-        _check(not (self.precision == "mixed_float16" and self.accelerator == "tpu"),
-               "--precision=mixed_float16 is not supported on TPU; use mixed_bfloat16")
-        self._validate_dataset()
-        self._validate_sizes()
-        self._validate_optimizer()
-        self._validate_processes()
-        self._validate_study_flags()
-        check_ranges(self, ConfigError)  # after the finer checks: their messages stay
-
-    def _validate_model(self):
-        """The form of --model; app.engine.models.check_model looks at files and names."""
-        kind = model_kind(self.model)
-        _check(kind is not None,
-               f"--model={self.model!r} is unknown; accepted: {', '.join(MODELS)}, "
-               "applications:NAME (a keras.applications classifier), FILE.py:FUNCTION (a "
-               "function of (num_classes, image_size) returning a keras.Model), FILE.keras "
-               f"(a saved model){did_you_mean(self.model, MODELS)}")
-        _check(kind != "vit" or self.image_size % VIT_PATCH == 0,
-               f"--image_size={self.image_size}: --model={self.model} cuts images into "
-               f"{VIT_PATCH}x{VIT_PATCH} patches; accepted: a multiple of {VIT_PATCH} "
-               "(0 = the dataset's size)")
-
-    def _validate_dataset(self):
-        name = self.dataset
-        ok = name in NAMED_DATASETS or any(
-            name.startswith(p) and len(name) > len(p) for p in DATASET_PREFIXES)
-        _check(ok, f"--dataset={name!r} is unknown; accepted: digits, fashion_mnist, synthetic, "
-                   f"imagenet2012, tfds:NAME[:VERSION], folder:PATH{_dataset_suggestion(name)}")
-        if name.startswith("tfds:"):
-            _check(re.fullmatch(r"[a-z0-9_]+(/[a-z0-9_.]+)?(:\d+\.\d+\.\d+)?", name[5:]),
-                   f"--dataset={name!r}: expected tfds:NAME or tfds:NAME:X.Y.Z "
-                   "(lower-case TFDS name, e.g. tfds:mnist:3.0.1)")
-        _check(self.xla_autotune in XLA_AUTOTUNES,
-               f"--xla_autotune={self.xla_autotune!r} is unknown; accepted: "
-               f"{', '.join(XLA_AUTOTUNES)}")
-        _check(self.input_pipeline in INPUT_PIPELINES,
-               f"--input_pipeline={self.input_pipeline!r} is unknown; accepted: "
-               f"{', '.join(INPUT_PIPELINES)}")
-        _check(self.input_pipeline != "gpu" or (self.backend == "jax"
-                                                and self.accelerator == "gpu"),
-               "--input_pipeline=gpu decodes JPEGs on the GPU through JAX; it needs "
-               "--backend=jax --accelerator=gpu (use grain or tf.data elsewhere)")
-        _check(self.benchmark != "input" or name != "synthetic",
-               "--benchmark=input measures an input pipeline; --dataset=synthetic has none")
-        _check(self.benchmark == "none" or not self.is_sweep,
-               f"--benchmark={self.benchmark} and --sweep are two modes; accepted: one of them")
-        _check(self.repeats == 1 or self.is_sweep or self.benchmark != "none",
-               f"--repeats={self.repeats} repeats a benchmark's timed window; accepted with "
-               "--sweep, --sweep_batch_sizes or --benchmark=ladder/input (a training run "
-               "times every epoch of its own)")
-        _check(self.image_size == 0 or 8 <= self.image_size <= 1024,
-               f"--image_size={self.image_size} is out of range; accepted: 0 (dataset "
-               "default) or 8..1024")
-
-    def _validate_sizes(self):
-        _check(self.global_batch_size >= 1,
-               f"--global_batch_size={self.global_batch_size} must be a positive integer")
-        _check(self.epochs >= 1, f"--epochs={self.epochs} must be at least 1")
-        _check(self.steps_per_epoch >= 0,
-               f"--steps_per_epoch={self.steps_per_epoch} must be >= 0 (0 = whole epoch)")
-        _check(self.validation_steps >= -1,
-               f"--validation_steps={self.validation_steps} must be >= -1 "
-               "(0 = all validation images, -1 = none)")
-        _check(self.steps_per_execution >= 0,
-               f"--steps_per_execution={self.steps_per_execution} must be >= 0 (0 = auto)")
-        _check(not self.steps_per_execution or self.steps_per_epoch % self.steps_per_execution == 0,
-               f"--steps_per_epoch={self.steps_per_epoch} is not a multiple of "
-               f"--steps_per_execution={self.steps_per_execution}")
-        _check(self.num_devices >= 0,
-               f"--num_devices={self.num_devices} must be >= 0 (0 = all visible)")
-        for size in self.sweep_batch_sizes:
-            _check(isinstance(size, int) and size >= 1,
-                   f"--sweep_batch_sizes has {size!r}; accepted: positive integers")
-        _check(self.checkpoint_every_steps >= 0,
-               f"--checkpoint_every_steps={self.checkpoint_every_steps} must be >= 0")
-        _check(self.log_every_steps >= 1,
-               f"--log_every_steps={self.log_every_steps} must be at least 1")
-        _check(self.throughput_warmup_steps >= 0,
-               f"--throughput_warmup_steps={self.throughput_warmup_steps} must be >= 0")
-        _check(self.seed is None or 0 <= self.seed < 2**32,
-               f"--seed={self.seed} is out of range; accepted: 0..4294967295")
-
-    def _validate_optimizer(self):
-        _check(self.optimizer in OPTIMIZERS,
-               f"--optimizer={self.optimizer!r} is unknown; accepted: {', '.join(OPTIMIZERS)}")
-        clip = self.gradient_clip_norm
-        _check(clip is None or clip >= 0,
-               f"--gradient_clip_norm={clip} must be >= 0 (0 = no clipping)")
-        _check(self.base_learning_rate > 0 and math.isfinite(self.base_learning_rate),
-               f"--base_learning_rate={self.base_learning_rate} must be a finite number > 0")
-        _check(self.warmup_epochs >= 0, f"--warmup_epochs={self.warmup_epochs} must be >= 0")
-        _check(0 <= self.momentum < 1, f"--momentum={self.momentum} must be in [0, 1)")
-        _check(self.weight_decay >= 0, f"--weight_decay={self.weight_decay} must be >= 0")
-        _check(0 <= self.label_smoothing < 1,
-               f"--label_smoothing={self.label_smoothing} must be in [0, 1)")
-
-    def _validate_processes(self):
-        _check(self.num_processes >= 1,
-               f"--num_processes={self.num_processes} must be at least 1")
-        _check(0 <= self.process_id < self.num_processes,
-               f"--process_id={self.process_id} must be in [0, {self.num_processes})")
-        if self.num_processes > 1:
-            _check(self.backend == "jax",
-                   "multi-host training needs --backend=jax: Keras 3's fit fails under "
-                   "TensorFlow's MultiWorkerMirroredStrategy (keras-team/keras#20585)")
-            _check(re.fullmatch(r"[\w.\-\[\]:]+:\d{1,5}", self.coordinator_address or ""),
-                   f"--coordinator_address={self.coordinator_address!r}: a multi-host run "
-                   "needs HOST:PORT of process 0")
-        _check(self.coordinator_timeout_seconds >= 1,
-               f"--coordinator_timeout_seconds={self.coordinator_timeout_seconds} must be >= 1")
-
-    def _validate_study_flags(self):
-        for target in self.target_top1:
-            _check(isinstance(target, float) and 0 < target <= 1,
-                   f"--target_top1 has {target!r}; accepted: numbers in (0, 1], e.g. 0.757")
-        _check(self.pricing in PRICINGS,
-               f"--pricing={self.pricing!r} is unknown; accepted: {', '.join(PRICINGS)}")
-        price, peak = self.price_per_hour_usd, self.peak_tflops_per_device
-        _check(price is None or (price >= 0 and math.isfinite(price)),
-               f"--price_per_hour_usd={price} must be a finite number >= 0")
-        _check(peak is None or (peak > 0 and math.isfinite(peak)),
-               f"--peak_tflops_per_device={peak} must be a finite number > 0")
-        self.profile_range  # parses and checks --profile_steps
-        self._validate_sweep()
-        from flags.autotune_results import AutotuneFileError, check_flags
-
-        try:
-            check_flags(self)  # --kernels_from (its file, read at its head), --keep_kernels
-        except AutotuneFileError as error:
-            raise ConfigError(str(error)) from None
-
-    def _validate_sweep(self):
-        """Each --sweep value as a plain run of that setting would be checked (the
-        grid's combinations are checked point by point, app/modes/sweep.py)."""
-        for name, values in self.sweep_axes:
-            if name == "input_pipeline":
-                _check(self.dataset != "synthetic",
-                       f"--sweep=input_pipeline={','.join(values)}: --dataset=synthetic has "
-                       "no input pipeline to vary (its images are made on the device); "
-                       "accepted: a real --dataset (e.g. digits), or time one pipeline "
-                       "with --benchmark=input")
-                # A known value that cannot apply here (gpu on a CPU) is a point that
-                # did not run, with its reason (app/modes/bench.py), not a refusal.
-                for value in values:
-                    _check(value in INPUT_PIPELINES,
-                           f"--sweep=input_pipeline={value}: --input_pipeline={value!r} is "
-                           f"unknown; accepted: {', '.join(INPUT_PIPELINES)}")
-                continue
-            for value in values:
-                try:
-                    self.sweep_point({name: value})
-                except ConfigError as error:
-                    raise ConfigError(f"--sweep={name}={value}: {error}") from None
 
     # ---------------------------------------------------------- derived values
     @property
@@ -451,9 +193,9 @@ class Config:
         axes = []
         for text in texts:
             name, values = parse_axis(text)
-            _check(name not in dict(axes),
-                   f"--sweep names --{name} twice (--sweep_batch_sizes is "
-                   "--sweep=global_batch_size=...); accepted: each flag once")
+            check(name not in dict(axes),
+                  f"--sweep names --{name} twice (--sweep_batch_sizes is "
+                  "--sweep=global_batch_size=...); accepted: each flag once")
             if name == "global_batch_size":
                 values = tuple(sorted(values))
             axes.append((name, values))
@@ -525,11 +267,11 @@ class Config:
         if not self.profile_steps:
             return None
         match = re.fullmatch(r"\s*(\d+)\s*,\s*(\d+)\s*", self.profile_steps)
-        _check(match, f"--profile_steps={self.profile_steps!r}: expected START,STOP "
-                      "(1-based training steps, e.g. 3,5)")
+        check(match, f"--profile_steps={self.profile_steps!r}: expected START,STOP "
+                     "(1-based training steps, e.g. 3,5)")
         start, stop = int(match.group(1)), int(match.group(2))
-        _check(1 <= start <= stop,
-               f"--profile_steps={self.profile_steps!r}: need 1 <= START <= STOP")
+        check(1 <= start <= stop,
+              f"--profile_steps={self.profile_steps!r}: need 1 <= START <= STOP")
         return start, stop
 
     @property

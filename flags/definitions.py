@@ -14,7 +14,7 @@ import textwrap
 
 from absl import flags as absl_flags
 
-from flags import config as choices
+from flags import choices
 from flags.config import Config
 
 FLAGS = absl_flags.FLAGS

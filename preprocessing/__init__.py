@@ -13,10 +13,11 @@ The wings, one folder each:
   registry (`make_datasets`, `check_dataset`);
 - `tfdata/`: the tf.data pipeline and its TensorFlow image ops (TensorFlow backend);
 - `host/`: the TensorFlow-free pipeline on the CPU: grain's worker processes and the
-  numpy image ops (bit-for-bit the tf.data ones);
+  numpy image ops (bit-for-bit the tf.data ones); `host/native/` asks Linux's prctl
+  that the workers die with the run;
 - `gpu/`: JPEGs decoded by the GPU's JPEG engines and augmented there (JAX);
-  `gpu/native/` is the one place that calls C libraries (ctypes), and
-  `gpu/README.md` says what bites there.
+  `gpu/native/` calls its C libraries, and `gpu/README.md` says what bites there.
+  The two native/ floors are the only places that call C (ctypes).
 
 Imports point from datasets/ to streams.py to the pipeline wings to the contract,
 never back (tests/test_layout.py). This module imports nothing.

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import sys
 
 from preprocessing.spec import DataError, Datasets, InputSpec, Pixels
 
@@ -45,8 +44,8 @@ def choose(spec: InputSpec, preset: str, jpeg_files: bool = False) -> str:
     `auto` is tf.data on TensorFlow. On JAX it is gpu where the gpu pipeline serves
     best: GPUs, JPEG files (`jpeg_files`: records are paths of .jpg/.jpeg files), the
     standard preset, nvImageCodec installed; else grain. Measured on one H200 with 16
-    cores, ResNet-50 at batch 256, in one call (benchmarks/results/2026-12-01-h200-
-    nvjpeg.json): synthetic data 7,418 img/s, gpu 6,813 (its first epoch 6,404), grain
+    cores, ResNet-50 at batch 256, in one call (2026-12-01-h200-nvjpeg.json at 35cc76c):
+    synthetic data 7,418 img/s, gpu 6,813 (its first epoch 6,404), grain
     6,042 in its second epoch and 394 in its first (the workers starting). (On a
     32-core host grain kept up with one H200: 2026-11-30-h200-real-data.json.)
     """
@@ -386,22 +385,3 @@ def _data_sharding(spec, size):
     shape = (spec.batch.global_size, size, size, 3)
     return distribution.get_data_layout(shape).backend_layout
 
-
-# ---- does a split hold an image that decodes? (asked before training, in one line)
-# The input streams skip corrupt images, so over a split where none decodes the first
-# batch would never come. Decoding is the tf.data pipeline's own where TensorFlow is
-# loaded already, otherwise the host decoder grain uses, so that the JAX path never
-# imports TensorFlow. The split's files are decoded in order until one works.
-
-def decodes(path: str) -> bool:
-    """Whether the file at `path` can be read and decoded as the pipeline decodes it."""
-    if "tensorflow" in sys.modules:
-        from preprocessing.tfdata.images import decodes_file
-    else:
-        from preprocessing.host.images import decodes_file
-    return decodes_file(path)
-
-
-def first_decodable(paths) -> str | None:
-    """The first of `paths` that decodes, or None."""
-    return next((path for path in paths if decodes(path)), None)

@@ -202,9 +202,10 @@ def test_the_probes_lines_and_price_by_hand(decided):
     assert (f"price: cpu-tf: $0.4/h on demand, $0.12/h on spot, $0.28/h with 1-year "
             f"commitment, $0.18/h with 3-year commitment; this probe "
             f"${summary['cost_usd']:,.4f}") in lines
-    state = summary["machine_state"]
+    state = summary["machine_snapshots"]
     assert state["before"]["cpu_cores"] == len(os.sched_getaffinity(0))
     assert 0 <= state["after"]["load_average_1m"] < 1e4 and "gpus" not in state["after"]
+    assert "machine_state" not in summary  # a run's name for its NVML samples
     assert any(line.startswith("breakdown: step ") for line in lines)
     assert any(line.startswith("decide: ") and "--target=TOP1" in line for line in lines)
 

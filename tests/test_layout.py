@@ -6,9 +6,10 @@ Layers, top to bottom (a module may import its own layer and the ones below):
 Modes are peers: no mode imports another mode. Imports inside functions count too.
 
 Inside preprocessing/, the same rule, floor by floor (PREPROCESSING_RANK): the
-contract (spec, augment) <- gpu/native <- the pipeline wings (tfdata, host, gpu)
-and feed <- streams <- datasets. Only gpu/ imports gpu/native, the one place that
-calls C libraries; the top level holds the contract's few files and nothing else.
+contract (spec, augment) <- the native floors (gpu/native, host/native) <- the
+pipeline wings (tfdata, host, gpu) and feed <- streams <- datasets. Only gpu/ imports
+gpu/native and only host/ host/native, the two places that call C libraries; the top
+level holds the contract's few files and nothing else.
 
 The batch's shares (per process, per device) are divided out once, by BatchShape
 (preprocessing/spec.py, made by app/engine/distribute.py's topology): no other module
@@ -22,13 +23,14 @@ import re
 from conftest import ROOT
 
 PACKAGES = ("app", "callbacks", "flags", "preprocessing")
-RANK = {"app.main": 5, "app.report": 5, "app.report_page": 5, "app.modes": 4, "app.run": 3, "app.engine": 2,
+RANK = {"app.main": 5, "app.report": 5, "app.modes": 4, "app.run": 3, "app.engine": 2,
         "callbacks": 1, "preprocessing": 1, "flags": 1}
 
 
 PREPROCESSING_RANK = {"preprocessing": 0, "preprocessing.spec": 0, "preprocessing.augment": 0,
                       "preprocessing.files": 0,
-                      "preprocessing.gpu.native": 1, "preprocessing.tfdata": 2,
+                      "preprocessing.gpu.native": 1, "preprocessing.host.native": 1,
+                      "preprocessing.tfdata": 2,
                       "preprocessing.host": 2, "preprocessing.gpu": 2, "preprocessing.device": 2,
                       "preprocessing.feed": 2, "preprocessing.streams": 3,
                       "preprocessing.datasets": 4}
@@ -44,6 +46,11 @@ def _modules() -> dict[str, str]:
                 if name.endswith(".py"):
                     path = os.path.join(folder, name)
                     module = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                    if name != "__init__.py" and os.path.isdir(path[:-3]):
+                        # A command's file beside its package (app/report.py, whose
+                        # package is app/report/): imports find the package; the file
+                        # is checked as the package's entry.
+                        module += ".__main__"
                     found[module.removesuffix(".__init__")] = path
     return found
 
@@ -84,9 +91,11 @@ def _graph():
 # (sweep and ladder), and the package itself (it holds nothing).
 MODES_SHARED = ("app.modes", "app.modes.train_callbacks", "app.modes.points",
                 "app.modes.bench")
-# ctypes outside the GPU wing's native floor: one libc call, prctl(PR_SET_PDEATHSIG), so
-# that the host pipeline's decoding workers die with the run (Python has no prctl).
-CTYPES_ALSO = ("preprocessing.host._children",)
+# The floors that call C (ctypes), each imported by its own wing only: the GPU wing's
+# (CUDA, nvJPEG, nvImageCodec, memory) and the host wing's (prctl's parent-death
+# signal, so that the host pipeline's decoding workers die with the run).
+NATIVE_FLOORS = {"preprocessing.gpu.native": "preprocessing.gpu",
+                 "preprocessing.host.native": "preprocessing.host"}
 
 
 def test_every_import_points_downward():
@@ -138,24 +147,24 @@ def test_preprocessing_imports_point_down_its_floors():
     assert not upward, "imports against preprocessing's floors:\n" + "\n".join(sorted(upward))
 
 
-def test_only_the_gpu_wing_imports_its_native_floor():
+def test_only_each_wing_imports_its_native_floor():
     found = [f"{module} -> {target}" for module, targets in _graph().items()
-             for target in targets if target.startswith("preprocessing.gpu.native")
-             and not module.startswith("preprocessing.gpu")]
+             for target in targets for floor, wing in NATIVE_FLOORS.items()
+             if target.startswith(floor) and not module.startswith(wing)]
     assert not found, "\n".join(sorted(found))
 
 
-def test_ctypes_is_called_only_from_gpu_native():
+def test_ctypes_is_called_only_from_the_native_floors():
     found = []
     for module, path in _modules().items():
         tree = ast.parse(open(path).read(), path)
         names = {alias.name for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
                  for alias in node.names} | {node.module for node in ast.walk(tree)
                                              if isinstance(node, ast.ImportFrom) and node.module}
-        if any(n == "ctypes" or n.startswith("ctypes.") for n in names) and not module.startswith(
-                "preprocessing.gpu.native") and module not in CTYPES_ALSO:
+        if any(n == "ctypes" or n.startswith("ctypes.") for n in names) and not any(
+                module.startswith(floor) for floor in NATIVE_FLOORS):
             found.append(module)
-    assert not found, "ctypes outside preprocessing/gpu/native: " + ", ".join(sorted(found))
+    assert not found, "ctypes outside the native floors: " + ", ".join(sorted(found))
 
 
 def test_preprocessing_top_level_holds_only_the_contract():
@@ -283,6 +292,77 @@ def test_the_batch_check_sees_each_old_re_derivation():
     assert _batch_arithmetic(home) and not _batch_arithmetic(_without_batch_shape(home))
 
 
+# ---- the bill has one owner: callbacks/figures/bill.py -----------------------------------
+BILL_HOME = "callbacks.figures.bill"
+# A billed figure (billed seconds, hours, dollars) or a ledger attempt's end in any
+# arithmetic: the Bill's to do.
+BILLED = re.compile(r"\bbilled(_seconds|_hours|_usd)?\b|billed_seconds|billed_hours|last_seen")
+# Dollars: a time (hours, seconds, 3,600) multiplied or divided by a price or an amount.
+TIME = re.compile(r"hours|seconds|\b3600")
+MONEY = re.compile(r"price|usd|dollars|\bcost")
+
+
+def _bill_arithmetic(tree) -> list[str]:
+    """Where `tree` computes billed seconds or dollars, or writes dollars ("$" before a
+    formatted amount), which only the Bill's module may do."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp):
+            sides = [ast.unparse(node.left), ast.unparse(node.right)]
+            if any(BILLED.search(side) for side in sides):
+                found.append(f"line {node.lineno}: billed arithmetic: {ast.unparse(node)}")
+            elif isinstance(node.op, (ast.Mult, ast.Div)) and any(
+                    TIME.search(a) and MONEY.search(b) for a, b in (sides, sides[::-1])):
+                found.append(f"line {node.lineno}: dollars: {ast.unparse(node)}")
+        elif isinstance(node, ast.JoinedStr):
+            for text, value in zip(node.values, node.values[1:]):
+                if (isinstance(text, ast.Constant) and str(text.value).endswith("$")
+                        and isinstance(value, ast.FormattedValue)
+                        and (value.format_spec or MONEY.search(ast.unparse(value.value)))):
+                    found.append(f"line {node.lineno}: dollars written: {ast.unparse(node)}")
+    return found
+
+
+def test_only_the_bill_computes_billed_seconds_and_dollars():
+    """Billed seconds were computed in four places (the cost callback, the checkpoint, the
+    summary, the ledger), dollars for hours in four, dollars written in three ways
+    (issue 50): each a place for the bill to disagree with itself. The Bill
+    (callbacks/figures/bill.py) computes them; the rest call it."""
+    found = []
+    for module, path in _modules().items():
+        if module != BILL_HOME:
+            found += [f"{module} {hit}" for hit in _bill_arithmetic(ast.parse(open(path).read()))]
+    assert not found, "the bill computed outside callbacks/figures/bill.py:\n" + "\n".join(found)
+
+
+# What the callbacks, the summary, the ledger and the decision did before the Bill.
+BILL_BEFORE = [
+    "billed = plan.billed_seconds_before + ended_at - context.started_at",
+    'state = {"billed_seconds": self.billed_seconds_before + time.time() - self.started_at}',
+    'x = sum(max(0.0, a["last_seen"] - a["started_at"]) for a in attempts)',
+    "hours = billed_seconds(self.start_time, self.billed_seconds_before) / 3600.0",
+    "cost = billed_seconds / 3600.0 * price_per_hour_usd",
+    'cell = money(t["hours"] * price)',
+    'option = {"dollars": option_hours * price}',
+    "return {p: billed_hours * price for p, price in by_option.items()}",
+    'line = f"cost: ${value:,.4f}"',
+    "line = f\"at ${summary['price_per_hour_usd']}/h\"",
+]
+NOT_THE_BILL = [
+    "share = interruptions_per_hour * resume_hours",
+    'duration = (b["hours"] - a["hours"]) * 3600',
+    'line = f"${variable}={text!r}"',
+    "by_option = {p: row.price_per_hour_usd(p) * machines for p in row.pricings()}",
+]
+
+
+def test_the_bill_check_sees_each_old_computation():
+    for line in BILL_BEFORE:
+        assert _bill_arithmetic(ast.parse(line)), line
+    for line in NOT_THE_BILL:
+        assert not _bill_arithmetic(ast.parse(line)), line
+
+
 # ------------------------------------------------------- each module's tests by name
 # tests/ mirrors the packages: a module's tests are tests/**/test_<module>.py, or
 # test_<package>_<module>.py where the bare name is another module's (tests/gpu/
@@ -299,7 +379,7 @@ COVERED_ELSEWHERE = {
     "tests/app/engine/test_distribute.py": ("app.engine.cold_start", "app.engine.environment"),
     "tests/test_real_data.py": ("app.modes.input_benchmark", "preprocessing.tfdata.pipeline"),
     "tests/test_sweep.py": ("app.modes.bench",),
-    "tests/app/test_report.py": ("app.report_page", "app.engine.plots"),
+    "tests/app/test_report.py": ("app.engine.plots",),
     "tests/test_steps.py": ("callbacks.profiler",),
     # the run folder's life: resumes, kills, stops, damage, its one writer
     "tests/test_run_folder.py": ("app.run.context", "app.run.resume"),
@@ -311,10 +391,10 @@ COVERED_ELSEWHERE = {
                              "callbacks.records.metrics_file"),
     # what the callbacks and the report share: their arithmetic, through its users
     "tests/callbacks/test_accuracy.py": ("callbacks.figures.targets",),
-    "tests/app/engine/test_prices.py": ("callbacks.figures.money",),
     "tests/callbacks/test_throughput.py": ("callbacks.figures.window",),
     # flags at the door: parsed, ranged, helped
     "tests/test_flag_door.py": ("flags.parse", "flags.ranges"),
+    "tests/flags/test_config.py": ("flags.checks", "flags.choices"),
     "tests/test_help_and_errors.py": ("flags.definitions",),
     # the input pipelines' shared parts, through the pipelines
     "tests/preprocessing/host/test_host_images.py": ("preprocessing.augment",),

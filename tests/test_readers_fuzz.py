@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from app.run.ledger import LEDGER_FILE, _billed, attempts_before
+from app.run.ledger import LEDGER_FILE, attempts_before
+from callbacks.figures.bill import attempts_seconds
 from callbacks.records import untrusted
 from callbacks.records.checkpoint_files import (
     REQUIRED_STATE,
@@ -153,7 +154,7 @@ def test_the_ledger_bills_a_finite_non_negative_time_or_keeps_the_file_aside(
             f.write(data)
         capsys.readouterr()
         attempts = attempts_before(folder, checkpoint_billed)
-        billed = _billed(attempts)
+        billed = attempts_seconds(attempts)
         assert math.isfinite(billed) and billed >= 0
         for attempt in attempts:
             assert 0 <= attempt["last_seen"] - attempt["started_at"] < math.inf

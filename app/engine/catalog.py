@@ -26,13 +26,11 @@ import math
 import os
 import re
 
+from callbacks.figures.bill import PRICINGS, usd
+
 CATALOG_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prices.csv")
-PRICE_COLUMNS = {
-    "on_demand": "on_demand_usd_per_hour",
-    "spot": "spot_usd_per_hour",
-    "one_year": "one_year_usd_per_hour",
-    "three_year": "three_year_usd_per_hour",
-}
+# One column per pricing option (the Bill's PRICINGS): on_demand_usd_per_hour, ...
+PRICE_COLUMNS = {option: f"{option}_usd_per_hour" for option in PRICINGS}
 COLUMNS = ("machine", "accelerator", "device", "devices_per_machine", "device_kind_pattern",
            "provider", "region", *PRICE_COLUMNS.values(), "host_usd_per_hour",
            "peak_bf16_tflops_per_device", "memory_gib_per_device", "pricing_page", "source",
@@ -154,7 +152,8 @@ def _prices(row: dict, devices: int) -> dict:
     per device. Raises ValueError naming the first column out of range."""
     low, high = PRICE_PER_DEVICE_HOUR_USD
     per = f" per device ({devices} a machine)" if devices > 1 else ""
-    accepted = f"empty or ${low:g} to ${high:,.0f} an hour{per} (US dollars per machine-hour)"
+    accepted = (f"empty or {usd(low, 6)} to {usd(high, 6)} an hour{per} (US dollars per "
+                "machine-hour)")
     return {p: _number(row[c], c, accepted, low * devices, high * devices)
             for p, c in PRICE_COLUMNS.items()}
 

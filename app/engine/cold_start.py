@@ -96,7 +96,7 @@ def persistent_compilation_cache(jax) -> str | None:
 
     As torch.compile's inductor does by default: on one H200 the default Fashion-MNIST
     job reached its first epoch's end 11.7 s after starting with the cache warm, 28.9 s
-    cold (benchmarks/results/2026-12-03-h200-fashion-mnist.json, its note). JAX keys
+    cold (2026-12-03-h200-fashion-mnist.json at 35cc76c, its note). JAX keys
     each entry by the program, its compile options and the devices, so a changed model
     or machine compiles afresh; a cache that cannot be written costs one warning.
     """

@@ -20,7 +20,8 @@ sells, the hours and dollars to the target:
                    interrupted epoch's excess over a normal one, less a start-up);
                    with no interruption given, the spot hours are the on-demand ones,
                    and each option says what one interruption would add
-    dollars        hours x machines x the row's price per machine-hour
+    dollars        hours x machines x the row's price per machine-hour (the Bill's
+                   arithmetic and words: callbacks/figures/bill.py)
 
 Every prediction carries what it was predicted from ("from"). Rankings: the cheapest
 and the fastest, each in one line with why (rate and price ratios against the best
@@ -35,11 +36,12 @@ import statistics
 
 from app.engine import catalog as price_catalog
 from app.engine.decision_inputs import first_epoch_at, run_timing
+from callbacks.figures.bill import OPTION_WORDS, dollars, hours, usd, usd_per_hour
 
 SAME_JOB = ("model", "dataset", "image_size", "global_batch_size")
 SAME_RECIPE = ("epochs", "recipe")  # the schedule runs over the epochs: part of the recipe
-OPTION_WORDS = {"on_demand": "on demand", "spot": "spot", "one_year": "1-year commitment",
-                "three_year": "3-year commitment"}
+# Where amounts are set against each other, four significant digits: "$0.005556".
+SIGNIFICANT = 4
 
 
 def machine_label(found: dict) -> str:
@@ -146,34 +148,36 @@ def predict(found: list[dict], target: float, table: dict,
             entry["why"] = "its start-up is not known (a full run of fewer than two epochs)"
             continue
         epoch_seconds = basis["images_per_epoch"] / item["images_per_sec"] * basis["overhead"]
-        hours = (startup + basis["epochs"] * epoch_seconds) / 3600
+        to_target_hours = hours(startup + basis["epochs"] * epoch_seconds)
         lost = basis["lost_epochs"] or 0.0
-        resume_hours = (startup + lost * epoch_seconds) / 3600
-        entry.update(epoch_seconds=epoch_seconds, hours=hours, resume_hours=resume_hours,
+        resume_hours = hours(startup + lost * epoch_seconds)
+        entry.update(epoch_seconds=epoch_seconds, hours=to_target_hours,
+                     resume_hours=resume_hours,
                      measured_hours=_measured_hours(item, target), **{"from": _basis_words(
                          item, basis, startup, epoch_seconds, lost, target)})
         for row in rows_for(item, table):
             count = row.machines_for(item["billed_devices"])
             for option in row.pricings():
                 price = row.price_per_hour_usd(option) * count
-                option_hours = hours
+                option_hours = to_target_hours
                 if option == "spot" and interruptions_per_hour:
                     share = interruptions_per_hour * resume_hours
-                    option_hours = hours / (1 - share) if share < 1 else None
+                    option_hours = to_target_hours / (1 - share) if share < 1 else None
                 stale = bool(row.date) and price_catalog.stale(row, today)
                 options.append({
                     "machine_label": label, "device_kind": item["device_kind"],
                     "row": row.machine, "option": option, "hours": option_hours,
-                    "dollars": option_hours * price if option_hours is not None else None,
+                    "dollars": dollars(option_hours, price) if option_hours is not None
+                    else None,
                     "price_per_hour_usd": price, "machines": count,
                     "price_per_device_hour_usd": row.price_per_device_hour_usd(option),
                     "images_per_sec": item["images_per_sec"],
-                    "dollars_per_interruption": resume_hours * price
+                    "dollars_per_interruption": dollars(resume_hours, price)
                     if option == "spot" else None,
                     "read": row.date, "stale": stale,
                     "stale_why": price_catalog.stale_why(row) if stale else None,
                     "price_from": (f"{row.machine}, {OPTION_WORDS[option]}: "
-                                   f"${row.price_per_hour_usd(option):,.4g}/h x {count} "
+                                   f"{usd_per_hour(row.price_per_hour_usd(option))} x {count} "
                                    f"machine(s), read {row.date or 'with the run'}"
                                    f"{' (' + price_catalog.stale_why(row) + ')' if stale else ''}"
                                    f" from {row.source_short()}")})
@@ -254,7 +258,7 @@ def _why(best: dict, other: dict | None) -> str:
     rate = best["images_per_sec"] / other["images_per_sec"]
     price = best["price_per_device_hour_usd"] / other["price_per_device_hour_usd"]
     return (f"{rate:.2f}x the rate of {other['machine_label']} at {price:.2f}x its price per "
-            f"device-hour ({_name(other)}, ${other['dollars']:,.4g})")
+            f"device-hour ({_name(other)}, {usd(other['dollars'], SIGNIFICANT)})")
 
 
 def _best_other(options: list[dict], best: dict, key) -> dict | None:
@@ -270,7 +274,8 @@ def cheapest_line(options: list[dict]) -> str:
         return "cheapest: none predicted (no measured machine has a price and a full run)"
     best = priced[0]
     other = _best_other(priced, best, key=lambda o: o["dollars"])
-    return (f"cheapest: {best['machine_label']} as {_name(best)}: ${best['dollars']:,.4g} in "
+    return (f"cheapest: {best['machine_label']} as {_name(best)}: "
+            f"{usd(best['dollars'], SIGNIFICANT)} in "
             f"{best['hours']:,.4g} h; {_why(best, other)}")
 
 
@@ -281,5 +286,6 @@ def fastest_line(options: list[dict]) -> str:
         return "fastest: none predicted (no measured machine has a price and a full run)"
     best = min(priced, key=lambda o: (o["hours"], o["dollars"]))
     other = _best_other(priced, best, key=lambda o: (o["hours"], o["dollars"]))
-    return (f"fastest: {best['machine_label']}: {best['hours']:,.4g} h, ${best['dollars']:,.4g} "
+    return (f"fastest: {best['machine_label']}: {best['hours']:,.4g} h, "
+            f"{usd(best['dollars'], SIGNIFICANT)} "
             f"as {_name(best)}; {_why(best, other)}")

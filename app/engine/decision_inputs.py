@@ -21,10 +21,10 @@ import math
 import os
 import statistics
 
+from callbacks.figures.bill import PRICINGS
 from callbacks.records import untrusted
 from callbacks.records.metrics_file import read_metrics
 
-PRICINGS = ("on_demand", "spot", "one_year", "three_year")
 _TEXT = ("text", None, None)
 FIELDS = {  # (kind, low, high) as untrusted.field takes them; required ones below
     "model": _TEXT, "dataset": _TEXT, "precision": _TEXT, "backend": _TEXT,
@@ -103,7 +103,10 @@ def read_folder(folder: str) -> dict:
              **_fields(summary, where)}
     found["billed_devices"] = (found["num_processes"] or 1) if found["accelerator"] == "cpu" \
         else found["num_replicas"]
-    found["busy"] = _busy(summary.get("machine_state"))
+    # A probe's snapshots of its machine, before and after (app/modes/probe.py); a probe
+    # written before they were named so kept them under machine_state, the name a
+    # training run gives its NVML samples (no "before" there: nothing is read).
+    found["busy"] = _busy(summary.get("machine_snapshots") or summary.get("machine_state"))
     if found["kind"] == "probe":
         if found["startup_seconds"] is None:
             raise InputError(f"{where}: 'startup_seconds' is missing (a probe measures it)")
@@ -116,7 +119,7 @@ def read_folder(folder: str) -> dict:
 
 
 def _busy(state) -> str | None:
-    """Why a probe's machine was not its own while it measured, from its machine_state:
+    """Why a probe's machine was not its own while it measured, from its machine_snapshots:
     a CPU load average over its cores (other jobs), other processes on its GPUs; None
     where it was idle or nothing was read."""
     reads = [state.get(k) for k in ("before", "after")] if isinstance(state, dict) else []

@@ -15,13 +15,10 @@ import re
 
 from app.engine import decision
 from app.engine.decision_inputs import InputError, read_folder
+from callbacks.figures.bill import OPTION_WORDS, usd
 
 DECISION_FILES = ("decision.md", "decision.json", "decision.png")
 TABLE_ROWS = 40  # options shown in the table and the Markdown (all are in decision.json)
-
-
-def _money(value) -> str:
-    return "n/a" if value is None else f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
 
 
 def _hours(value) -> str:
@@ -29,7 +26,7 @@ def _hours(value) -> str:
 
 
 def _md(text) -> str:
-    """`text` as plain text in Markdown (as app/report_page.md_text): one printable line,
+    """`text` as plain text in Markdown (as app/report/page.py's md_text): one printable line,
     no HTML, no emphasis, links, code, math or cell breaks."""
     text = "".join(c if c.isprintable() else " " for c in " ".join(str(text).split()))
     return re.sub(r"([\\`*_\[\]|#$~!{}])", r"\\\1", html.escape(text, quote=False))
@@ -43,8 +40,8 @@ def table(result: dict, limit: int = TABLE_ROWS) -> str:
     rows = [header]
     for rank, o in enumerate(result["options"][:limit], 1):
         rows.append((str(rank), o["machine_label"], o["row"],
-                     decision.OPTION_WORDS[o["option"]], _hours(o["hours"]),
-                     _money(o["dollars"]), f"{o['price_per_hour_usd']:,.4g}",
+                     OPTION_WORDS[o["option"]], _hours(o["hours"]),
+                     usd(o["dollars"]), f"{o['price_per_hour_usd']:,.4g}",
                      (o["read"] or "-") + ("*" if o["stale"] else ""),
                      "yes" if o["frontier"] else ""))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
@@ -84,7 +81,7 @@ def lines(result: dict) -> list[str]:
     spot = [o for o in result["options"] if o["option"] == "spot" and o["dollars"] is not None]
     if spot:
         best = min(spot, key=lambda o: o["dollars"])
-        out.append(f"spot: each interruption adds {_money(best['dollars_per_interruption'])} to "
+        out.append(f"spot: each interruption adds {usd(best['dollars_per_interruption'])} to "
                    f"{best['row']} ({result['interruptions_per_hour']:g} an hour assumed; "
                    "--interruptions_per_hour sets it)")
     return out
@@ -101,8 +98,8 @@ def markdown(result: dict, chart: str | None) -> str:
               "read", "frontier")
     parts += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for rank, o in enumerate(result["options"][:TABLE_ROWS], 1):
-        cells = (rank, o["machine_label"], o["row"], decision.OPTION_WORDS[o["option"]],
-                 _hours(o["hours"]), _money(o["dollars"]), f"{o['price_per_hour_usd']:,.4g}",
+        cells = (rank, o["machine_label"], o["row"], OPTION_WORDS[o["option"]],
+                 _hours(o["hours"]), usd(o["dollars"]), f"{o['price_per_hour_usd']:,.4g}",
                  (o["read"] or "-") + (" (stale)" if o["stale"] else ""),
                  "yes" if o["frontier"] else "")
         parts.append("| " + " | ".join(_md(c) for c in cells) + " |")
@@ -149,7 +146,7 @@ def write(result: dict, out: str) -> dict:
 
     os.makedirs(out, exist_ok=True)
     written = {}
-    points = [(f"{o['machine_label']} | {o['row']} {decision.OPTION_WORDS[o['option']]}",
+    points = [(f"{o['machine_label']} | {o['row']} {OPTION_WORDS[o['option']]}",
                o["hours"], o["dollars"], o["frontier"]) for o in result["options"]]
     if any(dollars is not None for _, _, dollars, _ in points):
         written["decision.png"] = plots.frontier_chart(

@@ -25,6 +25,8 @@ matplotlib.use("Agg")  # no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, PercentFormatter, ScalarFormatter  # noqa: E402
 
+from callbacks.figures.bill import usd  # noqa: E402
+
 
 MAX_LABEL = 60  # characters of a label drawn (a legend is not a page)
 
@@ -52,8 +54,9 @@ def _plain_rc(draw):
 
 
 def dollars(value: float, _position=None) -> str:
-    """A dollar tick label: $0.0012, $55, $1,234.5."""
-    return f"${value:,.6g}"
+    """A dollar tick label: $0.0012, $55, $1,234.5 (matplotlib's formatter signature;
+    six significant digits of callbacks/figures/bill.py's `usd`)."""
+    return usd(value, significant=6)
 
 
 def _finish(figure, axes, path, *, title, xlabel, ylabel, money_x=False, money_y=False,

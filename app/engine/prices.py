@@ -12,8 +12,9 @@ The pricing option is checked once, where the row is known: a row named by
 --machine at the door (`check_config`), the row found for the device in
 `resolve_billing`.
 
-Pure Python: no framework is imported here. The arithmetic of dollars is in
-callbacks/figures/money.py.
+Pure Python: no framework is imported here. The arithmetic of dollars is the Bill's
+(callbacks/figures/bill.py), which `Billing.bill` makes once the run's earlier
+attempts are known.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import datetime
 import sys
 
 from app.engine.catalog import Machine, load_catalog, stale, stale_why
+from callbacks.figures.bill import Bill
 
 # Where several providers sell a device, the row taken by default: fewest devices per
 # machine first (a GPU sold alone, not the machine of 8 that holds it), then this
@@ -118,9 +120,11 @@ class Billing:
     price_per_hour_by_option: dict = dataclasses.field(default_factory=dict)
     notes: tuple = ()  # lines for the banner: the row taken, a foreign --machine, staleness
 
-    def dollars_by_option(self, billed_hours: float) -> dict[str, float]:
-        """{pricing: dollars} for `billed_hours` of this run under each pricing."""
-        return {p: billed_hours * price for p, price in self.price_per_hour_by_option.items()}
+    def bill(self, started_at: float, seconds_before: float = 0.0) -> Bill:
+        """The run's Bill at these prices: this attempt's clock from `started_at` (a
+        `time.time()`), and `seconds_before` billed by earlier attempts."""
+        return Bill(started_at, seconds_before, self.price_per_hour_usd, self.pricing,
+                    dict(self.price_per_hour_by_option))
 
 
 def resolve_billing(machine: str, pricing: str, price_override: float | None,

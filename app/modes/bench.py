@@ -39,7 +39,7 @@ from callbacks.energy import EnergyMeter
 from callbacks.profiling import breakdown as step_breakdown
 from callbacks.profiling.timed import reconcile
 from callbacks.figures import spread
-from callbacks.figures.money import usd_per_million_images
+from callbacks.figures.bill import usd_per_million_images
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.profiler import Profiler
 from callbacks.progress import PointProgress

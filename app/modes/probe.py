@@ -34,12 +34,12 @@ from app.engine.data import steps_for, steps_per_execution
 from app.engine.recipe import make_compiled_model, recipe_facts
 from app.run import context as run_context
 from app.run import rundir
-from app.run.summary import PRICING_WORDS, percent, shell_command
+from app.run.summary import percent, shell_command
 from callbacks.energy import EnergyMeter, gpu_energy_readers
-from callbacks.profiling import breakdown as step_breakdown
-from callbacks.figures.money import cost_usd
+from callbacks.figures.bill import PRICING_WORDS, usd, usd_per_hour
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.profiler import Profiler
+from callbacks.profiling import breakdown as step_breakdown
 from callbacks.stop_on_request import StopOnRequest
 from callbacks.stops import PROCESS_STOP
 
@@ -63,8 +63,10 @@ def timed_steps(step_seconds: float | None, spe: int, asked: int = 0) -> int:
     return spe * max(MIN_EXECUTIONS, min(calls, MAX_STEPS // spe))
 
 
-def machine_state(backend_gpus: list[int] | None, nvml=None) -> dict:
-    """What can be read of this machine's state now: its CPU cores and 1-minute load
+def machine_snapshot(backend_gpus: list[int] | None, nvml=None) -> dict:
+    """What can be read of this machine's state now (the probe's `machine_snapshots`,
+    one before and one after: not a run's `machine_state`, which samples NVML through
+    the timed window, callbacks/machine_state.py): its CPU cores and 1-minute load
     average (Linux), and for each GPU index in `backend_gpus` its temperature, SM
     clock against its maximum, power limit and the other processes on it (NVML);
     a figure that cannot be read is absent, never 0.
@@ -144,7 +146,7 @@ def run(context) -> dict:
           f"precision {config.policy}, {spe} step(s) per call", flush=True)
     if billing.notes:
         print(run_context.billing_notes(context), flush=True)
-    state_before = machine_state(_gpu_indices(config, topology))
+    state_before = machine_snapshot(_gpu_indices(config, topology))
     model, flops = make_compiled_model(config, topology, data.num_classes, data.image_size,
                                        epoch_steps)
     stop = [StopOnRequest(PROCESS_STOP)]
@@ -176,7 +178,7 @@ def run(context) -> dict:
         "compile_and_warmup_seconds": round(warmup_seconds, 2), "warmup_steps": warmup,
         "calibration_steps": CALIBRATION_EXECUTIONS * spe, "timed_steps": steps,
         "profiled_steps": profiled, "measuring_seconds": round(measuring_seconds, 2),
-    }, {"before": state_before, "after": machine_state(_gpu_indices(config, topology))})
+    }, {"before": state_before, "after": machine_snapshot(_gpu_indices(config, topology))})
     if context.is_chief:
         for name in (PROBE_FILE, rundir.SUMMARY_FILE):
             rundir.write_json_atomic(os.path.join(run_dir.path, name), summary)
@@ -196,7 +198,7 @@ def _summary(context, data, epoch_steps, flops, meter, energy, profiler, timing,
     rate = meter.images_per_sec
     mfu = ModelFlopsUtilization(flops, topology.num_replicas,
                                 billing.peak_tflops_per_device).utilization(rate) if rate else None
-    billed = time.time() - context.started_at
+    bill, at = billing.bill(context.started_at), time.time()  # the probe's own bill
     return {
         "mode": "probe", **topology.describe(), "model": config.model,
         "dataset": config.dataset, "num_classes": data.num_classes,
@@ -216,14 +218,13 @@ def _summary(context, data, epoch_steps, flops, meter, energy, profiler, timing,
         "peak_tflops_per_device": billing.peak_tflops_per_device, **timing,
         "breakdown": profiler.breakdown if profiler else None,
         "power_watts": round(energy.power_watts, 1) if energy and energy.power_watts else None,
-        "machine_state": state,
+        "machine_snapshots": state,
         "machine": billing.machine, "pricing": billing.pricing, "machines": billing.machines,
         "price_per_hour_usd": billing.price_per_hour_usd, "price_source": billing.source,
         "price_per_hour_usd_by_pricing": dict(billing.price_per_hour_by_option),
         "price_notes": list(billing.notes),
-        "billed_seconds": round(billed, 2),
-        "cost_usd": round(cost_usd(billed, billing.price_per_hour_usd), 6)
-        if billing.price_per_hour_usd is not None else None,
+        "billed_seconds": round(bill.seconds(at), 2),
+        "cost_usd": round(bill.cost_usd(at), 6) if bill.price_per_hour_usd is not None else None,
         "status": "completed", "started_at": context.started_at,
         "logdir": context.logdir, "command": shell_command(*sys.argv),
     }
@@ -243,11 +244,11 @@ def closing_lines(summary: dict) -> str:
     if summary.get("breakdown"):
         lines.append("breakdown: " + step_breakdown.line(
             summary["breakdown"], peak_tflops_per_device=summary.get("peak_tflops_per_device")))
-    lines.append("machine: " + _state_line(summary.get("machine_state") or {}))
+    lines.append("machine: " + _state_line(summary.get("machine_snapshots") or {}))
     prices = summary.get("price_per_hour_usd_by_pricing") or {}
     if prices:
-        sold = ", ".join(f"${v:,.4g}/h {PRICING_WORDS.get(k, k)}" for k, v in prices.items())
-        lines.append(f"price: {summary['machine']}: {sold}; this probe ${summary['cost_usd']:,.4f}"
+        sold = ", ".join(f"{usd_per_hour(v)} {PRICING_WORDS.get(k, k)}" for k, v in prices.items())
+        lines.append(f"price: {summary['machine']}: {sold}; this probe {usd(summary['cost_usd'])}"
                      if summary.get("cost_usd") is not None else f"price: {sold}")
     else:
         lines.append("price: unknown (no catalog row prices this device: pass --machine or "

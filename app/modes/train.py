@@ -35,6 +35,7 @@ from app.modes.train_callbacks import hparams_of, make_callbacks
 from app.run import context as run_context
 from app.run import resume, rundir, summary
 from app.run.ledger import Ledger, attempts_before
+from callbacks.figures.bill import Bill, attempts_seconds
 from callbacks.figures.steps import every_whole_call
 from callbacks.heap import frozen_heap
 from callbacks.records import durable, hparams
@@ -51,7 +52,7 @@ class Plan:
     validation_steps: int  # 0 = no validation
     train_flops_per_image: float | None  # None: the step could not be counted
     state: resume.State
-    billed_seconds_before: float  # by earlier attempts, from the ledger
+    bill: Bill  # the run's: this attempt's clock and prices, earlier attempts' seconds
     data_facts: dict = dataclasses.field(default_factory=dict)  # checked on resume
     model_facts: dict = dataclasses.field(default_factory=dict)  # name, size, FLOPs, recipe
     # The steps compiled ahead of fit (app/engine/precompile.Precompile), or why not (str):
@@ -216,7 +217,8 @@ def _set_up(context, data, steps_per_epoch, validation_steps, facts, ledger, fin
                       "batchnorm_momentum": batchnorm_momentum(model)}
     if finished:
         return model, None, Plan(data, steps_per_epoch, validation_steps, train_flops, state,
-                                 0.0, facts, facts_of_model), None
+                                 context.billing.bill(context.started_at), facts,
+                                 facts_of_model), None
     if state.path:
         print(f"resuming from {state.path} (epoch {state.epoch}, step {state.global_step})")
     if state.input_state is not None and data.restore_input is not None:
@@ -231,8 +233,11 @@ def _set_up(context, data, steps_per_epoch, validation_steps, facts, ledger, fin
         ledger.set_resumed_from({"epoch": state.epoch, "step": state.global_step,
                                  "seed": context.seed},
                                 checkpoint_billed_seconds=state.billed_seconds)
-    plan = Plan(data, steps_per_epoch, validation_steps, train_flops, state,
-                ledger.billed_seconds_before if ledger else 0.0, facts, facts_of_model,
+    # The bill, built once: the ledger now knows what the earlier attempts billed.
+    bill = context.billing.bill(context.started_at,
+                                ledger.billed_seconds_before if ledger else 0.0)
+    plan = Plan(data, steps_per_epoch, validation_steps, train_flops, state, bill, facts,
+                facts_of_model,
                 compiling=compiling or precompile.why_not(model, data.batch_specs, topology)
                 or "its steps did not lower ahead of fit")
     parts = make_callbacks(context, plan)
@@ -303,8 +308,8 @@ def _rebuilt(context, plan) -> dict:
     seed = first.get("seed") if isinstance(first.get("seed"), int) else context.seed
     # This process bills nothing: its "start" is the bill's end.
     context = dataclasses.replace(context, started_at=ended_at, seed=seed)
-    plan = dataclasses.replace(plan, billed_seconds_before=sum(
-        max(0.0, a["last_seen"] - a["started_at"]) for a in attempts))  # ledger._billed
+    plan = dataclasses.replace(plan, bill=context.billing.bill(ended_at,
+                                                               attempts_seconds(attempts)))
     result = summary.build(context, plan, make_callbacks(context, plan), "completed",
                            attempts, ended_at)
     path = os.path.join(logdir, rundir.SUMMARY_FILE)

@@ -3,7 +3,9 @@
 Each callback is constructed from plain values (never the config): this module is
 the one place that turns flags and resume state into those values. Order matters
 only for `logs`: a callback reads what earlier ones published (MFU reads
-epoch_images_per_sec; the targets read cost_usd and billed_hours), and the metrics
+epoch_images_per_sec; the targets read billed_hours and cost_usd, which the bill's
+meter publishes: the run's one Bill, plan.bill, is handed to it and to the
+checkpoint), and the metrics
 sink comes after them, but before the checkpoint: an epoch's line is written before
 its checkpoint commits, so no checkpoint is ever ahead of the logs. Each checkpoint
 keeps the run's sums of throughput and energy and the trace it took (`run_figures`),
@@ -46,7 +48,7 @@ class RunCallbacks:
 
     callbacks: list
     throughput: Throughput
-    cost: CloudCost | None
+    cost: CloudCost
     mfu: ModelFlopsUtilization
     targets: TopOneTargets
     nan_guard: NanGuard
@@ -100,25 +102,17 @@ def make_callbacks(context, plan) -> RunCallbacks:
                             warmup_steps=config.throughput_warmup_steps,
                             validation_images=plan.data.validation_examples,
                             carried=carried.get("throughput"))
-    cost = None
-    if billing.price_per_hour_usd is not None:
-        cost = CloudCost(billing.price_per_hour_usd, start_time=context.started_at,
-                         billed_seconds_before=plan.billed_seconds_before,
-                         images_before=state.images_seen,
-                         global_batch_size=config.global_batch_size,
-                         total_epochs=config.epochs)
+    cost = CloudCost(plan.bill, images_before=state.images_seen,
+                     global_batch_size=config.global_batch_size, total_epochs=config.epochs)
     mfu = ModelFlopsUtilization(plan.train_flops_per_image, topology.num_replicas,
                            billing.peak_tflops_per_device)
-    targets = TopOneTargets(config.target_top1, history=state.top1_history,
-                            start_time=context.started_at,
-                            billed_seconds_before=plan.billed_seconds_before)
+    targets = TopOneTargets(config.target_top1, history=state.top1_history)
     nan_guard = NanGuard(steps_per_epoch, resume_step=state.global_step)
     parts = RunCallbacks([], throughput, cost, mfu, targets, nan_guard)
     # Every process checkpoints in step (SIGTERM stops them all); process 0 writes.
     parts.checkpoint = Checkpoint(
         logdir, steps_per_epoch=steps_per_epoch, every_steps=config.checkpoint_every_steps,
-        started_at=context.started_at, billed_seconds_before=plan.billed_seconds_before,
-        images_before=state.images_seen, global_batch_size=config.global_batch_size,
+        bill=plan.bill, images_before=state.images_seen, global_batch_size=config.global_batch_size,
         extra_state=lambda step: _extra_state(parts, plan, step),
         resume_step=state.global_step, write=topology.is_chief, stop_request=PROCESS_STOP,
         data_facts=plan.data_facts)

@@ -29,6 +29,7 @@ import threading
 import time
 
 from app.run.rundir import write_json_atomic
+from callbacks.figures.bill import attempts_seconds, unbilled_seconds
 from callbacks.records import durable, untrusted
 
 LEDGER_FILE = "billing.json"
@@ -88,7 +89,7 @@ class Ledger:
     @property
     def billed_seconds_before(self) -> float:
         """Seconds billed by the earlier attempts."""
-        return _billed(self.attempts[:-1])
+        return attempts_seconds(self.attempts[:-1])
 
     def _write(self, at: float | None = None):
         with self._lock:
@@ -142,15 +143,11 @@ def _with_shortfall(attempts: list[dict], intact: bool, checkpoint_billed_second
     floor = checkpoint_billed_seconds
     if not (isinstance(floor, (int, float)) and math.isfinite(floor)) or floor < 0:
         floor = 0.0
-    shortfall = floor - _billed(attempts)
+    shortfall = unbilled_seconds(attempts, floor)
     if not intact and shortfall > 0:
         attempts = [*attempts, {"started_at": 0.0, "last_seen": shortfall,
                                 "status": _RECOVERED}]
     return attempts
-
-
-def _billed(attempts: list[dict]) -> float:
-    return sum(max(0.0, a["last_seen"] - a["started_at"]) for a in attempts)
 
 
 # What an attempt's times may be. A ledger is read back as untrusted (edited by hand,

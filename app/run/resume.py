@@ -26,6 +26,7 @@ from app.run import summary as run_summary
 from app.run.ledger import LEDGER_FILE, check_attempt
 from app.run.rundir import SUMMARY_FILE, RunDirError
 from callbacks import metrics_logger
+from callbacks.figures.bill import saved_seconds
 from callbacks.records import untrusted
 from callbacks.records.checkpoint_files import (
     CheckpointMismatch,
@@ -173,7 +174,7 @@ def restore(model, logdir: str, scope, rewind: bool = True) -> State:
                       global_step=saved["global_step"], images_seen=saved["images_seen"],
                       top1_history=saved.get("top1_history", []), path=path,
                       input_state=saved.get("input_state"),
-                      billed_seconds=float(saved.get("billed_seconds") or 0.0),
+                      billed_seconds=saved_seconds(saved),
                       run_figures=saved.get("run_figures") or {})
     if rewind:
         rewind_logs(logdir, state.epoch, state.global_step)

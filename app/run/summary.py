@@ -4,11 +4,11 @@ lines printed at the end.
 Every figure is the run's: over every epoch of every attempt (the callbacks carry
 their sums across attempts in the checkpoints), never the last epoch's nor the
 last attempt's; per-epoch figures are metrics.jsonl's, named `epoch_*`. The bill
-(`billed_seconds`, `cost_usd`) covers every attempt from its process's start
-(app/main.py's first line) to the moment this summary is made (a killed attempt:
-to its last heartbeat, at most app/run/ledger.py's HEARTBEAT_SECONDS before
-the kill); the interpreter's start before that and the process's exit
-after it are not in it.
+(`billed_seconds`, `cost_usd`: the run's Bill, callbacks/figures/bill.py) covers
+every attempt from its process's start (app/main.py's first line) to the moment
+this summary is made (a killed attempt: to its last heartbeat, at most
+app/run/ledger.py's HEARTBEAT_SECONDS before the kill); the interpreter's start
+before that and the process's exit after it are not in it.
 
 A figure that was not measured is null, never 0: a CPU run has no MFU unless a
 peak is given, a run without a price has no cost, a target not reached has no
@@ -24,19 +24,18 @@ import shlex
 import sys
 
 from app.run import provenance
-from callbacks.figures.money import (
-    cost_usd,
+from callbacks.figures.bill import (
+    PRICING_WORDS,
+    hours,
     projected_cost_usd,
-    usd_per_million_images,
+    usd,
+    usd_per_hour,
 )
 from callbacks.profiling.breakdown import line as breakdown_line
 from callbacks.profiling.timed import reconcile
 from preprocessing import augment
 from preprocessing.spec import skipped_line
 
-# How the closing lines name each pricing option (flags.PRICINGS).
-PRICING_WORDS = {"on_demand": "on demand", "spot": "on spot", "one_year": "with 1-year commitment",
-                 "three_year": "with 3-year commitment"}
 STATUS_BY_EXCEPTION = {"Preempted": "preempted", "Diverged": "diverged",
                        "KeyboardInterrupt": "interrupted"}
 
@@ -76,17 +75,16 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
             end of this attempt).
     """
     config, topology, billing, data = context.config, context.topology, context.billing, plan.data
+    bill = plan.bill
     train_flops_per_image, steps_per_epoch = plan.train_flops_per_image, plan.steps_per_epoch
     history = parts.targets.history
     measured = [h for h in history if h.get("top1") is not None]
     throughput = parts.throughput
     images_per_sec = throughput.images_per_sec
-    price = billing.price_per_hour_usd
     cost = parts.cost
     epochs_completed = max([h["epoch"] for h in history], default=0)
     # Billed time comes from the ledger's earlier attempts whether or not there is a price.
-    billed = plan.billed_seconds_before + ended_at - context.started_at
-    billed_usd = cost_usd(billed, price) if price is not None else None
+    billed_usd = bill.cost_usd(ended_at)
     summary = {
         # What ran, and where.
         **topology.describe(),
@@ -113,7 +111,7 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         if data.num_classes >= 100 else None,
         # Each target with its billed hours priced under every pricing the row sells
         # (the study's on-demand vs 12-month table): billed hours x that price.
-        "targets": [_priced(target, billing) for target in parts.targets.targets()],
+        "targets": [_priced(target, bill) for target in parts.targets.targets()],
         # Speed: the steady state of every epoch of every attempt, as one window.
         "images_per_sec": _round(images_per_sec, 2),
         "images_per_sec_per_device": _round(images_per_sec / topology.num_replicas, 2)
@@ -136,18 +134,17 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         **_energy(parts.energy),
         # Money.
         "machine": billing.machine, "pricing": billing.pricing, "machines": billing.machines,
-        "price_per_hour_usd": price, "price_source": billing.source,
-        "price_per_hour_usd_by_pricing": dict(billing.price_per_hour_by_option),
-        "billed_seconds": _round(billed, 2),
+        "price_per_hour_usd": bill.price_per_hour_usd, "price_source": billing.source,
+        "price_per_hour_usd_by_pricing": dict(bill.price_per_hour_by_option),
+        "billed_seconds": _round(bill.seconds(ended_at), 2),
         "cost_usd": _round(billed_usd),
         "cost_usd_by_pricing": {k: _round(v) for k, v in
-                                billing.dollars_by_option(billed / 3600).items()},
-        "usd_per_million_images": _round(usd_per_million_images(images_per_sec, price))
-        if price is not None and images_per_sec else None,
+                                bill.dollars_by_option(bill.hours(ended_at)).items()},
+        "usd_per_million_images": _round(bill.usd_per_million_images(images_per_sec)),
         # The bill, plus the epochs left at the last epoch's cost: the bill at the end.
         "projected_cost_usd": _round(projected_cost_usd(
             billed_usd, cost.usd_per_epoch, config.epochs - epochs_completed))
-        if cost and billed_usd is not None else None,
+        if billed_usd is not None else None,
         # Time and provenance: from the first attempt's start to now, the time
         # between attempts included (billed_seconds leaves it out).
         "wall_seconds": _round(ended_at - first_start(attempts, context.started_at), 2),
@@ -197,11 +194,11 @@ def startup_lines(summary: dict) -> list[str]:
             f"{largest}{compiled} (summary.json's startup, TensorBoard's Text tab)"]
 
 
-def _priced(target: dict, billing) -> dict:
+def _priced(target: dict, bill) -> dict:
     """A target's entry with `cost_usd_by_pricing`: its billed hours under each pricing."""
-    hours = target.get("hours")
-    return {**target, "cost_usd_by_pricing": None if hours is None else {
-        k: _round(v) for k, v in billing.dollars_by_option(hours).items()}}
+    billed_hours = target.get("hours")
+    return {**target, "cost_usd_by_pricing": None if billed_hours is None else {
+        k: _round(v) for k, v in bill.dollars_by_option(billed_hours).items()}}
 
 
 def _energy(meter) -> dict:
@@ -232,10 +229,6 @@ def _versions(backend: str) -> dict:
         module = sys.modules.get(name)
         versions[name] = getattr(module, "__version__", None)
     return versions
-
-
-def _money(value):
-    return "n/a" if value is None else f"${value:,.4f}"
 
 
 def percent(fraction: float) -> str:
@@ -320,10 +313,10 @@ def _target_cost(target: dict, pricing: str | None) -> str:
     by_pricing = {k: v for k, v in (target.get("cost_usd_by_pricing") or {}).items()
                   if v is not None}
     if len(by_pricing) < 2 or target.get("hours") is None:
-        return _money(target["cost_usd"])
+        return usd(target["cost_usd"])
     order = sorted(by_pricing, key=lambda k: k != pricing)
     return f"{target['hours']:.4f} h: " + ", ".join(
-        f"{_money(by_pricing[k])} {PRICING_WORDS.get(k, k)}" for k in order)
+        f"{usd(by_pricing[k])} {PRICING_WORDS.get(k, k)}" for k in order)
 
 
 def _profile(profiler, logdir: str, step_time_ms: float | None) -> dict | None:
@@ -361,15 +354,16 @@ def closing_lines(summary: dict) -> str:
     if rate and summary.get("images_per_sec_wall"):
         speed += (f"; {summary['images_per_sec_wall']:,.1f} over the wall clock "
                   "(evaluation and checkpoints included)")
-    money = (f"cost: {_money(summary['cost_usd'])} for {summary['billed_seconds'] / 3600:.4f} "
-             f"billed hours at ${summary['price_per_hour_usd']}/h ({_priced_by(summary)})"
+    money = (f"cost: {usd(summary['cost_usd'])} for {hours(summary['billed_seconds']):.4f} "
+             f"billed hours at {usd_per_hour(summary['price_per_hour_usd'])} "
+             f"({_priced_by(summary)})"
              if summary["cost_usd"] is not None
              else "cost: unknown (no price for this device: pass --machine or "
                   "--price_per_hour_usd)")
     others = {k: v for k, v in (summary.get("cost_usd_by_pricing") or {}).items()
               if k != summary["pricing"] and v is not None}
     if summary["cost_usd"] is not None and others:
-        money += "; " + ", ".join(f"{_money(v)} {PRICING_WORDS.get(k, k)}"
+        money += "; " + ", ".join(f"{usd(v)} {PRICING_WORDS.get(k, k)}"
                                   for k, v in others.items())
     logdir = summary["logdir"]
     report = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

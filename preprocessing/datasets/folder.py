@@ -24,7 +24,6 @@ import sys
 from preprocessing.datasets import fingerprint
 from preprocessing.files import is_utf8, shown, stat_or_why
 from preprocessing.spec import SKIPPED_NAMES_KEPT, DataError, Datasets, InputSpec, first_names
-from preprocessing.streams import first_decodable
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 LAYOUT = "PATH/train/<label>/*.jpg|png and PATH/validation/<label>/*.jpg|png"
@@ -289,3 +288,23 @@ def make_from_root(root: str, spec: InputSpec, default_size: int,
         shown(os.path.relpath(path, root)) for path in ((named() if named else []) + unusable)[
             :SKIPPED_NAMES_KEPT]])[:SKIPPED_NAMES_KEPT]
     return data
+
+
+# ---- does a split hold an image that decodes? (asked before training, in one line)
+# The input streams skip corrupt images, so over a split where none decodes the first
+# batch would never come. Decoding is the tf.data pipeline's own where TensorFlow is
+# loaded already, otherwise the host decoder grain uses, so that the JAX path never
+# imports TensorFlow. The split's files are decoded in order until one works.
+
+def decodes(path: str) -> bool:
+    """Whether the file at `path` can be read and decoded as the pipeline decodes it."""
+    if "tensorflow" in sys.modules:
+        from preprocessing.tfdata.images import decodes_file
+    else:
+        from preprocessing.host.images import decodes_file
+    return decodes_file(path)
+
+
+def first_decodable(paths) -> str | None:
+    """The first of `paths` that decodes, or None."""
+    return next((path for path in paths if decodes(path)), None)

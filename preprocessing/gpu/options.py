@@ -36,7 +36,7 @@ class GpuOptions:
     # CUDA) or "hw" (the hardware JPEG engines only; what they refuse, progressive or
     # unusual chroma subsampling, is decoded on the CPU). "hw" was the fastest under
     # load; nvJPEG's CUDA decoder alone and each batch split between it and the engines
-    # were slower and left (git history: 2026-11-30-h200-gpu-jpeg.json, run_2).
+    # were slower and left (2026-11-30-h200-gpu-jpeg.json at 35cc76c, run_2).
     # (GPU_ONLY alone could not create a decoder on the H200, "Code: 7".)
     backend: str = "hw"
     # How the GPU decoder is called: "nvjpeg" (nvJPEG's hardware decoder called
@@ -53,7 +53,7 @@ class GpuOptions:
     # this process (its Python then competes with training for the GIL). None: for the
     # GPU decoder half the cores, at most 8 (on an H200's 16 cores: 7,156 img/s with 4,
     # whose last epochs waited for plans, 7,188 with 8 and no wait;
-    # 2026-12-01-h200-warm-up.json call4), all cores but two for the CPU one.
+    # 2026-12-01-h200-warm-up.json at 35cc76c call4), all cores but two for the CPU one.
     # They are spawned: the program's main module must be safe to import.
     workers: int | None = None
     # Batches decoded at the same time (lanes), each with its own decoder, CUDA stream
@@ -66,7 +66,7 @@ class GpuOptions:
     # shared memory, native/shared_bytes.py), "workers" (they send them with the plan,
     # through the process pool's pipe: 29 ms of this process's CPU a batch of 256 and
     # at most 33 batches a second, against 0.5 ms through shared memory,
-    # 2026-12-01-h200-shared.json plan_transfer) or "stream" (a thread of this process
+    # 2026-12-01-h200-shared.json at 35cc76c plan_transfer) or "stream" (a thread of this process
     # reads each file again). None: "shared" with api "nvjpeg" ("workers" without
     # planning processes: the bytes are here already); "stream" with api "c", which
     # reads its files itself.
@@ -75,7 +75,7 @@ class GpuOptions:
     # up before their first batch: each decodes batches of made-up JPEGs as large as the
     # largest of these (planning.warm_up_jpegs), so it grows its buffers then and not in
     # training (without it nvJPEG took memory in 65 of the first epoch's 80 batches,
-    # with it in 3; 2026-12-01-h200-warm-up.json call1 and call3). A failed warm-up
+    # with it in 3; 2026-12-01-h200-warm-up.json at 35cc76c call1 and call3). A failed warm-up
     # warns; training goes on. 0: none.
     warm_up: int = 1024
 

@@ -6,7 +6,8 @@ makes them die with the run and stops them in order, in bounded time:
 - In each worker, grain's `worker_init_fn` hook (`_worker_init`) ignores SIGINT (a
   terminal's Ctrl-C reaches every process of the group; the run, which takes it,
   closes its workers), and asks Linux to
-  SIGKILL it when its parent ends (prctl PR_SET_PDEATHSIG): a SIGKILLed run (the OOM
+  SIGKILL it when its parent ends (prctl PR_SET_PDEATHSIG, through the host wing's
+  native floor, native/prctl.py): a SIGKILLed run (the OOM
   killer, a preempted VM's agent) or one that ends in `os._exit` (the stall watchdog,
   the grace period of app/run/signals.py) takes its workers with it, stopped ones
   included. The hook then checks that the parent is still there (it may have died
@@ -37,7 +38,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import functools
 import multiprocessing
 import multiprocessing.util  # noqa: F401 - its exit handler is registered before ours
@@ -50,7 +50,8 @@ import threading
 import time
 import weakref
 
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+from preprocessing.host.native import prctl
+
 POLITE_SECONDS = 2.0  # grain's own shutdown: the workers end their loop and exit
 KILL_AFTER_SECONDS = 5.0  # after SIGTERM
 STOP_SECONDS = 10.0  # the most close() takes (its steps above, then grain's end)
@@ -65,10 +66,8 @@ def _worker_init(parent: int, path: str, index: int, count: int) -> None:
     # KeyboardInterrupt traceback from grain's queue while the run saved its checkpoint
     # and ended well (exit 75). The run decides: it closes its workers (`Workers.close`).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if prctl.supported():
+        prctl.set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != parent:  # the run ended before the request was made
         os.kill(os.getpid(), signal.SIGKILL)
     handle = os.open(path, os.O_WRONLY)

@@ -14,7 +14,8 @@ import pytest
 from browser import dom, needs_chromium, screenshot
 from conftest import ROOT
 
-from app import report, report_page
+from app import report
+from app.report import page as report_page
 from app.engine import catalog, plots
 
 IMAGENET_TRAIN = 1_281_167

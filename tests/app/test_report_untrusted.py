@@ -17,7 +17,8 @@ from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app import report, report_page
+from app import report
+from app.report import page as report_page
 from app.engine import plots
 
 XSS = "<img src=x onerror=alert(1)>"

@@ -6,6 +6,8 @@ import time
 import pytest
 
 from callbacks.accuracy import TopOneTargets
+from callbacks.cost import CloudCost
+from callbacks.figures.bill import Bill
 
 
 def test_targets_arguments_are_checked_with_the_value_received():
@@ -45,10 +47,12 @@ def test_a_target_met_at_the_first_epoch_is_not_interpolated_and_history_resumes
 
 
 def test_hours_to_a_target_need_no_price():
-    """Without a price there is no cost callback: the hours come from the targets'
-    own billing clock (earlier attempts included), the dollars stay unknown."""
-    tracker = TopOneTargets([0.5], start_time=time.time() - 1800, billed_seconds_before=1800)
+    """Without a price the bill's meter still bills hours (earlier attempts included):
+    the targets read them; the dollars stay unknown."""
+    meter = CloudCost(Bill(time.time() - 1800, 1800))
+    tracker = TopOneTargets([0.5])
     logs = {"val_top1": 0.6}
+    meter.on_epoch_end(0, logs)
     tracker.on_epoch_end(0, logs)
     target = tracker.targets()[0]
     assert target["reached"] and target["hours"] == pytest.approx(1.0, abs=1e-3)

@@ -5,12 +5,14 @@ import errno
 import json
 import os
 import shutil
+import time
 
 import keras
 import numpy as np
 import pytest
 
 from callbacks.checkpoint import Checkpoint, latest_checkpoint
+from callbacks.figures.bill import Bill, saved_seconds
 from callbacks.stops import Preempted, StorageError
 from tiny_keras import tiny_data, tiny_model
 
@@ -24,9 +26,14 @@ def test_checkpoint_arguments_are_checked_with_the_value_received():
 def test_checkpoints_are_atomic_kept_two_deep_and_restore_the_optimizer(tmp_path):
     x, y = tiny_data(64)
     model = tiny_model()
+    # The run's Bill, started 20 s ago with 100 s billed before: each checkpoint saves
+    # its seconds, between this test's clock read before and after the fit.
+    before = time.time()
     saver = Checkpoint(str(tmp_path), steps_per_epoch=8, every_steps=3, global_batch_size=8,
+                       bill=Bill(before - 20.0, 100.0),
                        extra_state=lambda step: {"note": "kept"})
     model.fit(x, y, batch_size=8, epochs=2, callbacks=[saver], verbose=0)
+    after = time.time()
     names = sorted(os.listdir(tmp_path / "checkpoints"))
     assert names == ["ckpt-0000000014", "ckpt-0000000016"]  # newest two of 3,6,8,11,14,16
     os.makedirs(tmp_path / "checkpoints" / "ckpt-0000000099.tmp-1")  # a save killed midway
@@ -34,6 +41,7 @@ def test_checkpoints_are_atomic_kept_two_deep_and_restore_the_optimizer(tmp_path
     assert path.endswith("ckpt-0000000016")
     assert state["epoch"] == 2 and state["global_step"] == 16 and state["note"] == "kept"
     assert state["images_seen"] == 128
+    assert 120.0 <= saved_seconds(state) <= 120.0 + (after - before)  # what a resume reads
     fresh = tiny_model()
     fresh.optimizer.build(fresh.trainable_variables)
     fresh.load_weights(os.path.join(path, "model.weights.h5"))

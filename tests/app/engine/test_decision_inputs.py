@@ -62,15 +62,18 @@ def test_bad_records_and_attempts_are_left_out(tmp_path):
 
 
 def test_a_probe_on_a_busy_machine_says_so(tmp_path):
-    """Its machine_state: a CPU load average over its cores, other processes on a GPU."""
+    """Its machine_snapshots: a CPU load average over its cores, other processes on a GPU
+    (under machine_state in a probe written before the name)."""
     busy = {"before": {"cpu_cores": 2, "load_average_1m": 8.6},
             "after": {"cpu_cores": 2, "load_average_1m": 10.81,
                       "gpus": [{"index": 0, "other_processes": 2}, {"index": 1}]}}
-    found = decision_inputs.read_folder(write_probe(tmp_path / "busy", machine_state=busy))
-    assert found["busy"] == ("the CPU's load average was 8.6-10.81 on 2 cores; 2 other "
-                             "process(es) on a GPU")
+    said = ("the CPU's load average was 8.6-10.81 on 2 cores; 2 other process(es) on a GPU")
+    found = decision_inputs.read_folder(write_probe(tmp_path / "busy", machine_snapshots=busy))
+    assert found["busy"] == said
+    assert decision_inputs.read_folder(write_probe(tmp_path / "older", machine_state=busy))[
+        "busy"] == said
     idle = {"before": {"cpu_cores": 16, "load_average_1m": 1.2}, "after": "x"}
-    assert decision_inputs.read_folder(write_probe(tmp_path / "idle", machine_state=idle))[
+    assert decision_inputs.read_folder(write_probe(tmp_path / "idle", machine_snapshots=idle))[
         "busy"] is None
 
 

@@ -8,7 +8,7 @@ import types
 import pytest
 
 from app.engine import catalog, prices
-from callbacks.figures import money
+from callbacks.figures import bill as money
 from flags import ConfigError
 
 IMAGENET_TRAIN = 1_281_167
@@ -25,8 +25,8 @@ def test_the_study_tpu_cost_to_accuracy_is_reproduced_from_its_inputs():
     hours_86 = money.hours_for_images(86 * IMAGENET_TRAIN, 2796)
     assert hours_64 == pytest.approx(8.15, abs=0.01)
     assert hours_86 == pytest.approx(10.95, abs=0.01)
-    assert money.cost_usd(hours_64 * 3600, price) == pytest.approx(55, abs=1.0)
-    assert money.cost_usd(hours_86 * 3600, price) == pytest.approx(73, abs=1.0)
+    assert money.dollars(hours_64, price) == pytest.approx(55, abs=1.0)
+    assert money.dollars(hours_86, price) == pytest.approx(73, abs=1.0)
 
 
 def test_v100_images_per_dollar_hour_on_demand():
@@ -325,11 +325,13 @@ def test_dollars_by_option_is_billed_hours_times_each_price_by_hand(tmp_path):
     billing = prices.resolve_billing("hand", "one_year", None, None, "cpu", 24,
                                      catalog_path=str(path), warn=False)
     assert billing.machines == 3 and billing.price_per_hour_usd == pytest.approx(3 * 4.74)
-    assert billing.dollars_by_option(8.15) == pytest.approx(
+    assert billing.bill(0.0).dollars_by_option(8.15) == pytest.approx(
         {"on_demand": 8.15 * 3 * 6.69, "spot": 8.15 * 3 * 2.14, "one_year": 8.15 * 3 * 4.74})
     billing = prices.resolve_billing("gcp-tpu-v6e", "spot", None, None, "TPU v6e", 4)
     assert billing.price_per_hour_by_option == pytest.approx({"on_demand": 10.8,
                                                                "spot": 2.59332})
-    assert billing.dollars_by_option(0.5) == pytest.approx({"on_demand": 5.4, "spot": 1.29666})
+    assert billing.bill(0.0).dollars_by_option(0.5) == pytest.approx({"on_demand": 5.4,
+                                                                      "spot": 1.29666})
     flag = prices.resolve_billing("gcp-tpu-v6e", "spot", 3.0, None, "TPU v6e", 4)
-    assert flag.dollars_by_option(2.0) == {"spot": 6.0}  # the flag's price, under --pricing
+    # the flag's price, under --pricing
+    assert flag.bill(0.0).dollars_by_option(2.0) == {"spot": 6.0}

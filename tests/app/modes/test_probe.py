@@ -24,7 +24,7 @@ def test_the_timed_steps_fill_the_budget_in_whole_calls(step_seconds, spe, asked
     assert steps % spe == 0
 
 
-def test_the_machine_state_reads_each_gpu_through_nvml():
+def test_the_machine_snapshot_reads_each_gpu_through_nvml():
     """A stand-in with pynvml's functions: each GPU's temperature, clocks, power limit
     and the processes that are not this one; a figure NVML refuses is left out."""
     def refused(*_):
@@ -38,7 +38,7 @@ def test_the_machine_state_reads_each_gpu_through_nvml():
         nvmlDeviceGetEnforcedPowerLimit=lambda h: 700_000 if h == 0 else refused(),
         nvmlDeviceGetComputeRunningProcesses=lambda h: [
             types.SimpleNamespace(pid=os.getpid()), types.SimpleNamespace(pid=1)])
-    state = probe.machine_state([0, 3], nvml=fake)
+    state = probe.machine_snapshot([0, 3], nvml=fake)
     assert state["cpu_cores"] == len(os.sched_getaffinity(0))
     assert state["gpus"] == [
         {"index": 0, "temperature_c": 41, "sm_clock_mhz": 1755, "max_sm_clock_mhz": 1980,
@@ -46,5 +46,5 @@ def test_the_machine_state_reads_each_gpu_through_nvml():
         {"index": 3, "temperature_c": 44, "sm_clock_mhz": 1755, "max_sm_clock_mhz": 1980,
          "other_processes": 1}]
     broken = types.SimpleNamespace(nvmlInit=refused)
-    assert "gpus" not in probe.machine_state([0], nvml=broken)
-    assert "gpus" not in probe.machine_state(None)
+    assert "gpus" not in probe.machine_snapshot([0], nvml=broken)
+    assert "gpus" not in probe.machine_snapshot(None)

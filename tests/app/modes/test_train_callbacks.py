@@ -30,8 +30,8 @@ def test_the_energy_cards_say_how_the_energy_was_measured(tmp_path, monkeypatch,
         config=config, topology=topology, logdir=str(tmp_path), started_at=time.time(),
         batch=BatchShape(8), billing=resolve_billing("auto", "on_demand", None, None, "cpu", 1))
     data = types.SimpleNamespace(input_state=None, validation_examples=0)
-    parts = train_callbacks.make_callbacks(context, train.Plan(data, 4, 0, 1e6, resume.NEW_RUN,
-                                                               0.0))
+    parts = train_callbacks.make_callbacks(context, train.Plan(
+        data, 4, 0, 1e6, resume.NEW_RUN, context.billing.bill(context.started_at)))
     logger = parts.logger
     logger.on_train_begin()
     logger.on_epoch_begin(0)

@@ -219,7 +219,8 @@ def test_the_reports_reader_of_a_breakdown_takes_hostile_values_without_a_traceb
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from app import report, report_page
+    from app.report import page as report_page
+    from app.report import reading
     from callbacks.profiling import difference
 
     values = st.one_of(st.none(), st.booleans(), st.text(max_size=6),
@@ -238,7 +239,7 @@ def test_the_reports_reader_of_a_breakdown_takes_hostile_values_without_a_traceb
         kept = []
         for item in (first, second):
             notes = []
-            result = report._breakdown({"profile": {"breakdown": item}}, "summary.json", notes)
+            result = reading._breakdown({"profile": {"breakdown": item}}, "summary.json", notes)
             assert (result is None) == bool(notes) or item is None
             if result is not None:
                 assert 0 <= result["step_ms"] <= 1e9

@@ -1,5 +1,5 @@
 """The report's words and page: the findings in sentences, the tables, and the HTML
-and Markdown that hold them (the content comes from app/report.py's `build`).
+and Markdown that hold them (the content comes from app/report/content.py's `build`).
 
 Labels, names and any text read from a run folder are someone else's: in the HTML
 every piece of text is escaped (html.escape); in the Markdown the report's own words
@@ -18,7 +18,8 @@ import os
 import re
 
 from app.run import differences
-from app.run.summary import PRICING_WORDS, percent
+from app.run.summary import percent
+from callbacks.figures.bill import PRICING_WORDS, dollars, usd
 from callbacks.profiling import breakdown, difference
 
 MISSING = "—"
@@ -54,10 +55,9 @@ def _same(text) -> str:
 
 
 def money(value) -> str:
-    """Dollars with the precision the amount needs (CPU runs cost fractions of a cent)."""
-    if value is None:
-        return MISSING
-    return f"${value:,.2f}" if abs(value) >= 1 else f"${value:.4f}"
+    """Dollars as the app writes them (callbacks/figures/bill.py's `usd`: CPU runs cost
+    fractions of a cent), MISSING where there are none."""
+    return MISSING if value is None else usd(value)
 
 
 def hours(value) -> str:
@@ -264,7 +264,7 @@ def _target_cell(t, row) -> str:
     others = {k: v for k, v in (row.get("price_per_hour_usd_by_pricing") or {}).items()
               if k != row.get("pricing")}
     if others and t["hours"] is not None:  # the same hours under the row's other pricings
-        cell += " (" + ", ".join(f"{money(t['hours'] * price)} {PRICING_WORDS.get(k, k)}"
+        cell += " (" + ", ".join(f"{money(dollars(t['hours'], price))} {PRICING_WORDS.get(k, k)}"
                                  for k, price in others.items()) + ")"
     return cell
 
@@ -304,7 +304,7 @@ def tables(content: dict, quote=_same) -> list[tuple[str, str, list[str], list[l
                cell(r, rate + ["num_replicas"], _fmt(r["images_per_sec_per_device"])),
                cell(r, ["mfu"], MISSING if r["mfu"] is None else percent(r["mfu"])),
                cell(r, ["sweep"], "yes" if r["has_sweep"] else "no sweep")] for r in rows])
-    # usd_per_million_images: price / steady-state images/sec (callbacks/figures/money.py), not
+    # usd_per_million_images: price / steady-state images/sec (callbacks/figures/bill.py), not
     # the run's bill over its images (billed_usd_per_million_images, in metrics.jsonl).
     price = ("price", "Price", ["run", "machine", "pricing", "$/hour",
                                 "$/million images (price / steady-state images/sec)",
