@@ -87,10 +87,10 @@ def _graph():
     return {m: _imports(p, modules) for m, p in modules.items()}
 
 
-# What the modes share: the training callbacks (train and sweep), a measured point
-# (sweep and ladder), and the package itself (it holds nothing).
+# What the modes share: the training callbacks (train and sweep), a measured point and
+# its names and folder (sweep and ladder), and the package itself (it holds nothing).
 MODES_SHARED = ("app.modes", "app.modes.train_callbacks", "app.modes.points",
-                "app.modes.bench")
+                "app.modes.bench", "app.modes.point_folders")
 # The floors that call C (ctypes), each imported by its own wing only: the GPU wing's
 # (CUDA, nvJPEG, nvImageCodec, memory) and the host wing's (prctl's parent-death
 # signal, so that the host pipeline's decoding workers die with the run).
@@ -378,7 +378,7 @@ COVERED_ELSEWHERE = {
                               "app.engine.native_stderr"),
     "tests/app/engine/test_distribute.py": ("app.engine.cold_start", "app.engine.environment"),
     "tests/test_real_data.py": ("app.modes.input_benchmark", "preprocessing.tfdata.pipeline"),
-    "tests/test_sweep.py": ("app.modes.bench",),
+    "tests/test_sweep.py": ("app.modes.bench", "app.modes.point_folders"),
     "tests/app/test_report.py": ("app.engine.plots",),
     "tests/test_steps.py": ("callbacks.profiler",),
     # the run folder's life: resumes, kills, stops, damage, its one writer
