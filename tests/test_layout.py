@@ -398,7 +398,8 @@ COVERED_ELSEWHERE = {
     "tests/flags/test_config.py": ("flags.checks", "flags.choices"),
     "tests/test_help_and_errors.py": ("flags.definitions",),
     # the input pipelines' shared parts, through the pipelines
-    "tests/preprocessing/host/test_host_images.py": ("preprocessing.augment",),
+    "tests/preprocessing/host/test_host_images.py": ("preprocessing.augment",
+                                                     "preprocessing.host.decoding"),
     "tests/gpu/test_gpu_stream.py": ("preprocessing.feed",),
     "tests/test_data_door.py": ("preprocessing.files",),
     "tests/test_workers.py": ("preprocessing.host._children",),
