@@ -400,6 +400,7 @@ COVERED_ELSEWHERE = {
     # the input pipelines' shared parts, through the pipelines
     "tests/preprocessing/host/test_host_images.py": ("preprocessing.augment",
                                                      "preprocessing.host.decoding"),
+    "tests/preprocessing/host/test_grain_stream.py": ("preprocessing.host.grain_source",),
     "tests/gpu/test_gpu_stream.py": ("preprocessing.feed",),
     "tests/test_data_door.py": ("preprocessing.files",),
     "tests/test_workers.py": ("preprocessing.host._children",),
