@@ -60,6 +60,23 @@ def test_progress_shows_the_watched_figures_and_the_logs_keep_every_figure(runs,
             "learning_rate", "usd_per_epoch", "epoch_eval_images_per_sec"} <= set(record)
 
 
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_a_run_writes_every_field_of_summary_jsons_table(runs, backend):
+    """The fields the report reads of a training run's summary.json (its table,
+    callbacks/records/summary_fields.py) are all in the summary.json a real run wrote,
+    the items of its lists with theirs."""
+    from callbacks.records import summary_fields
+
+    summary = json.loads((runs[backend][1] / "summary.json").read_text())
+    table = (set(summary_fields.RUN_FIELDS) | set(summary_fields.RUN_LISTS)
+             | set(summary_fields.RUN_OBJECTS))
+    assert table <= set(summary), sorted(table - set(summary))
+    assert summary["attempts"]  # a list the table names, never empty after a run
+    for name, fields in summary_fields.RUN_LISTS.items():
+        for item in summary[name]:
+            assert set(fields) <= set(item), (name, sorted(set(fields) - set(item)))
+
+
 def on_a_terminal(args, stderr_too=False, watch=None):
     """`python app/main.py ARGS` with stdout (and stderr if `stderr_too`) on a real
     terminal (a pty), read until it closes; `watch(process, output so far)` after each

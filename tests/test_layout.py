@@ -87,10 +87,10 @@ def _graph():
     return {m: _imports(p, modules) for m, p in modules.items()}
 
 
-# What the modes share: the training callbacks (train and sweep), a measured point
-# (sweep and ladder), and the package itself (it holds nothing).
+# What the modes share: the training callbacks (train and sweep), a measured point and
+# its names and folder (sweep and ladder), and the package itself (it holds nothing).
 MODES_SHARED = ("app.modes", "app.modes.train_callbacks", "app.modes.points",
-                "app.modes.bench")
+                "app.modes.bench", "app.modes.point_folders")
 # The floors that call C (ctypes), each imported by its own wing only: the GPU wing's
 # (CUDA, nvJPEG, nvImageCodec, memory) and the host wing's (prctl's parent-death
 # signal, so that the host pipeline's decoding workers die with the run).
@@ -376,9 +376,10 @@ COVERED_ELSEWHERE = {
     "tests/test_cli.py": ("app.main", "app.engine.data"),
     "tests/test_console.py": ("app.run.summary", "callbacks.progress",
                               "app.engine.native_stderr"),
-    "tests/app/engine/test_distribute.py": ("app.engine.cold_start", "app.engine.environment"),
+    "tests/app/engine/test_distribute.py": ("app.engine.cold_start", "app.engine.environment",
+                                            "app.engine.topology"),
     "tests/test_real_data.py": ("app.modes.input_benchmark", "preprocessing.tfdata.pipeline"),
-    "tests/test_sweep.py": ("app.modes.bench",),
+    "tests/test_sweep.py": ("app.modes.bench", "app.modes.point_folders"),
     "tests/app/test_report.py": ("app.engine.plots",),
     "tests/test_steps.py": ("callbacks.profiler",),
     # the run folder's life: resumes, kills, stops, damage, its one writer
@@ -397,7 +398,9 @@ COVERED_ELSEWHERE = {
     "tests/flags/test_config.py": ("flags.checks", "flags.choices"),
     "tests/test_help_and_errors.py": ("flags.definitions",),
     # the input pipelines' shared parts, through the pipelines
-    "tests/preprocessing/host/test_host_images.py": ("preprocessing.augment",),
+    "tests/preprocessing/host/test_host_images.py": ("preprocessing.augment",
+                                                     "preprocessing.host.decoding"),
+    "tests/preprocessing/host/test_grain_stream.py": ("preprocessing.host.grain_source",),
     "tests/gpu/test_gpu_stream.py": ("preprocessing.feed",),
     "tests/test_data_door.py": ("preprocessing.files",),
     "tests/test_workers.py": ("preprocessing.host._children",),

@@ -1,1 +1,2 @@
-"""What every mode shares: backend and devices, models, the recipe, prices, measuring."""
+"""What every mode shares: backend and devices (distribute.py, topology.py), models, the
+recipe, the start-up, the kernels, prices and the decision, measuring."""

@@ -6,8 +6,9 @@ Two steps, in this order:
    Keras (and with it TensorFlow or JAX) is first imported (which ones, and why:
    app/engine/environment.py).
 2. `make_topology(config)` finds the devices, checks them against the flags, and
-   returns a `Topology`: a TensorFlow `tf.distribute` strategy (default,
-   MirroredStrategy or TPUStrategy), or a `keras.distribution.DataParallel` on JAX,
+   returns a `Topology` (app/engine/topology.py): a TensorFlow `tf.distribute`
+   strategy (default, MirroredStrategy or TPUStrategy), or a
+   `keras.distribution.DataParallel` on JAX,
    plus the facts the summary records (processes, devices, device kind). On the
    way it applies the cold-start measures (app/engine/cold_start.py).
 
@@ -18,8 +19,6 @@ silent fallback to another device.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import importlib
 import os
 import sys
@@ -27,12 +26,7 @@ import threading
 
 from app.engine import cold_start, environment, native_stderr, startup
 from app.engine.startup import TIMELINE
-from preprocessing.spec import BatchError, BatchShape
-
-
-class TopologyError(RuntimeError):
-    """The devices or hosts asked for are not there; the message is one line."""
-
+from app.engine.topology import Topology, TopologyError  # noqa: F401 (read as distribute's too)
 
 # How to get each framework, for the error when it is missing.
 INSTALL = {
@@ -51,84 +45,6 @@ TPU_INSTALL = {
     "jax": 'on a Cloud TPU VM install JAX for TPUs: pip install -U "jax[tpu]"',
     "tensorflow": "on a Cloud TPU VM TensorFlow needs its TPU build (BUILD.md, TPU)",
 }
-
-
-@dataclasses.dataclass
-class Topology:
-    """Where the run executes; built once by `make_topology`."""
-
-    backend: str
-    accelerator: str
-    num_processes: int
-    process_index: int
-    devices_per_process: int
-    device_kind: str
-    strategy: object = None  # tf.distribute.Strategy (TensorFlow backend)
-    distribution: object = None  # keras.distribution.Distribution (JAX backend)
-    jit_compile: object = "auto"  # what model.compile gets
-    # The folder JAX keeps compiled programs in, None when it keeps none (TensorFlow has
-    # none): a run that finds its programs there starts seconds sooner.
-    compilation_cache_dir: str | None = None
-    # --global_batch_size shared out over these processes and devices: made and checked
-    # once, by make_topology; the input pipelines read its parts by name.
-    batch: BatchShape | None = None
-
-    @property
-    def num_replicas(self) -> int:
-        return self.num_processes * self.devices_per_process
-
-    @property
-    def billed_devices(self) -> int:
-        """Devices a cloud charges for: the logical CPU devices of one host are one
-        machine (its host), accelerators are counted one by one."""
-        return self.num_processes if self.accelerator == "cpu" else self.num_replicas
-
-    @property
-    def is_chief(self) -> bool:
-        """Process 0 alone writes logs, summaries, checkpoints and traces."""
-        return self.process_index == 0
-
-    def shared_seed(self, seed: int) -> int:
-        """Process 0's `seed`, on every process (model initialization must agree)."""
-        if self.num_processes == 1:
-            return seed
-        import numpy as np
-        from jax.experimental import multihost_utils
-
-        return int(multihost_utils.broadcast_one_to_all(np.array(seed, dtype=np.uint32)))
-
-    def batch_shape(self, global_size: int) -> BatchShape:
-        """`global_size` images a step, shared by this topology's processes and devices.
-
-        Raises:
-            TopologyError: if the replicas cannot share it evenly.
-        """
-        try:
-            return BatchShape(global_size, self.num_processes, self.devices_per_process)
-        except BatchError as error:
-            raise TopologyError(str(error)) from None
-
-    def scope(self):
-        """Context in which the model and optimizer must be built."""
-        if self.strategy is not None:
-            return self.strategy.scope()
-        return contextlib.nullcontext()
-
-    def describe(self) -> dict:
-        """What summary.json records of where the run executed."""
-        return {
-            "backend": self.backend,
-            "accelerator": self.accelerator,
-            "num_processes": self.num_processes,
-            "devices_per_process": self.devices_per_process,
-            "num_replicas": self.num_replicas,
-            "device_kind": self.device_kind,
-            "jit_compile": self.jit_compile,
-            "compilation_cache_dir": self.compilation_cache_dir,
-            "strategy": type(self.strategy).__name__ if self.strategy is not None
-            else (type(self.distribution).__name__ if self.distribution is not None
-                  else "single device"),
-        }
 
 
 def prepare_backend(config) -> None:

@@ -15,7 +15,7 @@ cannot run is a row too, its reason as status:
 A few more steps are then traced (PROFILED_STEPS) and split by kind of work: the row's
 `breakdown`. A model axis changes the network only (the recipe stays the run's). Each
 point is an HParams session, <logdir>/points/<name>, emptied before it is measured
-again (an attempt killed before its row was kept wrote there). A real dataset's
+again (an attempt killed before its row was kept wrote there: point_folders.py). A real dataset's
 fingerprint goes into the row: data other than the other points' is refused in one
 line. While it runs, a point says what it does (callbacks/progress.py, PointProgress).
 """
@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
-import shutil
 
 from app.engine import autotune
 from app.engine.data import input_spec
@@ -33,6 +31,7 @@ from app.engine.distribute import TopologyError
 from app.engine.measure import timed_fit, timed_synthetic_fit
 from app.engine.memory import is_out_of_memory, peak_memory_gib
 from app.engine.recipe import make_compiled_model
+from app.modes.point_folders import fresh_folder, point_folder, point_name, short_label
 from app.run import context as run_context
 from app.run.rundir import RunDirError
 from callbacks.energy import EnergyMeter
@@ -59,32 +58,12 @@ DEFAULT_STEPS = 100
 # breakdown): on a CPU tracing a point and reading its trace is about a third of a
 # small point's time, which the test suite's points that test something else skip.
 PROFILED_STEPS = int(os.environ.get("BENCH_POINT_TRACE_STEPS", 3))
-POINTS_FOLDER = "points"
 # Settings that shape the model or its compiled step: a point that changes none of
 # them (only the batch) trains the model the point before it built.
 MODEL_SETTINGS = ("model", "precision", "image_size", "batchnorm_statistics",
                   "steps_per_execution", "xla_autotune")
 # A progress line this often to a file or a pipe (a terminal's line is redrawn).
 PROGRESS_LINE_SECONDS = float(os.environ.get("BENCH_PROGRESS_LINE_SECONDS", 30))
-# How a setting is named in a trial ID (HParams' first column, ~16 characters shown).
-SHORT_NAMES = {"global_batch_size": "batch", "steps_per_execution": "steps/call",
-               "image_size": "image", "xla_autotune": "autotune",
-               "batchnorm_statistics": "batchnorm", "input_pipeline": "input"}
-
-
-def point_name(settings: dict) -> str:
-    """The point's path-safe name, e.g. precision=float32,global_batch_size=8."""
-    text = ",".join(f"{k}={v}" for k, v in settings.items())
-    return re.sub(r"[^\w.,=+-]", "_", text) or "default"
-
-
-def short_label(settings: dict) -> str:
-    """The point's settings in few characters, its values first: "bfloat16, batch 8"."""
-    words = []
-    for key, value in settings.items():
-        value = str(value).replace("mixed_", "")
-        words.append(f"{SHORT_NAMES[key]} {value}" if key in SHORT_NAMES else value)
-    return ", ".join(words) or "default"
 
 
 class Bench:
@@ -235,28 +214,6 @@ def _result(row: dict, context) -> str:
         text += "; " + step_breakdown.line(
             row["breakdown"], peak_tflops_per_device=context.billing.peak_tflops_per_device)
     return text
-
-
-def point_folder(context, name: str) -> str:
-    """<logdir>/points/<name>, made where missing (a point skipped before it was
-    profiled made none); never the run folder itself, which exists."""
-    folder = os.path.join(context.logdir, POINTS_FOLDER)
-    for path in (folder, os.path.join(folder, name)):
-        if not os.path.isdir(path):
-            os.mkdir(path)
-    return os.path.join(folder, name)
-
-
-def fresh_folder(context, name: str) -> str:
-    """The point's folder, emptied: what an attempt killed before the point's row was
-    kept wrote there (its HParams record, its trace, its step breakdown at step 3)
-    would otherwise be read beside what this measurement writes."""
-    path = os.path.join(context.logdir, POINTS_FOLDER, name)
-    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
-        os.remove(path)  # not a folder this app made: nothing to keep
-    elif os.path.isdir(path):
-        shutil.rmtree(path)
-    return point_folder(context, name)
 
 
 def _run(bench, settings, row, progress) -> tuple[str, dict]:

@@ -28,6 +28,7 @@ import sys
 from typing import Callable
 
 from app.modes import bench as bench_module
+from app.modes.point_folders import point_name
 from app.run import context as run_context
 from callbacks.energy import gpu_energy_readers
 from callbacks.records import untrusted
@@ -282,7 +283,7 @@ def _point_name(raw):
     """A row's point name (rows of a batch sweep before --sweep had none)."""
     if isinstance(raw, dict) and not raw.get("point") and "global_batch_size" in raw:
         size = untrusted.field(raw, "global_batch_size", "integer", low=1, high=1 << 40)
-        return bench_module.point_name({"global_batch_size": size})
+        return point_name({"global_batch_size": size})
     return untrusted.field(raw, "point", "text")
 
 

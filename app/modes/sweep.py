@@ -38,6 +38,7 @@ import re
 import time
 
 from app.modes import bench, points
+from app.modes.point_folders import POINTS_FOLDER, point_name
 from app.run import context as run_context
 from app.run import rundir
 from app.run.summary import percent, shell_command
@@ -137,7 +138,7 @@ def run(context) -> dict:
     config, topology, billing = context.config, context.topology, context.billing
     run_dir = context.run_dir
     axes = config.sweep_axes
-    plan = {bench.point_name(settings): settings for settings in grid(axes)}
+    plan = {point_name(settings): settings for settings in grid(axes)}
     run_context.create_folder(context)
     context = run_context.with_steps_per_execution(context, config.steps_per_execution or 1)
     config = context.config
@@ -194,7 +195,7 @@ def _print_closing(summary, logdir) -> None:
         print(f"images/sec: each point's median of {repeats} timed windows (each after a "
               f"fresh compile); {spread.SPREAD}: the lowest and highest window")
     print(f"sweep: {os.path.join(logdir, SWEEP_FILE)} and sweep.png ({charts}); each "
-          f"point an HParams session under {bench.POINTS_FOLDER}/\n"
+          f"point an HParams session under {POINTS_FOLDER}/\n"
           f"view:  {shell_command('-m', 'tensorboard.main', '--logdir', logdir)}", flush=True)
 
 

@@ -2,8 +2,9 @@
 metrics.jsonl, each someone else's file until checked.
 
 Each is read through callbacks/records/untrusted.py, and only the fields below are
-kept, each checked for its kind and range (SUMMARY_FIELDS, NESTED, METRICS_FIELDS),
-text made one printable line (`one_line`). A file that cannot be used skips its run
+kept (summary.json's: its table, callbacks/records/summary_fields.py), each checked
+for its kind and range (SUMMARY_FIELDS, NESTED, METRICS_FIELDS), text made one
+printable line (`one_line`). A file that cannot be used skips its run
 folder (`SkippedRun`, one line); a field of the wrong kind or out of range inside a
 good file is None (shown as n/a) and a note (a caveat) says so.
 """
@@ -16,39 +17,18 @@ import os
 
 from callbacks.figures.bill import PRICINGS
 from callbacks.profiling import difference
-from callbacks.records import untrusted
+from callbacks.records import summary_fields, untrusted
 
 # Every run folder is someone else's file until checked: each is read through
-# callbacks/records/untrusted.py, and only the fields below are kept, each checked for
-# its kind and range. (kind, low, high) per field, as untrusted.field takes them.
-_TEXT = ("text", None, None)
-_SPEED = {"images_per_sec": ("number", 0, 1e12), "step_time_ms": ("number", 0, 1e9),
-          "step_time_stderr_ms": ("number", 0, 1e9), "mfu": ("number", 0, 1e3),
-          "global_batch_size": ("integer", 1, 1 << 40)}
-SUMMARY_FIELDS = {
-    **{name: _TEXT for name in ("model", "dataset", "backend", "precision", "accelerator",
-                                "device_kind", "machine", "pricing", "input_pipeline",
-                                "preprocessing", "status", "mode")},
-    **_SPEED,
-    "image_size": ("integer", 1, 1 << 20), "num_replicas": ("integer", 1, 1 << 24),
-    "num_processes": ("integer", 1, 1 << 24), "validation_examples": ("integer", 1, 1 << 40),
-    "epochs_completed": ("integer", 0, 1 << 40), "epochs": ("integer", 0, 1 << 40),
-    "price_per_hour_usd": ("number", 0, 1e9), "best_val_top1": ("number", 0, 1),
-    "peak_tflops_per_device": ("number", 0, 1e7),
-    "cost_usd": ("number", 0, 1e12),
-}
-# Lists and objects: each item checked with its own fields; a bad item is left out.
-# A benchmark point's spread (--repeats): its lowest and highest window (the min-max,
-# callbacks/figures/spread.py), drawn as error bars.
-_SPREAD = {"images_per_sec_min": _SPEED["images_per_sec"],
-           "images_per_sec_max": _SPEED["images_per_sec"], "repeats": ("integer", 1, 1000)}
-NESTED = {"sweep": {"global_batch_size": ("integer", 1, 1 << 40), **_SPEED, **_SPREAD},
-          "targets": {"target_top1": ("number", 0, 1)},
-          # --benchmark=ladder's rungs (app/modes/ladder.py): the rung's name first
-          "ladder": {"rung": _TEXT, "status": _TEXT, "images_per_sec": _SPEED["images_per_sec"],
-                     "gain_over_previous": ("number", 0, 1e6),
-                     "gain_over_first": ("number", 0, 1e6), **_SPREAD},
-          "attempts": {"started_at": ("number", 0, 4e9)}}  # 4e9 s: the year 2096
+# callbacks/records/untrusted.py, and only the fields of summary.json's table
+# (callbacks/records/summary_fields.py, which its writers share) are kept, each checked
+# for its kind and range: (kind, low, high) per field, as untrusted.field takes them.
+# sweep.json holds a sweep's summary: the same table.
+SUMMARY_FIELDS = summary_fields.FIELDS
+# Lists: each item checked with its own fields; a bad item is left out. A benchmark
+# point's spread (--repeats) is drawn as error bars.
+NESTED = {name: summary_fields.LISTS[name] for name in ("sweep", "targets", "ladder",
+                                                        "attempts")}
 METRICS_FIELDS = {"epoch": ("integer", 0, 1 << 40), "val_top1": ("number", 0, 1),
                   "billed_hours": ("number", 0, 1e9), "cost_usd": ("number", 0, 1e12)}
 MAX_TEXT = 120  # characters of a text field kept (a label is not an essay)
@@ -100,7 +80,7 @@ def _figures(record: dict, where: str, notes: list, invalid: set) -> dict:
             items = [item for item in items if item[next(iter(fields))] is not None]
         out[name] = items
     best = record.get("best")
-    out["best"] = _checked(best, _SPEED, where, notes, invalid, "best.") \
+    out["best"] = _checked(best, summary_fields.SPEED, where, notes, invalid, "best.") \
         if isinstance(best, dict) else None
     prices = record.get("price_per_hour_usd_by_pricing")  # {pricing: $/h}: the good ones
     out["price_per_hour_usd_by_pricing"] = {

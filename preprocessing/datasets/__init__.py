@@ -3,7 +3,8 @@
 `synthetic` (random images made on the device), `digits` (scikit-learn's 1,797 real
 handwritten digits written once as PNG files), `fashion_mnist` (Zalando's 70,000
 clothes from their IDX files), `folder` (PATH/train/<label>/*.jpg),
-`tfds_data` (a prepared TFDS dataset, and ImageNet 2012 from its manual download).
+`tfds_data` (a prepared TFDS dataset, and ImageNet 2012 from its manual download;
+what a prepared one's files say: `tfds_prepared`).
 Each has `check(dataset, spec)` (fails fast, writes nothing) and `make(dataset, spec)
 -> Datasets`. The real-image builders hand their records to preprocessing/streams.py,
 which picks the input pipeline. This module imports no framework: each function

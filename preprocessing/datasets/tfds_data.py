@@ -24,19 +24,19 @@ host) says, in one line, which command to run on a machine with TensorFlow:
 
 Images are always read encoded (SkipDecoding, or the raw bytes of the image feature)
 and decoded by the app's own pipeline, so every dataset takes the same decode and
-augmentation path.
+augmentation path. What a prepared dataset's files say (its metadata, splits, formats
+and shards) and the command that prepares one: tfds_prepared.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import glob
-import json
 import os
-import re
 import sys
 
 from preprocessing.augment import SMALL_IMAGE_SIDE
+from preprocessing.datasets import tfds_prepared
+from preprocessing.datasets.tfds_prepared import IMAGENET, TFRECORD
 from preprocessing.datasets.tfds_records import (
     ARRAY_RECORD,
     Records,
@@ -45,10 +45,6 @@ from preprocessing.datasets.tfds_records import (
 )
 from preprocessing.spec import BatchShape, DataError, Datasets, InputSpec
 
-IMAGENET = "imagenet2012"
-IMAGENET_TARS = ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar")
-TFRECORD = "tfrecord"
-TFDS_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"  # TFDS's shard file names
 # gpu.stream.GpuJpegStream reads its records by path (str(path), then open), and a
 # TFDS record is a callable. Until it calls callables, grain feeds TFDS datasets:
 # --input_pipeline=auto picks grain for them, and --input_pipeline=gpu is refused in
@@ -56,66 +52,6 @@ TFDS_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"  # TFDS's shard 
 GPU_READS_CALLABLES = False
 
 
-def _name_version(dataset: str) -> tuple[str, str | None]:
-    if dataset == IMAGENET:
-        return IMAGENET, None
-    name, _, version = dataset[len("tfds:"):].partition(":")
-    return name, version or None
-
-
-def _prepared(data_dir: str, name: str, version: str | None) -> tuple[str, dict] | None:
-    """(folder, dataset_info.json + features.json) of the prepared version (the newest
-    if none asked), or None.
-
-    Read straight from the files: building a TFDS builder here could write, and
-    needs no TensorFlow this way.
-    """
-    pattern = os.path.join(data_dir, *name.split("/"), version or "*", "dataset_info.json")
-    found = [p for p in glob.glob(pattern)
-             if re.fullmatch(r"\d+\.\d+\.\d+", os.path.basename(os.path.dirname(p)))]
-    found.sort(key=lambda p: [int(x) for x in os.path.basename(os.path.dirname(p)).split(".")])
-    if not found:
-        return None
-    features = os.path.join(os.path.dirname(found[-1]), "features.json")
-    try:
-        with open(found[-1]) as f:
-            info = json.load(f)
-        if os.path.exists(features):
-            with open(features) as f:
-                info["features"] = json.load(f)
-    except (OSError, ValueError, TypeError) as error:  # torn or hand-edited metadata
-        raise DataError(f"{os.path.dirname(found[-1])}: its dataset metadata cannot be read "
-                        f"({error}); prepare the dataset again")
-    return os.path.dirname(found[-1]), info
-
-
-def _prepared_info(data_dir: str, name: str, version: str | None) -> dict | None:
-    found = _prepared(data_dir, name, version)
-    return found and found[1]
-
-
-def _formats(info: dict) -> set[str]:
-    """The file formats the prepared dataset is stored in (TFRecord if unsaid)."""
-    return {info.get("fileFormat") or TFRECORD, *info.get("alternativeFileFormats", [])}
-
-
-def _splits(info: dict) -> dict:
-    return {s["name"]: sum(int(n) for n in s.get("shardLengths", [])) or int(
-        s.get("numExamples", 0)) for s in info.get("splits", [])}
-
-
-def _check_prepared(dataset: str, info: dict, spec: InputSpec) -> None:
-    splits = _splits(info)
-    if "train" not in splits:
-        raise DataError(f"--dataset={dataset} has no 'train' split (it has "
-                        f"{', '.join(sorted(splits)) or 'none'})")
-    if spec.with_validation and not ({"validation", "test"} & set(splits)):
-        raise DataError(f"--dataset={dataset} has neither a 'validation' nor a 'test' split; "
-                        "pass --validation_steps=-1 to train without validation")
-    features = json.dumps(info.get("features", {}))  # features.json, next to the info
-    if "ClassLabel" not in features or "image_feature.Image" not in features:
-        raise DataError(f"--dataset={dataset} is not an image-classification dataset "
-                        "(no Image and ClassLabel features)")
 
 
 def _reads_tfrecord(spec: InputSpec) -> bool:
@@ -126,17 +62,6 @@ def _reads_tfrecord(spec: InputSpec) -> bool:
     from preprocessing import streams
 
     return streams.choose(spec, "standard") == "tf.data"
-
-
-def prepare_command(dataset: str, spec: InputSpec) -> str:
-    """The command that prepares `dataset` for grain/gpu on a machine with TensorFlow."""
-    words = ["python -m preprocessing.datasets.tfds_data", f"--dataset={dataset}",
-             f"--data_dir={spec.data_dir}"]
-    if dataset == IMAGENET:
-        words.append(f"--manual_dir={spec.manual_dir}")
-    elif spec.download:
-        words.append("--download")
-    return " ".join(words)
 
 
 _TENSORFLOW: list[bool] = []
@@ -170,44 +95,25 @@ def check(dataset: str, spec: InputSpec) -> None:
 
 
 def _check_for_tf_data(dataset: str, spec: InputSpec) -> None:
-    name, version = _name_version(dataset)
-    found = _prepared(spec.data_dir, name, version)
+    name, version = tfds_prepared.name_version(dataset)
+    found = tfds_prepared.prepared(spec.data_dir, name, version)
     if found is not None:
-        _check_prepared(dataset, found[1], spec)
-        if TFRECORD not in _formats(found[1]):
+        tfds_prepared.check_prepared(dataset, found[1], spec)
+        if TFRECORD not in tfds_prepared.formats(found[1]):
             raise DataError(
                 f"--dataset={dataset} is prepared in {found[0]} as ArrayRecord only, which "
                 "the tf.data input pipeline cannot read; use --backend=jax "
                 "--input_pipeline=grain, or prepare it as TFRecord into another --data_dir")
         return
     if dataset == IMAGENET:
-        _check_tars(spec)
+        tfds_prepared.check_tars(spec)
         return
     if not spec.download:
         where = os.path.join(spec.data_dir, name, version or "<version>")
         raise DataError(f"--dataset={dataset} is not prepared in {spec.data_dir} (no "
                         f"{where}/dataset_info.json); prepare it with `tfds build {name} "
                         f"--data_dir={spec.data_dir}`, or pass --download")
-    _check_known(dataset, name)
-
-
-def _check_tars(spec: InputSpec) -> None:
-    needed = IMAGENET_TARS if spec.with_validation else IMAGENET_TARS[:1]
-    missing = [t for t in needed if not os.path.isfile(os.path.join(spec.manual_dir, t))]
-    if missing:
-        raise DataError(
-            f"ImageNet 2012 is not prepared in {spec.data_dir} and {spec.manual_dir} lacks "
-            f"{' and '.join(missing)}; put the manual download there (--manual_dir), "
-            "e.g. ILSVRC2012_img_train.tar holding one nXXXXXXXX.tar per class")
-
-
-def _check_known(dataset: str, name: str) -> None:
-    import tensorflow_datasets as tfds
-
-    try:
-        tfds.builder_cls(name)
-    except Exception:
-        raise DataError(f"--dataset={dataset}: TFDS has no dataset called {name!r}")
+    tfds_prepared.check_known(dataset, name)
 
 
 def _check_for_random_access(dataset: str, spec: InputSpec) -> None:
@@ -224,15 +130,16 @@ def _check_for_random_access(dataset: str, spec: InputSpec) -> None:
             raise DataError(f"--dataset={dataset} on the grain/gpu input pipelines reads "
                             f"TFDS's ArrayRecord files through `{package}`: pip install "
                             f"{package} (see BUILD.md)")
-    name, version = _name_version(dataset)
-    found = _prepared(spec.data_dir, name, version)
-    elsewhere = (f"on a machine with TensorFlow run `{prepare_command(dataset, spec)}`, "
-                 f"then copy {spec.data_dir} here")
+    name, version = tfds_prepared.name_version(dataset)
+    found = tfds_prepared.prepared(spec.data_dir, name, version)
+    command = tfds_prepared.prepare_command(dataset, spec)
+    elsewhere = (f"on a machine with TensorFlow run `{command}`, then copy {spec.data_dir} "
+                 "here")
     if found is not None:
         folder, info = found
-        _check_prepared(dataset, info, spec)
-        if ARRAY_RECORD in _formats(info):
-            _check_shards(dataset, folder, info, spec)
+        tfds_prepared.check_prepared(dataset, info, spec)
+        if ARRAY_RECORD in tfds_prepared.formats(info):
+            tfds_prepared.check_shards(dataset, folder, info, spec)
         elif not _tensorflow_importable():
             raise DataError(
                 f"--dataset={dataset} is prepared in {folder} as TFRecord only, which the "
@@ -243,47 +150,25 @@ def _check_for_random_access(dataset: str, spec: InputSpec) -> None:
             raise DataError(
                 f"--dataset={dataset} is prepared in {folder} as TFRecord only, and the "
                 "grain/gpu input pipelines read ArrayRecord files, which cannot be added "
-                f"there (not writable); run `{prepare_command(dataset, spec)}` as a user "
-                "who may write there")
+                f"there (not writable); run `{command}` as a user who may write there")
         return
     if dataset == IMAGENET:
         if not _tensorflow_importable():
             raise DataError(f"ImageNet 2012 is not prepared in {spec.data_dir}, and preparing "
                             f"it needs TensorFlow, which is not installed here: {elsewhere}")
-        _check_tars(spec)
+        tfds_prepared.check_tars(spec)
         return
     if not spec.download:
         where = os.path.join(spec.data_dir, name, version or "<version>")
         raise DataError(f"--dataset={dataset} is not prepared in {spec.data_dir} (no "
                         f"{where}/dataset_info.json); prepare it as ArrayRecord: "
-                        f"`{prepare_command(dataset, spec)} --download` on a machine with "
-                        "TensorFlow, or pass --download here if TensorFlow is installed")
+                        f"`{command} --download` on a machine with TensorFlow, or pass "
+                        "--download here if TensorFlow is installed")
     if not _tensorflow_importable():
         raise DataError(f"--dataset={dataset} is not prepared in {spec.data_dir}, and "
                         f"preparing it needs TensorFlow, which is not installed here: "
                         f"{elsewhere}")
-    _check_known(dataset, name)
-
-
-def _check_shards(dataset: str, folder: str, info: dict, spec: InputSpec) -> None:
-    """Every ArrayRecord shard of the splits a run reads is there (a partial copy is
-    caught here, not as images skipped one by one)."""
-    wanted = {"train"}
-    if spec.with_validation:
-        wanted.add("validation" if "validation" in _splits(info) else "test")
-    for split in info.get("splits", []):
-        if split["name"] not in wanted:
-            continue
-        expected = len(split.get("shardLengths", [])) or 1
-        names = {"DATASET": info.get("name", "*"), "SPLIT": split["name"],
-                 "FILEFORMAT": ARRAY_RECORD}  # anything else (the shard's place): "*"
-        pattern = re.sub(r"\{(\w+)\}", lambda m: glob.escape(names.get(m[1], "")) or "*",
-                         split.get("filepathTemplate") or TFDS_TEMPLATE)
-        found = glob.glob(os.path.join(glob.escape(folder), pattern))
-        if len(found) != expected:
-            raise DataError(f"--dataset={dataset}: {folder} holds {len(found)} of the "
-                            f"{expected} ArrayRecord shards of split {split['name']!r}; "
-                            "copy the whole dataset folder again")
+    tfds_prepared.check_known(dataset, name)
 
 
 def _prepare(dataset: str, builder, spec: InputSpec, file_format: str | None = None) -> None:
@@ -312,8 +197,8 @@ def make(dataset: str, spec: InputSpec) -> Datasets:
     tf_data = _reads_tfrecord(spec)
     data = _make_tf_data(dataset, spec) if tf_data else _make_random_access(dataset, spec)
     data.fingerprint = _fingerprint(dataset, spec, TFRECORD if tf_data else ARRAY_RECORD)
-    name, version = _name_version(dataset)
-    data.source = (_prepared(spec.data_dir, name, version) or (spec.data_dir,))[0]
+    name, version = tfds_prepared.name_version(dataset)
+    data.source = (tfds_prepared.prepared(spec.data_dir, name, version) or (spec.data_dir,))[0]
     return data
 
 
@@ -323,9 +208,9 @@ def _fingerprint(dataset: str, spec: InputSpec, file_format: str) -> dict:
     TFRecord ones changes nothing a tf.data run read."""
     from preprocessing.datasets import fingerprint
 
-    name, version = _name_version(dataset)
-    folder, info = _prepared(spec.data_dir, name, version)
-    return fingerprint.of_tfds(name, str(info.get("version")), _splits(info), folder,
+    name, version = tfds_prepared.name_version(dataset)
+    folder, info = tfds_prepared.prepared(spec.data_dir, name, version)
+    return fingerprint.of_tfds(name, str(info.get("version")), tfds_prepared.splits(info), folder,
                                file_format)
 
 
@@ -336,9 +221,9 @@ def _make_tf_data(dataset: str, spec: InputSpec) -> Datasets:
     from preprocessing.tfdata import images as tf_images
     from preprocessing.tfdata import pipeline as tf_pipeline
 
-    name, version = _name_version(dataset)
+    name, version = tfds_prepared.name_version(dataset)
     builder = tfds.builder(f"{name}:{version}" if version else name, data_dir=spec.data_dir)
-    if _prepared_info(spec.data_dir, name, version) is None:
+    if tfds_prepared.prepared_info(spec.data_dir, name, version) is None:
         _prepare(dataset, builder, spec)
         builder = tfds.builder(f"{name}:{version}" if version else name,
                                data_dir=spec.data_dir)
@@ -394,13 +279,13 @@ def prepare_array_record(dataset: str, spec: InputSpec):
     """
     import tensorflow_datasets as tfds
 
-    name, version = _name_version(dataset)
-    found = _prepared(spec.data_dir, name, version)
+    name, version = tfds_prepared.name_version(dataset)
+    found = tfds_prepared.prepared(spec.data_dir, name, version)
     if found is None:
         _prepare(dataset, tfds.builder(f"{name}:{version}" if version else name,
                                        data_dir=spec.data_dir), spec, ARRAY_RECORD)
-        found = _prepared(spec.data_dir, name, version)
-    elif ARRAY_RECORD not in _formats(found[1]):
+        found = tfds_prepared.prepared(spec.data_dir, name, version)
+    elif ARRAY_RECORD not in tfds_prepared.formats(found[1]):
         try:
             _add_array_record(dataset, found[0])
         except DataError:

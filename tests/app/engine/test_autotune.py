@@ -117,8 +117,12 @@ def test_kernels_loaded_and_kept_reach_xla_flags_and_a_users_own_stands(tmp_path
     per-fusion autotune cache JAX keeps, so the file is all this run's autotuning."""
     dumped = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures",
                           "autotune_h100_head.textproto")
-    monkeypatch.delenv("XLA_FLAGS", raising=False)
-    monkeypatch.delenv("JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES", raising=False)
+    # setenv first: monkeypatch then restores each variable as it was before the test
+    # (delenv of an absent one records nothing, and the flags set below outlived the
+    # test: a later run in this process loaded the fixture's kernels).
+    for name in ("XLA_FLAGS", "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     config = Config(backend="jax", kernels_from=dumped, keep_kernels=True, logdir="x")
     done = autotune.set_kernel_flags(config, str(tmp_path / "run"))
     kept = str(tmp_path / "run" / "kernels" / "autotune.textproto")
