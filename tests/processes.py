@@ -26,6 +26,24 @@ def env_for(extra=None) -> dict:
     return {**env, "PYTHONUNBUFFERED": "1", **(extra or {})}
 
 
+def read_terminal(process: subprocess.Popen, leader: int, watch=None) -> bytes:
+    """What `process` wrote to the pseudo-terminal whose `leader` end is given, read until
+    the terminal closes; `watch(process, output so far)` after each read. Closes `leader`."""
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed: the process ended
+            break
+        if not chunk:
+            break
+        output += chunk
+        if watch is not None:
+            watch(process, output)
+    os.close(leader)
+    return output
+
+
 def start(args, env=None, cwd=ROOT) -> subprocess.Popen:
     """`python app/main.py ARGS` in the background (stdout and stderr captured)."""
     return subprocess.Popen([sys.executable, MAIN, *args], cwd=cwd, env=env_for(env),

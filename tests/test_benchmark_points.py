@@ -22,7 +22,7 @@ import time
 
 import pytest
 from conftest import PATIENCE_SECONDS, ROOT, error_lines
-from processes import MAIN, background, env_for, run, strict_json
+from processes import MAIN, background, env_for, read_terminal, run, strict_json
 from tensorboard_server import hparams_sessions
 
 from callbacks.records import events
@@ -105,16 +105,7 @@ def on_a_terminal(args, env=None) -> tuple[int, str]:
                                stderr=subprocess.DEVNULL,
                                env=env_for({"PYTHONPATH": NO_TF, **(env or {})}))
     os.close(follower)
-    output = b""
-    while True:
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # the terminal closed: the process ended
-            break
-        if not chunk:
-            break
-        output += chunk
-    os.close(leader)
+    output = read_terminal(process, leader)
     return process.wait(timeout=PATIENCE_SECONDS), output.decode()
 
 

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 from conftest import PATIENCE_SECONDS, ROOT, error_lines, run_cli, tiny_flags
-from processes import until
+from processes import read_terminal, until
 from tensorboard_server import serving
 
 from app.run.summary import closing_lines
@@ -87,19 +87,7 @@ def on_a_terminal(args, stderr_too=False, watch=None):
                                stdout=follower, cwd=ROOT, env=env,
                                stderr=follower if stderr_too else subprocess.PIPE)
     os.close(follower)
-    output = b""
-    while True:
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # the terminal closed: the process ended
-            break
-        if not chunk:
-            break
-        output += chunk
-        if watch is not None:
-            watch(process, output)
-    os.close(leader)
-    return process, output
+    return process, read_terminal(process, leader, watch)
 
 
 def test_a_terminal_gets_a_bar_redrawn_in_place(digits_dir, tmp_path):
