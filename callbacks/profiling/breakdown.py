@@ -188,6 +188,19 @@ def _window(start: float, windows) -> int | None:
     return None
 
 
+def _first_of_step(op, window: int, seen: set) -> bool:
+    """Whether `op` is met for the first time in traced step `window` (recorded in
+    `seen`): its work counts once a step (see _work). No op, or TF_OP (which stands
+    for every TensorFlow op), is always a first."""
+    if op is None or op is TF_OP:
+        return True
+    key = (window, id(op))
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
+
+
 def _work(spans, windows) -> dict[str, dict]:
     """Per kind of work, over its ops that start inside the windows: the FLOPs and
     bytes of those whose work is known, the time those ops ran (`flops_us`,
@@ -207,10 +220,7 @@ def _work(spans, windows) -> dict[str, dict]:
         totals = work.setdefault(category, {"flops": 0, "bytes": 0.0, "us": 0.0,
                                             "flops_us": 0.0, "bytes_us": 0.0})
         totals["us"] += end - start
-        once = op is not None and op is not TF_OP  # (TF_OP stands for every TF op)
-        first = not once or (window, id(op)) not in counted
-        if once:
-            counted.add((window, id(op)))
+        first = _first_of_step(op, window, counted)
         for key in ("flops", "bytes"):
             value = getattr(op, key) if op is not None else None
             if value is None:
@@ -251,11 +261,8 @@ def _counted(spans, windows, steps: int) -> dict:
     known, unknown, seen = 0, 0, set()
     for start, _, _, op in spans:
         window = _window(start, windows)
-        once = op is not None and op is not TF_OP  # (TF_OP stands for every TF op)
-        if window is None or (once and (window, id(op)) in seen):
+        if window is None or not _first_of_step(op, window, seen):
             continue
-        if once:
-            seen.add((window, id(op)))
         flops = getattr(op, "flops", None)
         if flops is None:
             unknown += 1
