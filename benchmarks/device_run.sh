@@ -59,7 +59,8 @@
 # GPU tests and DataLoader peer out, TURNS (2) fashion_mnist's app-then-peer turns,
 # FAMILIES (all six: the twins' torchvision names and "user") and PROFILE (convnext_tiny
 # vit_b_16; PROFILE="" profiles none) the models recipe's families and those it
-# profiles, REPEATS (2) its app runs per family and coldstart's runs with the defaults
+# profiles, KERNELS_FROM (unset) a folder of an earlier models call's kept kernels
+# (FAMILY.autotune.textproto) that its families load instead of autotuning, REPEATS (2) its app runs per family and coldstart's runs with the defaults
 # and with every cut (the spread of a cold start), TWINS=0 leaves the models recipe's
 # twins out (an app run from cold: ConvNeXt-T ~85 s, EfficientNetV2-S ~155 s on an H100;
 # a twin's torch.compile ~65-150 s: FAMILIES="convnext_tiny vit_b_16 efficientnet_v2_s"
@@ -120,7 +121,7 @@ case "$RECIPE" in  # the settings the recipe reads, for the command it records
   coldstart) SETTINGS="REPEATS=$REPEATS " ;;
   scale) SETTINGS="TRAIN=$TRAIN " ;;
   batchnorm) SETTINGS=${BENCH_XLA:+"BENCH_XLA='$BENCH_XLA' "} ;;
-  models) SETTINGS="${FAMILIES:+FAMILIES='$FAMILIES' }${PROFILE+PROFILE='$PROFILE' }REPEATS=${REPEATS:-2} ${TWINS:+TWINS=$TWINS }" ;;
+  models) SETTINGS="${FAMILIES:+FAMILIES='$FAMILIES' }${PROFILE+PROFILE='$PROFILE' }${KERNELS_FROM:+KERNELS_FROM='$KERNELS_FROM' }REPEATS=${REPEATS:-2} ${TWINS:+TWINS=$TWINS }" ;;
   *) SETTINGS="" ;;
 esac
 RECIPE=$RECIPE SETTINGS=$SETTINGS GPUS=$NEED python3 - > "$R/run.json" <<'PY'
@@ -374,9 +375,14 @@ print(' '.join(('-' if on else '') + name for name, (on, _) in CUTS.items()))") 
     # autotuner picks other kernels from run to run; a shared cache would hand the
     # first run's to every later one); its kernels kept (--keep_kernels: NAME.kernels.json,
     # NAME.autotune.textproto). The first is NAME, the later ones NAME.run2, ...
+    # With KERNELS_FROM (a folder of an earlier call's FAMILY.autotune.textproto: its
+    # $OUT/models, carried), a family whose kernels are there loads them instead
+    # (--kernels_from): the same figure on another machine of the kind (issue 46).
     fresh() { local name=$1; shift; rm -rf "/tmp/bench/caches/$name"
+      local kept="${KERNELS_FROM:-/nowhere}/${name%%.*}.autotune.textproto" from=()
+      [ -f "$kept" ] && from=(--kernels_from="$kept")
       app "$name" 1 240 JAX_COMPILATION_CACHE_DIR="/tmp/bench/caches/$name" -- "$@" \
-        --keep_kernels
+        --keep_kernels ${from[@]+"${from[@]}"}
       rm -rf "/tmp/bench/caches/$name"; }
     for twin in $FAMILIES; do
       if [ "$twin" = user ]; then
