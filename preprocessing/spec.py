@@ -223,6 +223,34 @@ def check_devices(batch: BatchShape, devices: list) -> None:
                          "process's devices")
 
 
+def local_devices(sharding, batch: BatchShape, image_size: int) -> list:
+    """This process's devices in the order of their slices of the batch: a stream's
+    devices. Without a sharding, the default device (where Keras keeps the model's state).
+
+    Raises:
+        ValueError: the sharding does not split the batch axis, or lays the batch over
+            other devices than `batch` was shared out over (check_devices).
+    """
+    import jax
+
+    if sharding is None:
+        devices = list(jax.device_put(np.zeros((), np.int32)).devices())
+        check_devices(batch, devices)
+        return devices
+    global_batch = batch.global_size
+    shape = (global_batch, image_size, image_size, 3)
+    starts = {}
+    for device, index in sharding.addressable_devices_indices_map(shape).items():
+        rows = index[0]
+        start, stop = rows.start or 0, global_batch if rows.stop is None else rows.stop
+        if stop - start == global_batch and len(sharding.device_set) > 1:
+            raise ValueError(f"sharding {sharding} does not split the batch axis")
+        starts[device] = start
+    devices = sorted(starts, key=starts.get)
+    check_devices(batch, devices)
+    return devices
+
+
 def device_batch(parts: list, layout):
     """One batch from the slices `parts`, one per device of `layout` (batch_layout), in
     the order of their rows."""

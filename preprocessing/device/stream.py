@@ -27,7 +27,7 @@ import numpy as np
 
 from preprocessing.device.decode import MAX_PIXELS, DecodedSplit
 from preprocessing.device.ops import make_augment, make_permute
-from preprocessing.spec import BatchShape, batch_layout, check_devices, device_batch
+from preprocessing.spec import BatchShape, batch_layout, device_batch, local_devices
 
 
 class DeviceStream:
@@ -60,7 +60,7 @@ class DeviceStream:
         self.dtype = dtype
         self.seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else int(seed)
         self.sharding = sharding
-        self.devices = self._devices(jax, sharding, batch, image_size)
+        self.devices = local_devices(sharding, batch, image_size)
         self._layout = batch_layout(self.devices, sharding) if sharding is not None else None
         self.per_device = batch.per_replica
         count = len(self.devices)
@@ -85,19 +85,6 @@ class DeviceStream:
         self._compiling = threading.Thread(target=self._compile, name="device-stream-compile",
                                            daemon=True)
         self._compiling.start()
-
-    @staticmethod
-    def _devices(jax, sharding, batch: BatchShape, image_size: int):
-        """This process's devices, in the order of their slices of the batch."""
-        if sharding is None:  # the default device, where Keras keeps the model's state
-            devices = list(jax.device_put(np.zeros((), np.int32)).devices())
-        else:
-            shape = (batch.global_size, image_size, image_size, 3)
-            starts = {device: index[0].start or 0 for device, index in
-                      sharding.addressable_devices_indices_map(shape).items()}
-            devices = sorted(starts, key=starts.get)
-        check_devices(batch, devices)
-        return devices
 
     @staticmethod
     def _put(jax, split: DecodedSplit, device):

@@ -10,7 +10,7 @@ shapes come from a few buckets, so XLA compiles a handful of programs in all: no
 per-batch shape ever reaches it. A background thread collects the plans while others
 decode them, `prefetch` batches ahead of training (threads.py). The knobs, and the
 figures behind their defaults, are GpuOptions (options.py); README.md beside this
-file says what bites here.
+file says what bites here. One device's slice of a batch is made in slices.py.
 
 The augmentation is the `standard` preset of preprocessing/tfdata/images.py
 (Inception crop from augment.random_crop_window, bilinear resize, random flip; eval:
@@ -40,10 +40,10 @@ from preprocessing.gpu.canvas import canvas_step
 from preprocessing.gpu.decoders import make_canvases, nvimgcodec_available
 from preprocessing.gpu.native.shared_bytes import Blocks, warn_if_short
 from preprocessing.gpu.options import GpuOptions
-from preprocessing.gpu.planning import (PlanSpec, host_decode, host_window, plan_batch, read_file,
-                                        warm_up_jpegs)
+from preprocessing.gpu.planning import PlanSpec, plan_batch, warm_up_jpegs
+from preprocessing.gpu.slices import SliceMaker
 from preprocessing.gpu.threads import END, Running, Work, process_pool
-from preprocessing.spec import BatchShape, batch_layout, check_devices, device_batch
+from preprocessing.spec import BatchShape, batch_layout, device_batch, local_devices
 
 _DTYPES = ("float32", "bfloat16", "float16")
 
@@ -79,8 +79,6 @@ class GpuJpegStream:
     def __init__(self, records, batch: BatchShape, image_size: int, seed: int | None,
                  train: bool, dtype: str = "float32", sharding=None,
                  options: GpuOptions = GpuOptions()):
-        import jax
-
         self.records = [(str(path), int(label)) for path, label in records]
         batch_size = batch.per_process
         self._check(batch_size, image_size, train, dtype, options)
@@ -88,7 +86,7 @@ class GpuJpegStream:
             batch_size, image_size, train, dtype)
         self.seed = int(np.random.SeedSequence().entropy % 2**63) if seed is None else int(seed)
         self.sharding = sharding
-        self.devices = self._local_devices(jax, sharding, batch)
+        self.devices = local_devices(sharding, batch, image_size)
         self._layout = batch_layout(self.devices, sharding) if sharding is not None else None
         # Without a sharding the batches stay uncommitted (on the default device), as
         # Keras's state is: a committed batch would commit the state the first step
@@ -110,8 +108,9 @@ class GpuJpegStream:
         self._fillers = [filler for lane in self._lanes for filler in lane]
         self._threads = concurrent.futures.ThreadPoolExecutor(
             max(len(self.devices) * self.options.decoders, 4), thread_name_prefix="jpeg")
-        self._cpu_threads = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="jpeg_cpu")
         self._skipped: set[str] = set()  # paths
+        self._slices = SliceMaker(self.records, self._step, self.options.canvas_sides, train,
+                                  self._skipped, self._spec, self._warm_jpegs)
         self._permutation = (None, None)  # (epoch, order)
         self._position = (0, 0)  # the next batch the consumer gets
         self._running = None
@@ -139,7 +138,7 @@ class GpuJpegStream:
         its later attempts must go on with that one.
         """
         self.seed = int(state.get("seed", self.seed))
-        self._spec = dataclasses.replace(self._spec, seed=self.seed)
+        self._spec = self._slices.spec = dataclasses.replace(self._spec, seed=self.seed)
         self._permutation = (None, None)
         epoch, batch = int(state["epoch"]), int(state["batch"])
         limit = self.steps_per_epoch if self.train else self.num_batches
@@ -194,25 +193,6 @@ class GpuJpegStream:
         if image_size > options.canvas_sides[-1]:
             raise ValueError(f"image_size {image_size} exceeds the largest canvas side "
                              f"{options.canvas_sides[-1]}")
-
-    def _local_devices(self, jax, sharding, batch: BatchShape):
-        """This process's devices in the order of their slices of the batch."""
-        if sharding is None:  # the default device: where Keras keeps the model's state
-            devices = list(jax.device_put(np.zeros((), np.int32)).devices())
-            check_devices(batch, devices)
-            return devices
-        global_batch = batch.global_size
-        shape = (global_batch, self.image_size, self.image_size, 3)
-        starts = {}
-        for device, index in sharding.addressable_devices_indices_map(shape).items():
-            rows = index[0]
-            start, stop = rows.start or 0, global_batch if rows.stop is None else rows.stop
-            if stop - start == global_batch and len(sharding.device_set) > 1:
-                raise ValueError(f"sharding {sharding} does not split the batch axis")
-            starts[device] = start
-        devices = sorted(starts, key=starts.get)
-        check_devices(batch, devices)
-        return devices
 
     @staticmethod
     def _per_device(batch: BatchShape, options: GpuOptions) -> int:
@@ -311,21 +291,8 @@ class GpuJpegStream:
         return done
 
     def _compile_steps(self) -> int:
-        """Runs the step once on a zero canvas of each shape and device (freed after);
-        returns the number of shapes run."""
-        import jax.numpy as jnp
-
-        count = self.per_device
-        for device in self.devices:
-            for side in self.options.canvas_sides:
-                canvas = jnp.zeros((count, side, side, 3), jnp.uint8,
-                                   device=device if self._commit else None)
-                boxes = np.tile(np.array([0, 0, side, side], np.int32), (count, 1))
-                images, _ = self._step(canvas, np.arange(count, dtype=np.int32), boxes,
-                                       np.zeros(count, bool), np.ones(count, bool))
-                images.block_until_ready()
-                del canvas, images
-        return len(self.devices) * len(self.options.canvas_sides)
+        """Compiles the step for every canvas shape and device; returns their count."""
+        return self._slices.compile_all(self.devices, self.per_device, self._commit)
 
     # ---- the order and the plans ----------------------------------------------------
 
@@ -395,13 +362,7 @@ class GpuJpegStream:
                     slot.data = None
         return position, parts
 
-    # ---- the device side -------------------------------------------------------------
-
-    def _bucket(self, extent: int) -> int:
-        for side in self.options.canvas_sides:
-            if extent <= side:
-                return side
-        raise AssertionError(f"content of {extent} px beyond the canvas cap")  # planned away
+    # ---- the device side (each device's slice: slices.py) --------------------------
 
     def _materialize(self, parts, lane: int = 0):
         """A planned batch as device arrays (decoded by `lane`'s decoders); None if a
@@ -410,9 +371,9 @@ class GpuJpegStream:
 
         fillers = self._lanes[lane]
         if len(parts) == 1:
-            results = [self._device_batch(fillers[0], parts[0])]
+            results = [self._slices.make(fillers[0], parts[0])]
         else:  # each GPU decodes its slice at the same time (the decodes release the GIL)
-            results = list(self._threads.map(self._device_batch, fillers, parts))
+            results = list(self._threads.map(self._slices.make, fillers, parts))
         if any(result is None for result in results):
             return None
         outputs = [r[0] for r in results]
@@ -425,61 +386,6 @@ class GpuJpegStream:
             images = device_batch(outputs, self._layout)
             labels, weights = jax.device_put((labels, weights), self._layout)
         return (images, labels) if self.train else (images, labels, weights)
-
-    def _cpu_fallback(self, slot):
-        pixels = host_window(host_decode(read_file(self.records[slot.record][0])),
-                             slot.window, self._spec)
-        return slot, pixels
-
-    def _warm(self, filler) -> None:
-        """Warms `filler`'s decoder up (from its lane's thread, before its first batch)."""
-        try:
-            jpegs = self._warm_jpegs.result()
-        except Exception as e:  # noqa: BLE001 - the warm-up only saves time
-            warnings.warn(f"nvJPEG's warm-up images could not be made ({e!r}); its buffers "
-                          "will grow while training instead", RuntimeWarning, stacklevel=2)
-            filler.warmed_up = True
-            return
-        filler.warm(list(jpegs.values()))
-
-    def _device_batch(self, filler, slots):
-        """One device's slice: fill its canvas, then the compiled crop/resize step."""
-        if self._warm_jpegs is not None and not filler.warmed_up:
-            self._warm(filler)
-        # Square canvases: fewer shapes, so fewer compiles and more canvases reused.
-        side = self._bucket(max(max(s.content) for s in slots))
-        canvas, failed = filler.fill((len(slots), side, side, 3), slots)
-        if failed:  # what the GPU could not decode, the CPU decodes into the same slot
-            # Their own threads: every thread of _threads may be in here, waiting.
-            for slot, pixels in self._cpu_threads.map(self._cpu_fallback, failed):
-                if pixels is None or max(pixels.shape[:2]) > side:
-                    slot.route = "bad"
-                    self._skipped.add(self.records[slot.record][0])
-                else:
-                    slot.route, slot.pixels = "host", pixels
-                    slot.box = (0, 0, pixels.shape[0], pixels.shape[1])
-            filler.fill_host(canvas, [s for s in failed if s.route == "host"])
-        good = [s.index for s in slots if s.route != "bad"]
-        if self.train and not good:
-            filler.release(canvas, None)
-            return None
-        sources = np.arange(len(slots), dtype=np.int32)
-        labels = np.array([s.label for s in slots], np.int32)
-        boxes = np.array([s.box for s in slots], np.int32)
-        flips = np.array([s.flip for s in slots], bool)
-        valid = np.array([s.route != "bad" for s in slots], bool)
-        for i, slot in enumerate(slots):
-            if slot.route == "bad" and self.train:
-                # The next good image of this device stands in: its pixels and label.
-                j = min(good, key=lambda g: (g - i) % len(slots))
-                sources[i], labels[i], boxes[i], flips[i], valid[i] = (
-                    j, labels[j], boxes[j], flips[j], True)
-            elif slot.route == "bad":
-                labels[i] = 0
-        weights = valid.astype(np.float32)
-        images, done = self._step(canvas, sources, boxes, flips, valid)
-        filler.release(canvas, done)
-        return images, labels, weights
 
 
 def _block_bytes(batch_size: int) -> int:

@@ -6,10 +6,8 @@ Compared with the tf.data path (preprocessing/tfdata/images.py) on the same file
 evaluation images within JPEG tolerance, training crops with the same distribution.
 """
 
-import concurrent.futures
 import json
 import os
-import types
 
 import numpy as np
 import pytest
@@ -199,17 +197,6 @@ def test_the_step_is_compiled_for_every_canvas_shape_up_front(jpegs):
         next(stream)
     assert step._cache_size() == 2
     stream.close()
-
-
-def test_a_warm_up_whose_jpegs_were_not_made_warns_and_counts_as_done():
-    """The lane's side of nvJPEG's warm-up: its made-up JPEGs' future failed."""
-    stream = GpuJpegStream.__new__(GpuJpegStream)
-    stream._warm_jpegs = concurrent.futures.Future()
-    stream._warm_jpegs.set_exception(BrokenPipeError("the planning process died"))
-    filler = types.SimpleNamespace(warmed_up=False, warm=lambda jpegs: pytest.fail("warmed"))
-    with pytest.warns(RuntimeWarning, match="could not be made .*planning process died"):
-        stream._warm(filler)
-    assert filler.warmed_up
 
 
 def test_arguments_are_checked(jpegs):
