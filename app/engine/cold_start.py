@@ -1,7 +1,7 @@
 """What makes a run start sooner: its cold-start measures, each with the figure behind it.
 
-- `without_unused_imports`: Keras imported without the libraries it loads for parts
-  the app never uses (seconds on a small host);
+- `without_unused_imports`: Keras (and TensorFlow, which imports it) imported without
+  the libraries Keras loads for parts the app never uses (seconds on a small host);
 - `persistent_compilation_cache`: JAX keeps every compiled program on disk, so that a
   run's second time starts warm;
 - `reserve_memory`: the GPUs' memory reserved while Keras imports.
@@ -23,6 +23,11 @@ import sys
 # first two; 0.78, 0.48, 0.40 and 0.18 s on the H200 host. distribute.make_topology
 # imports Keras (its `_import`) without them.
 KERAS_UNUSED_IMPORTS = ("sklearn", "matplotlib", "pandas", "requests")
+# `import tensorflow` imports Keras too (tf.keras, when Keras 3 is installed), and with it
+# the same libraries but requests, which TensorFlow's own preemption handling imports:
+# 1.2-1.7 s of the 5.2-5.3 s TensorFlow takes to import on a 2-core host.
+UNUSED_IMPORTS = {"keras": KERAS_UNUSED_IMPORTS,
+                  "tensorflow": ("sklearn", "matplotlib", "pandas")}
 
 
 class _Unimportable(importlib.abc.MetaPathFinder):
@@ -39,14 +44,14 @@ class _Unimportable(importlib.abc.MetaPathFinder):
 
 @contextlib.contextmanager
 def without_unused_imports(module: str):
-    """While Keras (`module` "keras") is imported, those of KERAS_UNUSED_IMPORTS not
-    imported yet raise ModuleNotFoundError: Keras then takes them for absent (its
-    sklearn wrappers, gallery plots, DataFrame inputs and RemoteMonitor are unusable
-    in this process; nothing in the app uses them), and they import as usual
-    afterwards (the digits dataset and the charts import their own). Any other
-    module, or Keras imported already: nothing changes."""
-    absent = [name for name in KERAS_UNUSED_IMPORTS if name not in sys.modules]
-    if module != "keras" or "keras" in sys.modules or not absent:
+    """While Keras (`module` "keras") or TensorFlow (which imports Keras) is imported,
+    those of its UNUSED_IMPORTS not imported yet raise ModuleNotFoundError: Keras then
+    takes them for absent (its sklearn wrappers, gallery plots, DataFrame inputs and
+    RemoteMonitor are unusable in this process; nothing in the app uses them), and
+    they import as usual afterwards (the digits dataset and the charts import their
+    own). Any other module, or Keras imported already: nothing changes."""
+    absent = [name for name in UNUSED_IMPORTS.get(module, ()) if name not in sys.modules]
+    if "keras" in sys.modules or not absent:
         yield
         return
     finder = _Unimportable(absent)

@@ -251,6 +251,37 @@ def test_keras_is_imported_without_the_libraries_it_would_load_for_nothing(tmp_p
     assert result["backend"] == "jax" and result["finders"] == 0
 
 
+TENSORFLOW_IMPORT = """
+import json, sys
+from app.engine import distribute
+from flags import Config
+
+config = Config(backend="tensorflow", logdir="x")
+tf = distribute._import("tensorflow", config)  # as make_topology imports it
+during = {name: name in sys.modules
+          for name in ("keras", "sklearn", "matplotlib", "pandas", "requests")}
+import sklearn.datasets, matplotlib.pyplot  # as usual afterwards
+print(json.dumps({"during": during, "sum": int(tf.reduce_sum(tf.constant([2, 3]))),
+                  "keras_after": tf.keras.layers.Dense(2).units,
+                  "digits": len(sklearn.datasets.load_digits().target),
+                  "finders": sum(type(f).__name__ == "_Unimportable" for f in sys.meta_path)}))
+"""
+
+
+def test_tensorflow_is_imported_without_what_its_keras_would_load_for_nothing():
+    """TensorFlow imports Keras (tf.keras): make_topology's import of it leaves out
+    scikit-learn and matplotlib (installed here) as Keras's own import does, keeps
+    requests (TensorFlow's preemption handling imports it), and TensorFlow, tf.keras
+    and the left-out libraries all work afterwards, with no import hook left."""
+    from conftest import run_python
+
+    result = run_python(TENSORFLOW_IMPORT, {"KERAS_BACKEND": "tensorflow"})
+    assert result["during"] == {"keras": True, "sklearn": False, "matplotlib": False,
+                                "pandas": False, "requests": True}
+    assert (result["sum"], result["keras_after"], result["digits"]) == (5, 2, 1797)
+    assert result["finders"] == 0
+
+
 NO_CACHE = """
 import json, jax
 from jax._src import compiler
