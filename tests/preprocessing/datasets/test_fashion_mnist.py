@@ -123,9 +123,9 @@ SEEDS_IN_TURN = """
 import json, sys
 from app.main import run
 from flags import Config
-backend, logdir, data_dir = sys.argv[1:4]
+backend, logdir, data_dir, seeds = sys.argv[1:5]
 found = []
-for seed in (0, 1, 2):
+for seed in json.loads(seeds):
     summary = run(Config(backend=backend, dataset="fashion_mnist", epochs=1,
                          steps_per_epoch=300, seed=seed, verbose="0",
                          logdir=f"{logdir}/seed{seed}", data_dir=data_dir))
@@ -137,17 +137,18 @@ print(json.dumps(found))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
-def test_one_epoch_of_300_steps_validates_meaningfully_on_three_seeds(backend, tmp_path):
+@pytest.mark.parametrize("backend, seeds", [("jax", [0, 1, 2]), ("tensorflow", [0])])
+def test_one_epoch_of_300_steps_validates_meaningfully_on_each_seed(backend, seeds,
+                                                                   tmp_path):
     """Issues 42 item 7 and 49: one epoch of 300 steps at the default batch (19,200
     images) reaches val top-1 0.75 on each of seeds 0-2. Warmed up for all 300 steps and
     ended at the peak rate, with BatchNorm's moving statistics behind the weights: 0.43-0.62.
     With the warm-up a fifth of the run and the rate decaying to zero: 0.736-0.750 over
     three seeds, on the line. At the square root's rate for batch 64 (0.2, not the linear
-    rule's 0.1), at this test's commit: JAX seeds 0-2 0.7814, 0.7663, 0.7768; TensorFlow
-    0.7759, 0.7736, 0.7656. ~80 s a seed on an idle 2-core CPU (~7 min for the test's
-    two processes; 33 min with five other engineers' tests on the host); the three run
-    in turn in one process."""
+    rule's 0.1), at 2f5e6d1: JAX seeds 0-2 0.7814, 0.7663, 0.7768; TensorFlow 0.7759,
+    0.7736, 0.7656. The recipe is the backends' common code, so the suite runs the three
+    seeds on JAX and seed 0 on TensorFlow (the three cost ~6 min of a CI worker a backend:
+    the 45 minutes of CI); the seeds of a backend run in turn in one process."""
     import subprocess
     import sys
 
@@ -155,26 +156,27 @@ def test_one_epoch_of_300_steps_validates_meaningfully_on_three_seeds(backend, t
            else ROOT}
     env.pop("KERAS_BACKEND", None)  # the run sets it from its backend
     done = subprocess.run([sys.executable, "-c", SEEDS_IN_TURN, backend, str(tmp_path),
-                           str(tmp_path / "empty")], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=2400)
+                           str(tmp_path / "empty"), json.dumps(seeds)], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=2400)
     assert done.returncode == 0, done.stderr[-3000:]
-    seeds = json.loads(done.stdout.strip().splitlines()[-1])
-    assert [s["seed"] for s in seeds] == [0, 1, 2], seeds
-    for found in seeds:
+    found_seeds = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [s["seed"] for s in found_seeds] == seeds, found_seeds
+    for found in found_seeds:
         assert found["status"] == "completed" and found["global_batch_size"] == 64
         assert found["validation_examples"] == 10000 and found["warmup_steps"] == 60
         assert found["batchnorm_momentum"] == 0.9 and found["val_top1_at_chance"] is False
-    assert min(s["val_top1"] for s in seeds) >= 0.75, seeds
+    assert min(s["val_top1"] for s in found_seeds) >= 0.75, found_seeds
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
-def test_two_epochs_of_20_steps_are_not_at_chance(backend, tmp_path):
+def test_two_epochs_of_20_steps_are_not_at_chance(tmp_path):
     """Two 20-step epochs: BatchNorm's horizon is 4 steps (momentum 0.75), so the first
     epoch's moving statistics no longer hold 12% of their initial values; the warm-up
     is 8 of the 40 steps. 2,560 images teach little: the figure is above chance, and
-    were it not, the closing line would say it is not yet meaningful."""
-    summary, stdout = _short_run(backend, tmp_path, "--epochs=2", "--steps_per_epoch=20",
+    were it not, the closing line would say it is not yet meaningful. (On JAX: the
+    momentum and warm-up are the recipe's, common to both backends; TensorFlow's
+    short runs learn in the test above and test_debians_fashion_mnist_trains_two_epochs.)"""
+    summary, stdout = _short_run("jax", tmp_path, "--epochs=2", "--steps_per_epoch=20",
                                  "--seed=0")
     assert summary["warmup_steps"] == 8 and summary["batchnorm_momentum"] == 0.75
     assert summary["val_top1_at_chance"] is False and summary["val_top1"] > 0.2, stdout[-2000:]
