@@ -7,8 +7,9 @@
 # and no Keras: keras, namex, optree, plus grain, array-record, portpicker, simplejpeg,
 # nvidia-nvimgcodec-cu13, nvidia-nvjpeg and pytest for the recipes that read JPEGs),
 # checks the machine has the GPUs the recipe needs, runs it and writes every log,
-# summary and peer result under $OUT/RECIPE ($OUT: ./bench-out when unset). Then, on
-# any machine with the repository: python benchmarks/collect.py RECIPE $OUT RESULT.json
+# summary and peer result under $OUT/RECIPE ($OUT: ./bench-out when unset), and that
+# folder as $OUT/RECIPE.tgz (a device call brings back only a few files). Then, on any
+# machine with the repository: python benchmarks/collect.py RECIPE $OUT RESULT.json
 #
 # recipe        GPUs  what                                                 figures in results/
 # step          1     ResNet-50 synthetic, every callback on, at 1,024 and  2026-12-01-h200-step.json
@@ -426,4 +427,7 @@ print(' '.join(('-' if on else '') + name for name, (on, _) in CUTS.items()))") 
     ;;
 esac
 ls "$R"
+# The device call brings back only a few files of $OUT: the recipe's folder comes back as
+# one archive too, RECIPE.tgz (call 5 got 8 of the models recipe's 39 files).
+tar czf "$OUT/$RECIPE.tgz" -C "$OUT" "$RECIPE"
 ! grep -qv ' 0$' "$R/exits.txt"  # exit 1 if any run failed (exits.txt says which)
