@@ -20,6 +20,13 @@ How it is timed, and why it is honest:
   first window start over the wall-clock seconds since then, evaluation,
   checkpoints and summaries included; what a user waits for, so time-to-train
   reads from it.
+- A profiled run (`traced`): the steps the profiler traces, and the step after them
+  (where it stops and writes the trace: seconds), run slower for the profiler's sake.
+  The run's figures keep them (what the run did); `untraced_step_time_ms` leaves out
+  every gap of the window that ran one of them, for the breakdown's reconciliation
+  with the timed step (callbacks/profiling/timed.py): counted in, one H100's ConvNeXt-T
+  profiled run timed 104.0 ms a step where its untraced steps took about 80, and the
+  breakdown called 26% of the step idle.
 - A resumed attempt continues the run's sums from the checkpoint it resumed from
   (`state()` is saved with each checkpoint, `carried` gives it back): the epochs
   the checkpoint holds are those metrics.jsonl keeps, so the run's figures and
@@ -33,6 +40,7 @@ import time
 
 import keras
 
+from callbacks.figures.steps import global_step
 from callbacks.figures.window import (
     add_sums,
     gap_sums,
@@ -41,8 +49,8 @@ from callbacks.figures.window import (
     steady_window,
 )
 
-EMPTY_STATE = {"steady": {}, "wall_images": 0, "wall_seconds": 0.0, "eval_images": 0,
-               "eval_seconds": 0.0}
+EMPTY_STATE = {"steady": {}, "untraced": {}, "wall_images": 0, "wall_seconds": 0.0,
+               "eval_images": 0, "eval_seconds": 0.0}
 
 
 class Throughput(keras.callbacks.Callback):
@@ -68,13 +76,17 @@ class Throughput(keras.callbacks.Callback):
             (callbacks/figures/window.py).
         validation_images: images in one validation pass (for eval speed).
         carried: `state()` of the checkpoint a resumed attempt starts from, or None.
+        traced: (first, last) 1-based global steps the profiler traces, or None.
+        steps_per_epoch, resume_step: for the global step (callbacks/figures/steps.py),
+            with `traced`.
     """
 
     async_safe = True
 
     def __init__(self, global_batch_size: int, num_devices: int = 1,
                  warmup_steps: int = 0, validation_images: int = 0,
-                 carried: dict | None = None):
+                 carried: dict | None = None, traced: tuple[int, int] | None = None,
+                 steps_per_epoch: int = 0, resume_step: int = 0):
         super().__init__()
         if global_batch_size < 1:
             raise ValueError(f"global_batch_size must be >= 1, received {global_batch_size}")
@@ -88,6 +100,10 @@ class Throughput(keras.callbacks.Callback):
         self.validation_images = validation_images
         carried = {**EMPTY_STATE, **(carried or {})}
         self._steady = dict(carried["steady"])  # gap_sums of every window of the run
+        self._untraced = dict(carried["untraced"])  # of their gaps that ran no traced step
+        self.traced, self.steps_per_epoch, self.resume_step = (
+            traced, steps_per_epoch, resume_step)
+        self._epoch = 0
         self._wall = [carried["wall_images"], carried["wall_seconds"]]  # earlier fits
         self._eval = [carried["eval_images"], carried["eval_seconds"]]
         self._wall_at_epoch_end = tuple(self._wall)  # what a checkpoint keeps
@@ -120,10 +136,19 @@ class Throughput(keras.callbacks.Callback):
         (the window of `images_per_sec`); {} before any was timed."""
         return spread_of(self._steady)
 
+    @property
+    def untraced_step_time_ms(self) -> float | None:
+        """With `traced`: the step time over the windows' gaps that ran no traced step
+        (nor the one after); None without `traced` or before any such gap."""
+        if self.traced is None:
+            return None
+        return spread_of(self._untraced).get("step_time_ms")
+
     def state(self) -> dict:
         """The run's sums up to the last epoch's end, as JSON (for a checkpoint)."""
         with self._lock:
-            return {"steady": dict(self._steady), "wall_images": self._wall_at_epoch_end[0],
+            return {"steady": dict(self._steady), "untraced": dict(self._untraced),
+                    "wall_images": self._wall_at_epoch_end[0],
                     "wall_seconds": self._wall_at_epoch_end[1], "eval_images": self._eval[0],
                     "eval_seconds": self._eval[1]}
 
@@ -136,6 +161,7 @@ class Throughput(keras.callbacks.Callback):
         self._steps_per_call = getattr(self.model, "steps_per_execution", 1) or 1
 
     def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
         with self._lock:
             self._marks = []
             self._start = None  # the first mark that may start the window, as it arrived
@@ -172,10 +198,13 @@ class Throughput(keras.callbacks.Callback):
                 if b1 > b0]
         sums = gap_sums(gaps)
         self.last_window_gaps = gaps
+        untraced = gap_sums(self._untraced_gaps(window))
         with self._lock:
             self._count_wall(window, last_step, now)
             if sums["seconds"] > 0:
                 self._steady = add_sums(self._steady, sums)
+            if self.traced is not None and untraced["seconds"] > 0:
+                self._untraced = add_sums(self._untraced, untraced)
         if self.images_per_sec_wall is not None:
             logs["images_per_sec_wall"] = self.images_per_sec_wall
         if sums["seconds"] <= 0:
@@ -186,6 +215,21 @@ class Throughput(keras.callbacks.Callback):
         logs["epoch_images_per_sec_per_device"] = epoch_rate / self.num_devices
         logs["epoch_timed_steps"] = sums["steps"]
         logs.update({"epoch_" + k: v for k, v in spread_of(sums).items()})
+
+    def _untraced_gaps(self, window) -> list:
+        """The window's gaps that ran none of the traced steps nor the step after
+        them (a gap runs the steps after its first mark up to its second)."""
+        if self.traced is None:
+            return []
+        steps = self.steps_per_epoch or (self.params or {}).get("steps") or 0
+        first, last = self.traced[0], self.traced[1] + 1
+        gaps = []
+        for (b0, t0), (b1, t1) in zip(window, window[1:]):
+            g0 = global_step(self._epoch, b0, steps, self.resume_step)  # ran before
+            g1 = global_step(self._epoch, b1, steps, self.resume_step)
+            if b1 > b0 and (g1 < first or g0 >= last):
+                gaps.append((b1 - b0, t1 - t0))
+        return gaps
 
     def _count_wall(self, window, last_step, now) -> None:
         """Images since this fit's wall clock started (at its first window's start):

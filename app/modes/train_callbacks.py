@@ -101,7 +101,8 @@ def make_callbacks(context, plan) -> RunCallbacks:
     throughput = Throughput(config.global_batch_size, topology.num_replicas,
                             warmup_steps=config.throughput_warmup_steps,
                             validation_images=plan.data.validation_examples,
-                            carried=carried.get("throughput"))
+                            carried=carried.get("throughput"), traced=config.profile_range,
+                            steps_per_epoch=steps_per_epoch, resume_step=state.global_step)
     cost = CloudCost(plan.bill, images_before=state.images_seen,
                      global_batch_size=config.global_batch_size, total_epochs=config.epochs)
     mfu = ModelFlopsUtilization(plan.train_flops_per_image, topology.num_replicas,

@@ -128,8 +128,10 @@ def build(context, plan, parts, status: str, attempts: list, ended_at: float) ->
         "mfu": _significant(parts.mfu.utilization(images_per_sec) if images_per_sec else None),
         "peak_tflops_per_device": billing.peak_tflops_per_device,
         # --profile_steps: the steps traced and where TensorBoard's Profile tab reads them.
+        # The breakdown is set against the timed steps the profiler did not slow.
         "profile": _profile(parts.profiler, context.logdir,
-                            throughput.step_time().get("step_time_ms")),
+                            throughput.untraced_step_time_ms
+                            or throughput.step_time().get("step_time_ms")),
         # Energy (GPUs with NVML only), over the same windows as images_per_sec.
         **_energy(parts.energy),
         # Money.
