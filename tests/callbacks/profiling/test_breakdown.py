@@ -52,9 +52,12 @@ def test_the_timed_step_is_explained_and_the_traced_step_is_the_profilers_own_cl
     # The traced step (the trace's markers) against a second clock: the Profiler's
     # perf_counter around the same markers.
     assert result["traced_step_ms"] == pytest.approx(result["host_clock_ms"], rel=0.05)
-    # The step explained is the timed one (callbacks/throughput.py's clock); the kinds'
-    # time as traced, idle by hand: the timed step less it, never below 0
-    assert result["step_ms"] == pytest.approx(summary["step_time_ms"], abs=1e-3)
+    # The step explained is the timed one (callbacks/throughput.py's clock) less the
+    # steps the profiler slowed, traced and the one after (test_throughput.py checks that
+    # window against a second clock); on a CPU those ran 0.85x-2.44x the others, so the
+    # whole window's step is near it, not equal. The kinds' time as traced, idle by hand:
+    # that step less it, never below 0
+    assert result["step_ms"] == pytest.approx(summary["step_time_ms"], rel=0.5)
     busy = sum(part["ms"] for kind, part in parts.items() if kind != "idle")
     assert result["busy_ms"] == pytest.approx(busy, abs=1e-3)
     assert parts.get("idle", {}).get("ms", 0.0) == pytest.approx(
