@@ -17,6 +17,7 @@ import pytest
 
 from callbacks.records import events
 from conftest import PATIENCE_SECONDS, ROOT, tiny_flags
+from step_events import step_times
 
 NO_TF = os.path.join(ROOT, "tests", "no_tensorflow")
 # JAX's backend starts while Keras imports (cut devices_beside_keras); TensorFlow's
@@ -41,10 +42,7 @@ def _started_at(pid: int) -> float:
 
 def _first_step_event(logdir: str) -> float:
     """Wall time of the metrics sink's event for the run's first training step."""
-    found = [(e.step, e.wall_time) for path in events.event_files(os.path.join(logdir, "train"))
-             for e in events.read_events(path)
-             if any("/batch_" in v.tag for v in e.summary.value)]
-    return min(found)[1]
+    return min(step_times(logdir).items())[1]
 
 
 def _timed_run(backend: str, digits_dir, tmp_path) -> tuple[dict, float, float, str]:

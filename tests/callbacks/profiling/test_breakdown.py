@@ -6,12 +6,12 @@ reader of a breakdown (the kinds of ops: test_kinds.py; two runs compared:
 test_difference.py)."""
 
 import json
-import os
 import math
 import textwrap
 
 import pytest
 from conftest import run_cli
+from step_events import step_times
 
 from callbacks.profiling import breakdown
 
@@ -30,15 +30,6 @@ def test_ops_at_once_share_each_moment_and_the_rest_is_idle():
                       "elementwise and other": 10.0}
     assert idle == 30.0
     assert sum(totals.values()) + idle == 100.0
-
-
-def _step_events(logdir: str) -> list:
-    """(step, wall time) of the metrics sink's event for each training step."""
-    from callbacks.records import events
-
-    return sorted({e.step: e.wall_time for path in events.event_files(
-        os.path.join(logdir, "train")) for e in events.read_events(path)
-        if any("/batch_" in v.tag for v in e.summary.value)}.items())
 
 
 def _profiled(tmp_path, backend, model, *extra):
@@ -68,7 +59,7 @@ def test_the_timed_step_is_explained_and_the_traced_step_is_the_profilers_own_cl
     # clock: the metrics sink's event of each step (its wall time), steps 3 and 8 (test_
     # throughput.py checks the window exactly, with its own clock). The kinds' time as
     # traced, idle by hand: that step less it, never below 0
-    times = dict(_step_events(summary["logdir"]))
+    times = step_times(summary["logdir"])
     untraced = [times[s] - times[s - 1] for s in (3, 8)]
     assert result["step_ms"] == pytest.approx(1e3 * sum(untraced) / 2, rel=0.5), untraced
     busy = sum(part["ms"] for kind, part in parts.items() if kind != "idle")
