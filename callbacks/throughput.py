@@ -194,11 +194,13 @@ class Throughput(keras.callbacks.Callback):
         if self._epoch_eval_rate is not None:
             logs["epoch_eval_images_per_sec"] = self._epoch_eval_rate
         # Consecutive gaps telescope: their seconds add up to the window's exactly.
-        gaps = [(b1 - b0, t1 - t0) for (b0, t0), (b1, t1) in zip(window, window[1:])
-                if b1 > b0]
+        spans = [(b0, b1, t1 - t0) for (b0, t0), (b1, t1) in zip(window, window[1:])
+                 if b1 > b0]
+        gaps = [(b1 - b0, seconds) for b0, b1, seconds in spans]
         sums = gap_sums(gaps)
         self.last_window_gaps = gaps
-        untraced = gap_sums(self._untraced_gaps(window))
+        untraced = gap_sums([(b1 - b0, seconds) for b0, b1, seconds in spans
+                             if not self._ran_traced(b0, b1)])
         with self._lock:
             self._count_wall(window, last_step, now)
             if sums["seconds"] > 0:
@@ -216,20 +218,15 @@ class Throughput(keras.callbacks.Callback):
         logs["epoch_timed_steps"] = sums["steps"]
         logs.update({"epoch_" + k: v for k, v in spread_of(sums).items()})
 
-    def _untraced_gaps(self, window) -> list:
-        """The window's gaps that ran none of the traced steps nor the step after
-        them (a gap runs the steps after its first mark up to its second)."""
+    def _ran_traced(self, b0: int, b1: int) -> bool:
+        """Whether the gap between the marks of batches b0 and b1 (it runs the steps
+        after b0 up to b1) ran a traced step or the step after them; False unprofiled."""
         if self.traced is None:
-            return []
+            return False
         steps = self.steps_per_epoch or (self.params or {}).get("steps") or 0
-        first, last = self.traced[0], self.traced[1] + 1
-        gaps = []
-        for (b0, t0), (b1, t1) in zip(window, window[1:]):
-            g0 = global_step(self._epoch, b0, steps, self.resume_step)  # ran before
-            g1 = global_step(self._epoch, b1, steps, self.resume_step)
-            if b1 > b0 and (g1 < first or g0 >= last):
-                gaps.append((b1 - b0, t1 - t0))
-        return gaps
+        after = global_step(self._epoch, b0, steps, self.resume_step)  # ran before it
+        upto = global_step(self._epoch, b1, steps, self.resume_step)
+        return upto >= self.traced[0] and after <= self.traced[1]
 
     def _count_wall(self, window, last_step, now) -> None:
         """Images since this fit's wall clock started (at its first window's start):
