@@ -17,16 +17,15 @@ import importlib.abc
 import os
 import sys
 
-# Imported by Keras whenever installed, for parts the app never uses (its scikit-learn
-# wrappers, its image-gallery plots, pandas DataFrames as model inputs, its
-# RemoteMonitor callback): 1.6 s and 1.1 s of `import keras` on a 2-core host for the
-# first two; 0.78, 0.48, 0.40 and 0.18 s on the H200 host. distribute.make_topology
-# imports Keras (its `_import`) without them.
-KERAS_UNUSED_IMPORTS = ("sklearn", "matplotlib", "pandas", "requests")
-# `import tensorflow` imports Keras too (tf.keras, when Keras 3 is installed), and with it
-# the same libraries but requests, which TensorFlow's own preemption handling imports:
-# 1.2-1.7 s of the 5.2-5.3 s TensorFlow takes to import on a 2-core host.
-UNUSED_IMPORTS = {"keras": KERAS_UNUSED_IMPORTS,
+# What importing each framework loads for parts the app never uses. Keras, whenever
+# they are installed: its scikit-learn wrappers, its image-gallery plots, pandas
+# DataFrames as model inputs, its RemoteMonitor callback (1.6 s and 1.1 s of `import
+# keras` on a 2-core host for the first two; 0.78, 0.48, 0.40 and 0.18 s on the H200
+# host). TensorFlow imports Keras too (tf.keras, when Keras 3 is installed), and with it
+# the same libraries but requests, which TensorFlow's own preemption handling imports
+# (1.2-1.7 s of the 5.2-5.3 s TensorFlow takes to import on a 2-core host).
+# distribute.make_topology imports both (its `_import`) without them.
+UNUSED_IMPORTS = {"keras": ("sklearn", "matplotlib", "pandas", "requests"),
                   "tensorflow": ("sklearn", "matplotlib", "pandas")}
 
 
