@@ -61,8 +61,8 @@
 # FAMILIES (all six: the twins' torchvision names and "user") and PROFILE (convnext_tiny
 # vit_b_16; PROFILE="" profiles none) the models recipe's families and those it
 # profiles, KERNELS_FROM (unset) a folder of an earlier models call's kept kernels
-# (FAMILY.autotune.textproto) that its families load instead of autotuning, REPEATS (2) its app runs per family and coldstart's runs with the defaults
-# and with every cut (the spread of a cold start), TWINS=0 leaves the models recipe's
+# (FAMILY.autotune.textproto) that its families load instead of autotuning, REPEATS
+# (2) its app runs per family and coldstart's runs with the defaults and with every cut (the spread of a cold start), TWINS=0 leaves the models recipe's
 # twins out (an app run from cold: ConvNeXt-T ~85 s, EfficientNetV2-S ~155 s on an H100;
 # a twin's torch.compile ~65-150 s: FAMILIES="convnext_tiny vit_b_16 efficientnet_v2_s"
 # twice each with their twins is two calls, e.g. EfficientNetV2-S alone in the second), COMMIT
@@ -380,8 +380,9 @@ print(' '.join(('-' if on else '') + name for name, (on, _) in CUTS.items()))") 
     # $OUT/models, carried), a family whose kernels are there loads them instead
     # (--kernels_from): the same figure on another machine of the kind (issue 46).
     fresh() { local name=$1; shift; rm -rf "/tmp/bench/caches/$name"
-      local kept="${KERNELS_FROM:-/nowhere}/${name%%.*}.autotune.textproto" from=()
-      [ -f "$kept" ] && from=(--kernels_from="$kept")
+      local from=()
+      [ -n "${KERNELS_FROM:-}" ] && [ -f "$KERNELS_FROM/${name%%.*}.autotune.textproto" ] \
+        && from=(--kernels_from="$KERNELS_FROM/${name%%.*}.autotune.textproto")
       app "$name" 1 240 JAX_COMPILATION_CACHE_DIR="/tmp/bench/caches/$name" -- "$@" \
         --keep_kernels ${from[@]+"${from[@]}"}
       rm -rf "/tmp/bench/caches/$name"; }
