@@ -35,13 +35,12 @@ import datetime
 import statistics
 
 from app.engine import catalog as price_catalog
+from app.engine import decision_why
 from app.engine.decision_inputs import first_epoch_at, run_timing
-from callbacks.figures.bill import OPTION_WORDS, dollars, hours, usd, usd_per_hour
+from callbacks.figures.bill import OPTION_WORDS, SECONDS_PER_HOUR, dollars, hours, usd_per_hour
 
 SAME_JOB = ("model", "dataset", "image_size", "global_batch_size")
 SAME_RECIPE = ("epochs", "recipe")  # the schedule runs over the epochs: part of the recipe
-# Where amounts are set against each other, four significant digits: "$0.005556".
-SIGNIFICANT = 4
 
 
 def machine_label(found: dict) -> str:
@@ -51,10 +50,12 @@ def machine_label(found: dict) -> str:
 
 
 def convergence(runs: list[dict], found: dict, target: float) -> dict:
-    """Epochs to `target` for `found`'s job, from the full runs of the same job.
+    """Epochs to `target` for `found`'s job, from the full runs of the same job, and the
+    epoch overhead `found`'s machine is predicted with (`epoch_overhead`).
 
-    Returns {"epochs", "images_per_epoch", "overhead", "runs" (what each said)} or
-    {"why": ...} where no run of the job reached it.
+    Returns {"epochs", "images_per_epoch", "overhead", "overhead_run", "overhead_whose"
+    (None: the machine's own backend's run; else the words naming whose it borrowed),
+    "runs" (what each said)} or {"why": ...} where no run of the job reached it.
     """
     job = [r for r in runs if all(r[k] == found[k] for k in SAME_JOB)]
     if not job:
@@ -73,27 +74,69 @@ def convergence(runs: list[dict], found: dict, target: float) -> dict:
     if not usable:
         best = max((e["top1"] for r in same for e in r["epochs_logged"]
                     if e["top1"] is not None), default=None)
-        best = f"; the best top-1 logged was {best:.4f}" if best is not None else ""
+        if best is not None and best < target:
+            return {"why": f"no full run of this job reached {target:g}: the best top-1 "
+                           f"logged was {best:.4f}; train longer or aim lower",
+                    "unreached": best}
         return {"why": f"no full run of this job reached {target:g} over two epochs or "
-                       f"more{best}: train longer"}
-    run, epoch, timing = usable[0]
+                       "more: train longer"}
+    run, timing = epoch_overhead(usable, found)
     epochs = statistics.median_low([e["epoch"] for _, e, _ in usable])
     said = [f"{r['name']}: epoch {e['epoch']} (top-1 {e['top1']:.4f})" for r, e, _ in usable]
     lost = [t["lost_epochs"] for _, _, t in usable if t["lost_epochs"] is not None]
+    whose = None
+    if run["backend"] != found["backend"]:
+        whose = (f"borrowed from {run['name']} ({run['backend']}): no full run on "
+                 f"{found['backend']} was given")
     return {"epochs": epochs, "images_per_epoch": run["steps_per_epoch"] * run["global_batch_size"],
             "steps_per_epoch": run["steps_per_epoch"], "overhead": timing["overhead"],
-            "overhead_run": run["name"], "runs": said,
+            "overhead_run": run["name"], "overhead_whose": whose, "runs": said,
             "precision": run["precision"],
             "lost_epochs": statistics.mean(lost) if lost else None,
             "interruptions_measured": sum(t["interruptions"] for _, _, t in usable)}
 
 
+def epoch_overhead(usable: list, found: dict) -> tuple[dict, dict]:
+    """The full run whose epoch overhead (evaluation, checkpoints, logs over the steady
+    rate) predicts `found`'s machine, and its timing: a run of the same device kind and
+    backend, else of the same backend (the overhead is mostly the backend's evaluation
+    and saving: on this CPU TensorFlow's epochs took 1.26x their images, JAX's 1.10x),
+    else the first (borrowed, and said so)."""
+    for same in (("device_kind", "backend"), ("backend",)):
+        for run, _, timing in usable:
+            if all(run[k] == found[k] for k in same):
+                return run, timing
+    run, _, timing = usable[0]
+    return run, timing
+
+
 def measured_startup(found: dict) -> float | None:
-    """A probe's start-up as it measured it; a full run's, from its first epoch."""
+    """The start-up a machine's first rented hour pays: a probe's from empty compile
+    caches (measured, or its warm start-up plus a fresh compile's difference); a full
+    run's, from its first epoch (as its own process found the caches)."""
     if found["kind"] == "probe":
-        return found["startup_seconds"]
+        cold = found.get("startup_cold_seconds")
+        return cold if cold is not None else found["startup_seconds"]
     timing = run_timing(found)
     return timing["startup_seconds"] if timing else None
+
+
+def startup_note(found: dict) -> str | None:
+    """What a machine's start-up was measured with, where a reader must know: a warm
+    compile cache (a fresh machine pays more), or a probe that could not say."""
+    if found["kind"] == "probe":
+        if found.get("compile_cache") == "warm" and found.get("startup_cold_seconds") is not None:
+            return (f"its process found its step in the compile cache (start-up "
+                    f"{found['startup_seconds']:,.1f} s); from empty caches, as a fresh "
+                    f"machine starts, {found['startup_cold_seconds']:,.1f} s: the decision "
+                    "uses the cold one")
+        if found.get("compile_cache") is None and found["backend"] == "jax":
+            return "it does not say whether its compile cache was warm (a probe from before)"
+        return None
+    if found.get("compile_cache") == "warm":
+        return ("its start-up came from a warm compile cache (JAX read its programs from "
+                "it): a fresh machine's first hour starts colder; probe one from empty caches")
+    return None
 
 
 def rows_for(found: dict, table: dict) -> list:
@@ -126,9 +169,11 @@ def predict(found: list[dict], target: float, table: dict,
         today: for prices gone stale (default today).
 
     Returns:
-        {"target", "options" (one dict per machine x row x option, cheapest first),
-        "machines" (per measured machine: its figures and what they came from, or
-        why it has no prediction), "cheapest", "fastest" (the lines), "frontier"}.
+        {"target", "options" (one dict per machine x row x option, cheapest first, each
+        with its hours split into `terms`), "machines" (per measured machine: its figures
+        and what they came from, or why it has no prediction; a full run's `checks`),
+        "cheapest", "fastest" (the lines, each naming the term that decides), "headline"
+        (where nothing was predicted: why, in one line)}.
     """
     today = today or datetime.date.today()
     runs = [f for f in found if f["kind"] == "run"]
@@ -138,8 +183,13 @@ def predict(found: list[dict], target: float, table: dict,
         basis = convergence(runs, item, target)
         startup = measured_startup(item)
         entry = {"label": label, "folder": item["folder"], "kind": item["kind"],
+                 "name": item["name"], "backend": item["backend"],
                  "device_kind": item["device_kind"], "images_per_sec": item["images_per_sec"],
-                 "startup_seconds": startup, "busy": item.get("busy"),
+                 "images_per_sec_min": item.get("images_per_sec_min"),
+                 "images_per_sec_max": item.get("images_per_sec_max"),
+                 "repeats": item.get("repeats"), "startup_seconds": startup,
+                 "startup_note": startup_note(item), "busy": item.get("busy"),
+                 "job": [item[k] for k in SAME_MACHINE],
                  "same_machine": _same_machine(item, found), **basis}
         machines.append(entry)
         if "why" in basis:
@@ -147,26 +197,40 @@ def predict(found: list[dict], target: float, table: dict,
         if startup is None:
             entry["why"] = "its start-up is not known (a full run of fewer than two epochs)"
             continue
-        epoch_seconds = basis["images_per_epoch"] / item["images_per_sec"] * basis["overhead"]
-        to_target_hours = hours(startup + basis["epochs"] * epoch_seconds)
+        steady = basis["images_per_epoch"] / item["images_per_sec"]
+        epoch_seconds = steady * basis["overhead"]
+        terms = {"startup": startup, "training": basis["epochs"] * steady,
+                 "evaluation": basis["epochs"] * (epoch_seconds - steady)}
+        to_target_hours = hours(sum(terms.values()))
         lost = basis["lost_epochs"] or 0.0
         resume_hours = hours(startup + lost * epoch_seconds)
-        entry.update(epoch_seconds=epoch_seconds, hours=to_target_hours,
+        entry.update(epoch_seconds=epoch_seconds, hours=to_target_hours, terms=terms,
                      resume_hours=resume_hours,
+                     interruptions_measured_here=_interruptions_before(item, target),
                      measured_hours=_measured_hours(item, target), **{"from": _basis_words(
                          item, basis, startup, epoch_seconds, lost, target)})
+        entry["from"]["hours"] = (" + ".join(
+            f"{decision_why.duration(terms[t])} {words}" for t, words in (
+                ("startup", "start-up"), ("training", "training at the steady rate"),
+                ("evaluation", "evaluation and checkpoints")))
+            + f" = {decision_why.duration(sum(terms.values()))}")
         for row in rows_for(item, table):
             count = row.machines_for(item["billed_devices"])
             for option in row.pricings():
                 price = row.price_per_hour_usd(option) * count
-                option_hours = to_target_hours
+                option_hours, option_terms = to_target_hours, dict(terms)
                 if option == "spot" and interruptions_per_hour:
                     share = interruptions_per_hour * resume_hours
                     option_hours = to_target_hours / (1 - share) if share < 1 else None
+                    option_terms["interruptions"] = (
+                        (option_hours - to_target_hours) * SECONDS_PER_HOUR
+                        if option_hours is not None else None)
                 stale = bool(row.date) and price_catalog.stale(row, today)
                 options.append({
-                    "machine_label": label, "device_kind": item["device_kind"],
+                    "machine_label": label, "folder": item["folder"],
+                    "device_kind": item["device_kind"],
                     "row": row.machine, "option": option, "hours": option_hours,
+                    "terms": option_terms, "epochs": basis["epochs"],
                     "dollars": dollars(option_hours, price) if option_hours is not None
                     else None,
                     "price_per_hour_usd": price, "machines": count,
@@ -184,24 +248,77 @@ def predict(found: list[dict], target: float, table: dict,
     options.sort(key=lambda o: (o["dollars"] is None, o["dollars"] or 0.0, o["hours"] or 0.0))
     for option in options:
         option["frontier"] = on_frontier(option, options)
+    for entry in machines:
+        entry["checks"] = checks(entry, machines)
+    headline = none_predicted(machines, options, target)
     return {"target": target, "interruptions_per_hour": interruptions_per_hour,
-            "machines": machines, "options": options,
-            "cheapest": cheapest_line(options), "fastest": fastest_line(options)}
+            "machines": machines, "options": options, "headline": headline,
+            "cheapest": decision_why.cheapest_line(options, headline),
+            "fastest": decision_why.fastest_line(options, headline)}
 
 
 SAME_MACHINE = ("device_kind", "backend", "billed_devices", "precision", *SAME_JOB)
+PROBE_APART = 0.10  # a probe further than this from a full run of its machine: a caveat
 
 
-def _same_machine(item: dict, found: list[dict]) -> str | None:
-    """For a full run: how a probe of the same machine, backend and job saw its rate
-    ("probe P saw 1.10x this run's steady rate"), the check of a probe's rate against a
-    run's (its per-step callbacks, evaluation between epochs); None where no probe is."""
+def _same_machine(item: dict, found: list[dict]) -> list[dict]:
+    """For a full run: the probes of the same machine, backend and job, each with the
+    ratio of its rate to the run's steady rate (the check of a probe's rate against a
+    run's: its per-step callbacks, evaluation between epochs); [] for a probe."""
     if item["kind"] != "run":
+        return []
+    return [{"name": p["name"], "label": machine_label(p),
+             "ratio": p["images_per_sec"] / item["images_per_sec"]}
+            for p in found if p["kind"] == "probe"
+            and all(p[k] == item[k] for k in SAME_MACHINE)]
+
+
+def checks(entry: dict, machines: list[dict]) -> list[dict]:
+    """A full run's measured hours to the target against what was predicted for it:
+    from its own figures (its interruptions included: each a start-up and the work it
+    lost), and from each probe of the same machine, backend and job (that probe's
+    hours). [] where the run did not reach the target or is a probe."""
+    measured = entry.get("measured_hours")
+    if entry["kind"] != "run" or not measured or entry.get("hours") is None:
+        return []
+    interrupted = entry.get("interruptions_measured_here") or 0
+    own = entry["hours"] + interrupted * entry["resume_hours"]
+    out = [{"from": "its own figures" + (f" and its {interrupted} interruption(s)"
+                                         if interrupted else ""),
+            "predicted_hours": own, "error": own / measured - 1}]
+    for probe in entry["same_machine"]:
+        other = next((m for m in machines if m["kind"] == "probe" and m["name"] == probe["name"]
+                      and m.get("hours") is not None), None)
+        if other is not None:
+            out.append({"from": f"probe {probe['name']}", "predicted_hours": other["hours"],
+                        "error": other["hours"] / measured - 1, "rate_ratio": probe["ratio"]})
+    return out
+
+
+def none_predicted(machines: list[dict], options: list[dict], target: float) -> str | None:
+    """Why nothing was predicted, as the decision's headline; None where an option was."""
+    if any(o["dollars"] is not None for o in options):
         return None
-    probes = [f for f in found if f["kind"] == "probe"
-              and all(f[k] == item[k] for k in SAME_MACHINE)]
-    return "; ".join(f"probe {p['name']} saw {p['images_per_sec'] / item['images_per_sec']:.2f}x "
-                     f"this run's steady rate" for p in probes) or None
+    unreached = [m["unreached"] for m in machines if m.get("unreached") is not None]
+    if unreached:
+        return (f"no full run reached top-1 {target:g} (the best logged: {max(unreached):.4f}): "
+                "nothing to predict from; train longer or give a lower --target")
+    unpriced = sorted({m["device_kind"] for m in machines if m.get("hours") is not None})
+    if unpriced:
+        return (f"hours predicted, dollars not: no catalog row sells {', '.join(unpriced)} and "
+                "no run carries a price of its own (give --price_catalog a row for it, or "
+                "probe with --price_per_hour_usd)")
+    whys = sorted({m["why"] for m in machines if m.get("why")})
+    return "none predicted: " + ("; ".join(whys) if whys else "no run folder could be used")
+
+
+def _interruptions_before(item: dict, target: float) -> int:
+    """How many times a full run was interrupted and resumed before the end of the
+    epoch that reached `target` (its ledger's attempts after the first)."""
+    epoch = first_epoch_at(item, target) if item["kind"] == "run" else None
+    if epoch is None:
+        return 0
+    return sum(1 for a in item["attempts"] if a["index"] > 0 and a["epoch"] < epoch["epoch"])
 
 
 def _measured_hours(item: dict, target: float) -> float | None:
@@ -215,17 +332,26 @@ def _measured_hours(item: dict, target: float) -> float | None:
 def _basis_words(item, basis, startup, epoch_seconds, lost, target) -> dict:
     """What each factor of the prediction came from, in words."""
     rate = f"{item['images_per_sec']:,.1f} images/sec measured by {item['kind']} {item['name']}"
+    if item.get("repeats") and item.get("images_per_sec_min") is not None:
+        rate += (f" (the median of {item['repeats']} windows, "
+                 f"{item['images_per_sec_min']:,.1f}-{item['images_per_sec_max']:,.1f})")
+    overhead = (f"{basis['overhead']:.2f}x: {basis['overhead_run']}'s epochs took "
+                f"{basis['overhead']:.2f}x their images at its steady rate "
+                "(evaluation, checkpoints, logs)")
+    if basis.get("overhead_whose"):
+        overhead += f"; {basis['overhead_whose']}"
+    started = f"{startup:,.1f} s measured by {item['kind']} {item['name']}"
+    if item["kind"] == "probe" and item.get("startup_cold_seconds") is not None:
+        started += " from empty compile caches (a fresh machine's first hour)"
     return {
         "epochs": (f"{basis['epochs']}: the first epoch at top-1 >= {target:g} "
                    f"({'; '.join(basis['runs'])})"),
         "images_per_epoch": (f"{basis['images_per_epoch']:,} = {basis['steps_per_epoch']} "
                              f"steps x {item['global_batch_size']} ({basis['overhead_run']})"),
         "rate": rate,
-        "epoch_overhead": (f"{basis['overhead']:.2f}x: {basis['overhead_run']}'s epochs took "
-                           f"{basis['overhead']:.2f}x their images at its steady rate "
-                           "(evaluation, checkpoints, logs)"),
+        "epoch_overhead": overhead,
         "epoch_seconds": f"{epoch_seconds:,.2f} s = images per epoch / rate x overhead",
-        "startup": f"{startup:,.1f} s measured by {item['kind']} {item['name']}",
+        "startup": started,
         "resume": (f"{startup:,.1f} s start-up + {lost:.2f} epochs lost per interruption "
                    + (f"(measured over {basis['interruptions_measured']} interruption(s))"
                       if basis["lost_epochs"] is not None else
@@ -245,47 +371,3 @@ def on_frontier(option: dict, options: list[dict]) -> bool:
                    and o["dollars"] <= option["dollars"] and o["hours"] <= option["hours"]
                    and (o["dollars"] < option["dollars"] or o["hours"] < option["hours"])
                    for o in options)
-
-
-def _name(option: dict) -> str:
-    return f"{option['row']} {OPTION_WORDS[option['option']]}"
-
-
-def _why(best: dict, other: dict | None) -> str:
-    """"1.40x 1 x NVIDIA H100's rate at 1.15x its price per device-hour" or why none."""
-    if other is None:
-        return "the only machine measured"
-    rate = best["images_per_sec"] / other["images_per_sec"]
-    price = best["price_per_device_hour_usd"] / other["price_per_device_hour_usd"]
-    return (f"{rate:.2f}x the rate of {other['machine_label']} at {price:.2f}x its price per "
-            f"device-hour ({_name(other)}, {usd(other['dollars'], SIGNIFICANT)})")
-
-
-def _best_other(options: list[dict], best: dict, key) -> dict | None:
-    others = [o for o in options if o["machine_label"] != best["machine_label"]
-              and o["dollars"] is not None]
-    return min(others, key=key) if others else None
-
-
-def cheapest_line(options: list[dict]) -> str:
-    """The cheapest option to the target, and why, in one line."""
-    priced = [o for o in options if o["dollars"] is not None]
-    if not priced:
-        return "cheapest: none predicted (no measured machine has a price and a full run)"
-    best = priced[0]
-    other = _best_other(priced, best, key=lambda o: o["dollars"])
-    return (f"cheapest: {best['machine_label']} as {_name(best)}: "
-            f"{usd(best['dollars'], SIGNIFICANT)} in "
-            f"{best['hours']:,.4g} h; {_why(best, other)}")
-
-
-def fastest_line(options: list[dict]) -> str:
-    """The machine that reaches the target soonest (its cheapest row), and why."""
-    priced = [o for o in options if o["dollars"] is not None and o["hours"] is not None]
-    if not priced:
-        return "fastest: none predicted (no measured machine has a price and a full run)"
-    best = min(priced, key=lambda o: (o["hours"], o["dollars"]))
-    other = _best_other(priced, best, key=lambda o: (o["hours"], o["dollars"]))
-    return (f"fastest: {best['machine_label']}: {best['hours']:,.4g} h, "
-            f"{usd(best['dollars'], SIGNIFICANT)} "
-            f"as {_name(best)}; {_why(best, other)}")

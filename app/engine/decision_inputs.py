@@ -33,6 +33,11 @@ FIELDS = {  # (kind, low, high) as untrusted.field takes them; required ones bel
     "num_replicas": ("integer", 1, 1 << 24), "num_processes": ("integer", 1, 1 << 24),
     "images_per_sec": ("number", 1e-9, 1e12), "steps_per_epoch": ("integer", 1, 1 << 40),
     "startup_seconds": ("number", 0, 1e7), "epochs": ("integer", 1, 1 << 40),
+    # A probe's (app/modes/probe.py): its start-up from empty compile caches, whether
+    # its own process found its step in the compile cache, its windows' spread.
+    "startup_cold_seconds": ("number", 0, 1e7), "compile_cache": _TEXT,
+    "repeats": ("integer", 1, 1 << 20), "images_per_sec_min": ("number", 1e-9, 1e12),
+    "images_per_sec_max": ("number", 1e-9, 1e12),
 }
 REQUIRED = ("model", "dataset", "image_size", "global_batch_size", "device_kind",
             "num_replicas", "images_per_sec")
@@ -111,11 +116,26 @@ def read_folder(folder: str) -> dict:
         if found["startup_seconds"] is None:
             raise InputError(f"{where}: 'startup_seconds' is missing (a probe measures it)")
         return found
+    found["compile_cache"] = compile_cache(summary)
     if found["steps_per_epoch"] is None:
         raise InputError(f"{where}: 'steps_per_epoch' is missing")
     found["epochs_logged"] = _epochs(folder, where)
     found["attempts"] = _attempts(summary)
     return found
+
+
+def compile_cache(summary: dict) -> str | None:
+    """Whether a training run's start found its programs in JAX's persistent compilation
+    cache: "warm" (a program was read from it: its start-up is shorter than a fresh
+    machine's), "cold" (every program compiled), None where it does not say (TensorFlow
+    keeps no compiled step between processes; a run from before the start-up block)."""
+    block = summary.get("startup")
+    programs = block.get("programs") if isinstance(block, dict) else None
+    if summary.get("backend") != "jax" or not isinstance(programs, list) or not programs:
+        return None
+    reads = [p.get("cache_reads") for p in programs if isinstance(p, dict)]
+    return "warm" if any(isinstance(n, int) and not isinstance(n, bool) and n > 0
+                         for n in reads) else "cold"
 
 
 def _busy(state) -> str | None:

@@ -1,6 +1,6 @@
 """The decision's arithmetic (app/engine/decision.py), by hand, on run folders written
 here as the app writes them (summary.json, metrics.jsonl), priced by a catalog file of
-a few rows (--catalog's format).
+a few rows (--price_catalog's format).
 
 A full run of 10 steps of 64 images an epoch at 320 images/sec (2 s of images) whose
 epochs take 2.5 s (evaluation and checkpoints: 1.25x) after a 10 s start-up, reaching
@@ -105,10 +105,11 @@ def test_why_a_machine_has_no_prediction(tmp_path):
                               "of the same flags")
     assert why["b128"].startswith("no full run of small_resnet on digits at 8 px and global "
                                   "batch 128 was given")
-    assert why["probe"] == ("no full run of this job reached 0.9 over two epochs or more; the "
-                            "best top-1 logged was 0.7000: train longer")
-    assert result["options"] == []
-    assert result["cheapest"].startswith("cheapest: none predicted")
+    assert why["probe"] == ("no full run of this job reached 0.9: the best top-1 logged was "
+                            "0.7000; train longer or aim lower")
+    assert result["options"] == [] and result["cheapest"] is None
+    assert result["headline"] == ("no full run reached top-1 0.9 (the best logged: 0.7000): "
+                                  "nothing to predict from; train longer or give a lower --target")
     reached = predict([write_run(tmp_path / "run"), probe])
     caveat = next(m for m in reached["machines"] if m["kind"] == "probe")["from"]["precision"]
     assert caveat == ("the full run trained in float32, this machine was measured in "
@@ -120,15 +121,20 @@ def test_the_cheapest_and_the_fastest_say_why_in_one_line(tmp_path):
                      row("slow", "^Slow Y$", {"on_demand": 1.0}))
     result = predict([write_run(tmp_path / "run"), write_probe(tmp_path / "probe")],
                      table=table)
-    # slow: 20 s at $1/h; fast: 11 s at $4/h.
+    # slow: 10 s start-up + 8 s training + 2 s evaluation = 20 s at $1/h; fast: 6 + 4 + 1
+    # = 11 s at $4/h. In dollars at fast's price, slow's seconds cost it 4 + 4 + 1 s x $4/h;
+    # its price saves 20 s x $3/h: the price decides, the rate (8 s against 4) is the
+    # largest term against it (the start-up's 4 s ties it; the first in order is named).
     assert result["cheapest"] == (
         "cheapest: 1 x Slow Y (tensorflow, run run) as slow on demand: $0.005556 in "
-        "0.005556 h; 0.50x the rate of 1 x Fast X (jax, probe probe) at 0.25x its price per "
-        "device-hour (fast on demand, $0.01222)")
+        "0.005556 h; decided by its price per device-hour, $1/h against $4/h (0.25x), which "
+        "outweighs its 0.50x rate (training 8.0 s against 4.0 s over 4 epochs); runner-up "
+        "1 x Fast X (jax, probe probe) as fast on demand, $0.01222")
     assert result["fastest"] == (
         "fastest: 1 x Fast X (jax, probe probe): 0.003056 h, $0.01222 as fast on demand; "
-        "2.00x the rate of 1 x Slow Y (tensorflow, run run) at 4.00x its price per "
-        "device-hour (slow on demand, $0.005556)")
+        "decided by start-up 6.0 s against 10.0 s and its 2.00x rate (training 4.0 s against "
+        "8.0 s over 4 epochs); runner-up 1 x Slow Y (tensorflow, run run) as slow on demand, "
+        "0.005556 h")
     assert all(o["frontier"] for o in result["options"])  # one faster, one cheaper
 
 
