@@ -111,6 +111,17 @@ def test_a_bad_file_is_one_line():
         assert expected in refusal(data), expected
 
 
+def test_a_catalog_file_over_the_limit_is_refused_by_its_size(tmp_path):
+    """The adversarial pass: a 3 MB file read as "1,048,577 bytes" (what the bounded read
+    took); the line gives the file's own size."""
+    big = tmp_path / "big.csv"
+    big.write_bytes(b"x" * (3 << 20))
+    with pytest.raises(ConfigError) as refused:
+        catalog.load_catalog(str(big))
+    assert f"{3 << 20:,} bytes, more than a catalog's {catalog.MAX_CATALOG_BYTES:,}" \
+        in str(refused.value)
+
+
 def test_blank_lines_and_a_byte_order_mark_are_accepted():
     text = catalog_text([GOOD]) + "\n,,,\n"
     assert list(catalog.parse_catalog(b"\xef\xbb\xbf" + text.encode())) == ["gcp-tpu-v5p"]

@@ -273,8 +273,12 @@ def load_catalog(path: str = "") -> dict[str, Machine]:
 
     path = path or CATALOG_PATH
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the read
+        found = os.stat(path)
+        if not stat.S_ISREG(found.st_mode):  # a FIFO would block the read
             raise _error(path, None, "not a regular file; accepted: a CSV file of prices")
+        if found.st_size > MAX_CATALOG_BYTES:  # its size, not the bytes a bounded read took
+            raise _error(path, None, f"{found.st_size:,} bytes, more than a catalog's "
+                         f"{MAX_CATALOG_BYTES:,}")
         with open(path, "rb") as f:
             data = f.read(MAX_CATALOG_BYTES + 1)
     except OSError as error:

@@ -25,6 +25,11 @@ def _hours(value) -> str:
     return "n/a" if value is None else f"{value:,.4f}" if value < 1 else f"{value:,.2f}"
 
 
+def _line(text) -> str:
+    """`text` as one printable line (a folder's name as the user typed it)."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(text))
+
+
 def _md(text) -> str:
     """`text` as plain text in Markdown (as app/report/page.py's md_text): one printable line,
     no HTML, no emphasis, links, code, math or cell breaks."""
@@ -54,25 +59,29 @@ def table(result: dict, limit: int = TABLE_ROWS) -> str:
 
 
 def lines(result: dict) -> list[str]:
-    """The decision's closing lines: the cheapest, the fastest, each full run's measured
-    hours beside its own prediction, machines without a prediction and why, stale
+    """The decision's closing lines: the verdict (the cheapest and the fastest, each with
+    the term that decides; or why there is none), each full run's measured hours beside
+    what was predicted for it, machines without a prediction and why, what to distrust
+    (busy machines, warm compile caches, borrowed overheads, probes that disagree), stale
     prices, what spot interruptions cost."""
-    out = [result["cheapest"], result["fastest"]]
+    out = [f"decision: {result['headline']}"] if result.get("headline") else [
+        result["cheapest"], result["fastest"]]
     for machine in result["machines"]:
-        if machine.get("why"):
+        if machine.get("why") and not result.get("headline"):
             out.append(f"no prediction for {machine['label']}: {machine['why']}")
-        elif machine.get("measured_hours") is not None:
-            error = machine["hours"] / machine["measured_hours"] - 1
-            out.append(f"check: {machine['label']} predicted {_hours(machine['hours'])} h to "
-                       f"{result['target']:g}, measured {_hours(machine['measured_hours'])} h "
-                       f"({error:+.1%})" + (f"; {machine['same_machine']}"
-                                            if machine.get("same_machine") else ""))
-        if machine.get("busy"):
-            out.append(f"caveat: {machine['label']} was measured on a busy machine "
-                       f"({machine['busy']}): its rate may be low and its start-up long; "
-                       "probe it again when it is idle")
-        if machine.get("from", {}).get("precision"):
-            out.append(f"caveat: {machine['label']}: {machine['from']['precision']}")
+        for check in machine.get("checks") or []:
+            out.append(f"check: {machine['label']} measured {_hours(machine['measured_hours'])} h "
+                       f"to {result['target']:g}; predicted from {check['from']} "
+                       f"{_hours(check['predicted_hours'])} h ({check['error']:+.1%})"
+                       + (f", its rate {check['rate_ratio']:.2f}x this run's steady rate"
+                          if check.get("rate_ratio") is not None else ""))
+            if "rate_ratio" in check and abs(check["error"]) > decision.PROBE_APART:
+                out.append(f"caveat: {check['from']} predicted {machine['label']}'s hours "
+                           f"{check['error']:+.1%} off its full run (over "
+                           f"{decision.PROBE_APART:.0%}): the probe's rate or start-up is not "
+                           "the run's; probe again, or trust the full run")
+        out += caveats(machine)
+    out += disagreeing_probes(result["machines"])
     stale = sorted({(o["row"], o["read"], o["stale_why"]) for o in result["options"]
                     if o["stale"]})
     if stale:
@@ -84,6 +93,50 @@ def lines(result: dict) -> list[str]:
         out.append(f"spot: each interruption adds {usd(best['dollars_per_interruption'])} to "
                    f"{best['row']} ({result['interruptions_per_hour']:g} an hour assumed; "
                    "--interruptions_per_hour sets it)")
+    return out
+
+
+SPREAD_CAVEAT = 1.2  # a probe whose windows' fastest is this much its slowest: a caveat
+
+
+def caveats(machine: dict) -> list[str]:
+    """What to distrust in one machine's figures, a line each."""
+    label, out = machine["label"], []
+    if machine.get("busy"):
+        out.append(f"caveat: {label} was measured on a busy machine ({machine['busy']}): its "
+                   "rate may be low and its start-up long; probe it again when it is idle")
+    if machine.get("startup_note"):
+        out.append(f"caveat: {label}: {machine['startup_note']}")
+    if machine.get("overhead_whose"):
+        out.append(f"caveat: {label}: its epoch overhead ({machine['overhead']:.2f}x) is "
+                   f"{machine['overhead_whose']}")
+    if machine.get("from", {}).get("precision"):
+        out.append(f"caveat: {label}: {machine['from']['precision']}")
+    low, high = machine.get("images_per_sec_min"), machine.get("images_per_sec_max")
+    if low and high and high / low > SPREAD_CAVEAT:
+        out.append(f"caveat: {label}: its {machine['repeats']} windows spread over "
+                   f"{low:,.1f}-{high:,.1f} images/sec ({high / low:.2f}x): the machine's "
+                   "speed moved while it was probed")
+    return out
+
+
+def disagreeing_probes(machines: list[dict]) -> list[str]:
+    """Probes of the same machine, backend and job whose rates disagree by more than
+    their windows' spreads (min-max) allow: one line each pair."""
+    probes = [m for m in machines if m["kind"] == "probe"]
+    out = []
+    for index, a in enumerate(probes):
+        for b in probes[index + 1:]:
+            if a["job"] != b["job"]:
+                continue
+            spans = [(m.get("images_per_sec_min") or m["images_per_sec"],
+                      m.get("images_per_sec_max") or m["images_per_sec"]) for m in (a, b)]
+            if spans[0][1] < spans[1][0] or spans[1][1] < spans[0][0]:
+                out.append(f"caveat: probes {a['name']} ({a['images_per_sec']:,.1f} images/sec, "
+                           f"{spans[0][0]:,.1f}-{spans[0][1]:,.1f}) and {b['name']} "
+                           f"({b['images_per_sec']:,.1f}, {spans[1][0]:,.1f}-{spans[1][1]:,.1f}) "
+                           "of one machine disagree beyond their spreads: its speed moved "
+                           "between them; probe again when it is idle")
     return out
 
 
@@ -127,8 +180,14 @@ def decide(folders: list[str], target: float, catalog_path: str = "",
     from app.engine.catalog import load_catalog
 
     table_ = load_catalog(catalog_path)
-    found, warnings = [], []
+    found, warnings, seen = [], [], {}
     for folder in folders:
+        real = os.path.realpath(folder)
+        if real in seen:
+            warnings.append(f"warning: {_line(folder)} is {_line(seen[real])} given again: "
+                            "read once")
+            continue
+        seen[real] = folder
         try:
             found.append(read_folder(folder))
         except InputError as why:
@@ -164,19 +223,25 @@ def write(result: dict, out: str) -> dict:
     return written
 
 
+def text(result: dict, written: dict) -> str:
+    """What app/report.py --target prints: the verdict's table and lines (or, where
+    nothing could be predicted, why, first), and where the files are."""
+    head = [] if result.get("headline") else [
+        f"decision: hours and dollars to top-1 {result['target']:g}, cheapest first "
+        f"(prices: {result['catalog']})", table(result)]
+    return "\n".join([*head, *lines(result),
+                      f"decision: {written['decision.md']} (and "
+                      f"{', '.join(n for n in written if n != 'decision.md')})"])
+
+
 def report(folders: list[str], target: float, out: str, catalog_path: str = "",
            interruptions_per_hour: float = 0.0) -> tuple[str, list[str]]:
     """app/report.py --target's part: decides, writes the files into `out`; returns
-    (the text for stdout: the table and the lines, the warning lines).
+    (the text for stdout, the warning lines).
 
     Raises:
         ConfigError: the catalog cannot be read (one line).
         OSError: `out` cannot be written.
     """
     result, warnings = decide(folders, target, catalog_path, interruptions_per_hour)
-    written = write(result, out)
-    text = "\n".join([f"decision: hours and dollars to top-1 {target:g}, cheapest first "
-                      f"(prices: {result['catalog']})", table(result), *lines(result),
-                      f"decision: {written['decision.md']} (and "
-                      f"{', '.join(n for n in written if n != 'decision.md')})"])
-    return text, warnings
+    return text(result, write(result, out)), warnings

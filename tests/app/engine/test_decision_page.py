@@ -49,8 +49,8 @@ def test_the_table_and_the_lines(tmp_path):
     assert f"{11 / 3600 * 0.5:.4f}" == "0.0015" and f"{11 / 3600 * 2:.4f}" == "0.0061"
     said = decision_page.lines(result)
     assert said[0] == result["cheapest"] and said[1] == result["fastest"]
-    assert ("check: 1 x Slow Y (tensorflow, run run) predicted 0.0056 h to 0.9, measured "
-            "0.0056 h (+0.0%)") in said  # no probe of its machine: nothing to compare
+    assert ("check: 1 x Slow Y (tensorflow, run run) measured 0.0056 h to 0.9; predicted from "
+            "its own figures 0.0056 h (+0.0%)") in said  # no probe of its machine
 
     assert ("stale prices (check the seller's page): slow read 2026-05, over 90 days ago"
             in said)
@@ -62,15 +62,26 @@ def test_the_table_and_the_lines(tmp_path):
 
 
 def test_a_full_run_is_checked_against_a_probe_of_its_own_machine(tmp_path):
-    """A probe of the run's device, backend, devices, precision and job: its rate over
-    the run's steady rate, on the check line (here 352 against 320: 1.10x)."""
+    """A probe of the run's device, backend, devices, precision and job: its hours
+    against the run's measured ones, and its rate over the run's steady rate (here 352
+    against 320: 1.10x; 6 s + 4 x 640/352 x 1.25 s = 15.09 s against 20 s: -24.5%,
+    over the 10% a probe may be off its full run, so a caveat)."""
     path = catalog_file(tmp_path, row("slow", "^Slow Y$", {"on_demand": 1.0}))
     same = write_probe(tmp_path / "same", device_kind="Slow Y", backend="tensorflow",
                        images_per_sec=352.0)
     result, _ = decision_page.decide([write_run(tmp_path / "run"), same], 0.9, path,
                                      today=TODAY)
-    (check,) = [line for line in decision_page.lines(result) if line.startswith("check:")]
-    assert check.endswith("(+0.0%); probe same saw 1.10x this run's steady rate")
+    said = decision_page.lines(result)
+    checks = [line for line in said if line.startswith("check:")]
+    assert checks == [
+        "check: 1 x Slow Y (tensorflow, run run) measured 0.0056 h to 0.9; predicted from its "
+        "own figures 0.0056 h (+0.0%)",
+        "check: 1 x Slow Y (tensorflow, run run) measured 0.0056 h to 0.9; predicted from probe "
+        "same 0.0042 h (-24.5%), its rate 1.10x this run's steady rate"]
+    assert ("caveat: probe same predicted 1 x Slow Y (tensorflow, run run)'s hours -24.5% off "
+            "its full run (over 10%): the probe's rate or start-up is not the run's; probe "
+            "again, or trust the full run") in said
+
 
 def test_the_files_hold_the_figures_and_escape_what_folders_supplied(tmp_path):
     path = catalog_file(tmp_path, row("fast", "^Fast X$", {"on_demand": 2.0}))
@@ -95,7 +106,45 @@ def test_with_no_price_nothing_is_drawn_and_the_lines_say_so(tmp_path):
     assert result["options"] == []
     written = decision_page.write(result, str(tmp_path / "out"))
     assert "decision.png" not in written
-    assert decision_page.lines(result)[:2] == [
-        "cheapest: none predicted (no measured machine has a price and a full run)",
-        "fastest: none predicted (no measured machine has a price and a full run)"]
+    assert decision_page.lines(result)[0] == (
+        "decision: hours predicted, dollars not: no catalog row sells Fast X, Slow Y and no "
+        "run carries a price of its own (give --price_catalog a row for it, or probe with "
+        "--price_per_hour_usd)")
     _ = table_of  # the rows' format is decision_folders'
+
+
+def test_an_interrupted_run_is_checked_with_its_interruption(tmp_path):
+    """Epoch 3 was interrupted and resumed: it took its 2.5 s, a 10 s start-up and 1.25 s
+    of work lost (half an epoch). Its own prediction adds that resume (10 + 0.5 x 2.5 s)
+    to its 20 s: 31.25 s, as measured (before, the line said -36.0%)."""
+    path = catalog_file(tmp_path, row("slow", "^Slow Y$", {"on_demand": 1.0}))
+    attempts = [{"resumed_from": {"epoch": 0, "step": 0}},
+                {"resumed_from": {"epoch": 2, "step": 0}}]
+    run = write_run(tmp_path / "run", attempts=attempts, extra_seconds={3: 11.25})
+    result, _ = decision_page.decide([run], 0.9, path, today=TODAY)
+    (check,) = [line for line in decision_page.lines(result) if line.startswith("check:")]
+    assert check == ("check: 1 x Slow Y (tensorflow, run run) measured 0.0087 h to 0.9; "
+                     "predicted from its own figures and its 1 interruption(s) 0.0087 h (+0.0%)")
+    assert f"{31.25 / 3600:.4f}" == "0.0087"
+
+
+def test_an_unreached_target_is_the_headline(tmp_path):
+    path = catalog_file(tmp_path, row("slow", "^Slow Y$", {"on_demand": 1.0}))
+    text, warnings = decision_page.report([write_run(tmp_path / "run")], 0.999,
+                                          str(tmp_path / "out"), path)
+    assert text.splitlines()[0] == (
+        "decision: no full run reached top-1 0.999 (the best logged: 0.9500): nothing to "
+        "predict from; train longer or give a lower --target")
+    assert "none predicted" not in text and warnings == []
+
+
+def test_one_folder_given_twice_is_read_once_with_a_warning(tmp_path):
+    """The adversarial pass: `P` and `P/.` doubled every option and check line."""
+    path = catalog_file(tmp_path, row("slow", "^Slow Y$", {"on_demand": 1.0}))
+    run = write_run(tmp_path / "run")
+    result, warnings = decision_page.decide([run, run + "/.", run + "/"], 0.9, path,
+                                            today=TODAY)
+    assert [m["name"] for m in result["machines"]] == ["run"]
+    assert len(result["options"]) == 1
+    assert warnings == [f"warning: {run}/. is {run} given again: read once",
+                        f"warning: {run}/ is {run} given again: read once"]
