@@ -14,11 +14,12 @@ from app.report.reading import SkippedRun, load_run, one_line
 from callbacks.records.durable import dumps
 from flags.config import ConfigError
 
-def write(runs: list[dict], targets, out: str) -> dict:
+def write(runs: list[dict], targets, out: str, decision: dict | None = None) -> dict:
     """Writes report.html, report.md, report.json and the charts to `out`; returns the
-    content. `targets`: as `build`'s (None = the runs' own)."""
+    content. `targets`: as `build`'s (None = the runs' own); `decision`: the verdict the
+    report opens with (app/report.py --target)."""
     os.makedirs(out, exist_ok=True)
-    content = build(runs, targets)
+    content = build(runs, targets, decision)
     made = charts(runs, content, out)
     page.write(content, made, out)
     with open(os.path.join(out, "report.json"), "w") as f:
@@ -41,8 +42,9 @@ def main(argv=None) -> int:
                              "measured (full runs, --benchmark=probe folders) and every catalog "
                              "row that sells its device, under each pricing option "
                              "(decision.md, decision.json, decision.png)")
-    parser.add_argument("--catalog", default="",
-                        help="the decision's price catalog (default app/engine/prices.csv)")
+    parser.add_argument("--price_catalog", default="",
+                        help="the decision's price catalog, as app/main.py's --price_catalog "
+                             "(default app/engine/prices.csv)")
     parser.add_argument("--interruptions_per_hour", type=float, default=0.0,
                         help="the decision's spot interruptions expected an hour (default 0)")
     args = parser.parse_args(argv)
@@ -75,18 +77,20 @@ def main(argv=None) -> int:
         sys.stderr.write(f"error: {error}\n")
         return 2
     try:
-        write(runs, targets, args.out)
+        decided = None
         if args.target is not None:  # app/engine/decision.py: the cheapest and the fastest
             from app.engine import decision_page
 
-            text, warnings = decision_page.report(args.runs, args.target, args.out,
-                                                  args.catalog, args.interruptions_per_hour)
+            decided, warnings = decision_page.decide(args.runs, args.target, args.price_catalog,
+                                                     args.interruptions_per_hour)
             sys.stderr.write("".join(f"{line}\n" for line in warnings))
-            print(text)
+        write(runs, targets, args.out, decided)
+        if decided is not None:  # the report opens with the same verdict (one, said once)
+            print(decision_page.text(decided, decision_page.write(decided, args.out)))
     except OSError as error:
         sys.stderr.write(f"error: cannot write the report to {args.out}: {error}\n")
         return 2
-    except ConfigError as error:  # the --catalog cannot be used: one line
+    except ConfigError as error:  # the --price_catalog cannot be used: one line
         sys.stderr.write(f"error: {error}\n")
         return 2
     print(f"report: {os.path.join(args.out, 'report.html')} (and report.md, PNG charts)")

@@ -53,11 +53,13 @@ def targets_of(runs: list[dict]) -> list[float]:
                    for t in run["summary"].get("targets") or [] if "target_top1" in t})
 
 
-def build(runs: list[dict], targets=None) -> dict:
+def build(runs: list[dict], targets=None, decision: dict | None = None) -> dict:
     """The report's content: title, warning, rows per run, rankings and findings.
 
     Args:
         targets: top-1 values to rank the runs to; None = the runs' own (targets_of).
+        decision: app/engine/decision.py's result for app/report.py --target, whose
+            verdict the report opens with; None without --target.
     """
     targets = targets_of(runs) if targets is None else list(targets)
     rows = []
@@ -100,10 +102,40 @@ def build(runs: list[dict], targets=None) -> dict:
         rankings[f"hours_to_{target}"] = _rank(rows, lambda r: r["targets"][index]["hours"])
     content = {"title": title_of(runs), "warning": comparability_warning(runs), "rows": rows,
                "targets": list(targets), "rankings": rankings}
+    if decision is not None:
+        content["decision"] = verdict_of(decision, rows, rankings)
     content["differences"] = differing_pairs(runs, rows)
     content["findings"] = page.findings(content)
     content["caveats"] = page.caveats(content)
     return content
+
+
+def verdict_of(decision: dict, rows: list[dict], rankings: dict) -> dict:
+    """What the report opens with: the decision's lines, and where the steady state
+    (images/sec; dollars per million images) ranks another run folder first than the
+    decision's fastest (cheapest), one sentence each: the term of the hours to the
+    target that the steady state leaves out decides (app/engine/decision_why.py)."""
+    import os
+
+    from app.engine import decision_why
+
+    lines = ([f"decision: {decision['headline']}"] if decision.get("headline")
+             else [decision["cheapest"], decision["fastest"]])
+    by_folder = {os.path.realpath(r["folder"]): r["label"] for r in rows}
+    differs = []
+    for by, ranking, words in (("hours", "images_per_sec", "fastest"),
+                               ("dollars", "usd_per_million_images", "cheapest")):
+        best, other = decision_why.pick(decision["options"], by)
+        steady = rankings[ranking][0] if rankings[ranking] else None
+        chosen = by_folder.get(os.path.realpath(best["folder"])) if best else None
+        if best is None or steady is None or chosen is None or chosen == steady:
+            continue
+        why = (decision_why.deciding(best, other, by)["words"] if other is not None
+               and by_folder.get(os.path.realpath(other["folder"])) == steady else
+               "its hours to the target count what the steady state leaves out")
+        differs.append(f"The steady state below ranks {steady} {words}; to top-1 "
+                       f"{decision['target']:g} the decision's {words} is {chosen}: {why}.")
+    return {"target": decision["target"], "lines": lines, "differs": differs}
 
 
 def differing_pairs(runs: list[dict], rows: list[dict]) -> list[dict]:

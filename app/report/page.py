@@ -142,6 +142,20 @@ def _breakdown_findings(rows: dict, quote) -> list[str]:
     return out
 
 
+STEADY = "start-up, evaluation and checkpoints excluded"
+
+
+def verdict(content: dict, quote=_same) -> list[str]:
+    """The decision's verdict, where app/report.py was given --target: its cheapest and
+    fastest lines (or why there is none), and where the steady state below ranks
+    another machine first, one sentence saying why the two differ."""
+    decision = content.get("decision")
+    if not decision:
+        return []
+    return [quote(line) for line in decision["lines"]] + [
+        quote(line) for line in decision.get("differs") or []]
+
+
 def findings(content: dict, quote=_same) -> list[str]:
     """The rankings in words: fastest, cheapest per image, cheapest and quickest to
     each target, each with its figures, and how far noise can explain them.
@@ -155,7 +169,8 @@ def findings(content: dict, quote=_same) -> list[str]:
     order = ranks["images_per_sec"]
     if len(order) > 1:
         top = rows[order[0]]
-        out.append(f"Fastest: {quote(top['label'])} at {top['images_per_sec']:,.0f} images/sec, "
+        out.append(f"Fastest at the steady state ({STEADY}): {quote(top['label'])} at "
+                   f"{top['images_per_sec']:,.0f} images/sec, "
                    + ", ".join(f"{_ratio(top['images_per_sec'], rows[o]['images_per_sec'])} as "
                                f"fast as {quote(o)} ({rows[o]['images_per_sec']:,.0f})"
                                for o in order[1:]) + ". " + SINGLE_RUNS)
@@ -163,7 +178,8 @@ def findings(content: dict, quote=_same) -> list[str]:
     if len(order) > 1:
         top = rows[order[0]]
         cheapest = top["usd_per_million_images"]
-        out.append(f"Cheapest per million training images: {quote(top['label'])} at "
+        out.append(f"Cheapest per million training images at the steady state: "
+                   f"{quote(top['label'])} at "
                    f"{money(cheapest)}; " + ", ".join(
                        f"{quote(o)} costs {_ratio(rows[o]['usd_per_million_images'], cheapest)} "
                        f"as much ({money(rows[o]['usd_per_million_images'])})"
@@ -297,8 +313,8 @@ def tables(content: dict, quote=_same) -> list[tuple[str, str, list[str], list[l
               cell(r, ["global_batch_size"], _fmt(r["global_batch_size"], "d")),
               quote(r["date"]), _versions(r, quote)] for r in rows])
     rate = ["images_per_sec", "best"]
-    speed = ("speed", "Speed", ["run", "images/sec ± s.e.", "speedup", "per device", "MFU",
-                                "sweep"],
+    speed = ("speed", f"Speed at the steady state ({STEADY})",
+             ["run", "images/sec ± s.e.", "speedup", "per device", "MFU", "sweep"],
              [[quote(r["label"]), cell(r, rate, _rate(r)),
                cell(r, rate, _fmt(r["speedup"], ".2f", "x")),
                cell(r, rate + ["num_replicas"], _fmt(r["images_per_sec_per_device"])),
@@ -340,6 +356,13 @@ def write(content: dict, charts: dict, out: str) -> None:
     page = [f"<!doctype html><html><head><meta charset='utf-8'><title>"
             f"{html.escape(title)}</title><style>{STYLE}</style></head><body>",
             f"<h1>{html.escape(title)}</h1><p class='byline'>{html.escape(byline)}</p>"]
+    decided = verdict(content)
+    if decided:  # the verdict first: what app/report.py --target printed, said once
+        heading = (f"Decision: to top-1 {content['decision']['target']:g}, start-up, "
+                   "evaluation and checkpoints included")
+        md += [f"## {heading}", ""] + [f"- {line}" for line in verdict(content, md_text)] + [""]
+        page.append(f"<h2>{html.escape(heading)}</h2><ul id='decision'>"
+                    + "".join(f"<li>{html.escape(line)}</li>" for line in decided) + "</ul>")
     if warning:
         md += [f"> **Not comparable.** {md_text(warning)}", ""]
         page.append(f"<p class='warning' id='warning'><b>Not comparable.</b> "

@@ -117,9 +117,11 @@ def test_the_study_is_ranked_and_priced_as_the_study_did(study, tmp_path):
     assert content["rankings"]["usd_to_0.764"] == [tpu["label"]]
     # The rankings in words, as the study put them.
     findings = content["findings"]
-    assert findings[0] == ("Fastest: 4 x GPU V100 at 2,839 images/sec, 1.02x as fast as "
+    assert findings[0] == ("Fastest at the steady state (start-up, evaluation and checkpoints "
+                           "excluded): 4 x GPU V100 at 2,839 images/sec, 1.02x as fast as "
                            "8 x TPU v2 (2,796). " + report_page.SINGLE_RUNS)
-    assert findings[1].startswith("Cheapest per million training images: 8 x TPU v2 at $")
+    assert findings[1].startswith("Cheapest per million training images at the steady state: "
+                                  "8 x TPU v2 at $")
     assert "To 75.7% top-1: cheapest 8 x TPU v2 ($54.50, 8.15 h, epoch 64), then 4 x GPU V100" \
         in findings[3]
     assert findings[4].endswith("not reached by 4 x GPU V100.")
@@ -224,7 +226,7 @@ def test_the_page_renders_in_headless_chromium_with_each_chart_and_table(study, 
                   "top1_vs_dollars", "usd_to_target"):
         assert f'<img alt="{chart}" src="data:image/png;base64,' in page, chart
     assert page.count("<figcaption>") == 6 and "throughput_vs_batch" not in page
-    assert "Fastest: 4 x GPU V100" in page and "Cheapest per million" in page
+    assert "excluded): 4 x GPU V100" in page and "Cheapest per million" in page
     assert "epoch 64, 8.15 h, $54.50" in page and 'id="warning"' not in page
     screenshot(url, "report.png", tmp_path / "shot")
 
