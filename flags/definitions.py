@@ -295,7 +295,8 @@ def define_flags():
                            "--target decision.")
     absl_flags.DEFINE_integer("repeats", D["repeats"],
                               "Timed windows of each benchmark point (a sweep point, a "
-                              "ladder rung, --benchmark=input's model), each after a "
-                              "fresh compile (no compiled program reused from the cache); "
-                              "the point's images/sec is their median, with their "
-                              "min-max, so a difference can be told from the spread.")
+                              "ladder rung, --benchmark=input's model, a probe: 3 where "
+                              "not given), each after a fresh compile (no compiled program "
+                              "reused from the cache); the point's images/sec is their "
+                              "median, with their min-max, so a difference can be told "
+                              "from the spread.")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import statistics
 import sys
 import time
 
@@ -36,31 +37,39 @@ from app.run import context as run_context
 from app.run import rundir
 from app.run.summary import percent, shell_command
 from callbacks.energy import EnergyMeter, gpu_energy_readers
-from callbacks.figures.bill import PRICING_WORDS, usd, usd_per_hour
+from callbacks.figures import spread
+from callbacks.figures.bill import PRICING_WORDS, usd, usd_per_hour, usd_per_million_images
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.profiler import Profiler
 from callbacks.profiling import breakdown as step_breakdown
+from callbacks.profiling import timed
 from callbacks.stop_on_request import StopOnRequest
 from callbacks.stops import PROCESS_STOP
 
 PROBE_FILE = "probe.json"
-PROBE_SECONDS = 30.0  # the timed steps' share of the minute after the compile
+# The timed windows' share of the minute after the compile, and the floor of one
+# window's seconds however many windows; BENCH_PROBE_SECONDS scales both down for the
+# test suite's probes, whose rates are not what they test.
+PROBE_SECONDS = float(os.environ.get("BENCH_PROBE_SECONDS", 30.0))
+WINDOW_SECONDS = PROBE_SECONDS * 8.0 / 30.0
 CALIBRATION_EXECUTIONS = 3  # host calls timed to size the timed steps (the first is left out)
 MIN_EXECUTIONS = 4  # the fewest host calls timed, however slow a step
 MAX_STEPS = 100_000
 PROFILED_STEPS = 3  # traced after the timed ones (rounded up to whole host calls)
 
 
-def timed_steps(step_seconds: float | None, spe: int, asked: int = 0) -> int:
-    """The steps to time: `asked` (--steps_per_epoch) where given, else as many whole
-    host calls of `spe` steps as PROBE_SECONDS hold at `step_seconds` a step, from
-    MIN_EXECUTIONS calls up to MAX_STEPS."""
-    if asked:
-        return asked
+def timed_steps(step_seconds: float | None, spe: int, asked: int = 0, windows: int = 1) -> int:
+    """The steps of each timed window: as many whole host calls of `spe` steps as
+    PROBE_SECONDS (shared by the `windows`) hold at `step_seconds` a step, at least
+    WINDOW_SECONDS' worth and MIN_EXECUTIONS calls, at most MAX_STEPS; never fewer than
+    `asked` (--steps_per_epoch): a short window's rate is the machine's noise (three
+    50-step probes of one job read 1,373, 705 and 822 images/sec on this CPU)."""
     if not step_seconds or step_seconds <= 0:
-        return MIN_EXECUTIONS * spe
-    calls = int(PROBE_SECONDS / (step_seconds * spe))
-    return spe * max(MIN_EXECUTIONS, min(calls, MAX_STEPS // spe))
+        return max(asked, MIN_EXECUTIONS * spe)
+    seconds = max(PROBE_SECONDS / max(windows, 1), WINDOW_SECONDS)
+    calls = int(seconds / (step_seconds * spe))
+    steps = spe * max(MIN_EXECUTIONS, min(calls, MAX_STEPS // spe))
+    return max(asked, steps)
 
 
 def machine_snapshot(backend_gpus: list[int] | None, nvml=None) -> dict:
@@ -143,7 +152,8 @@ def run(context) -> dict:
     print(f"[probe] {config.model} on {config.dataset} ({data.image_size}x{data.image_size}, "
           f"input_pipeline={data.input_pipeline}) on {topology.num_replicas} x "
           f"{topology.device_kind} ({config.backend}), global batch {context.batch.global_size}, "
-          f"precision {config.policy}, {spe} step(s) per call", flush=True)
+          f"precision {config.policy}, {spe} step(s) per call, {config.repeats} timed "
+          "window(s)", flush=True)
     if billing.notes:
         print(run_context.billing_notes(context), flush=True)
     state_before = machine_snapshot(_gpu_indices(config, topology))
@@ -157,23 +167,30 @@ def run(context) -> dict:
         model, data.train, config, context.batch, CALIBRATION_EXECUTIONS * spe, warmup,
         stop, warmup_callbacks=stop)
     startup = fit_started - context.started_at + warmup_seconds
+    started = step_compiles(context.started_at, time.time())
+    cache = "none" if config.backend != "jax" else "warm" if started["served"] else "cold"
     step_seconds = (context.batch.global_size / calibration.images_per_sec
                     if calibration.images_per_sec else None)
-    steps = timed_steps(step_seconds, spe, config.steps_per_epoch)
+    steps = timed_steps(step_seconds, spe, config.steps_per_epoch, config.repeats)
     readers = gpu_energy_readers(config.accelerator, topology.devices_per_process)
     energy = EnergyMeter(**readers, images_per_step=context.batch.per_process,
                          warmup_steps=spe) if readers else None
     profiled = spe * -(-PROFILED_STEPS // spe)
     profiler = Profiler(run_dir.path, 1, profiled, backend=config.backend,
                         steps_per_epoch=profiled) if context.is_chief else None
-    timed_started = time.perf_counter()
+    timed_started, windows_began = time.perf_counter(), time.time()
+    # Each window after the first compiles the step afresh, from no cache (measure.py):
+    # the rate's spread over compiles, and the compile a fresh machine pays.
     meter, _ = measure.timed_fit(
         model, data.train, config, context.batch, steps, spe,
         [c for c in (energy, *stop) if c is not None], warmup_callbacks=stop,
-        profiled=(profiled, profiler))
+        profiled=(profiled, profiler), repeats=config.repeats)
     measuring_seconds = time.perf_counter() - timed_started
+    fresh = step_compiles(windows_began, time.time())["compiled"] / (config.repeats - 1) \
+        if config.repeats > 1 else None
+    cold = cold_startup(startup, cache, started["read"], fresh)
     summary = _summary(context, data, epoch_steps, flops, meter, energy, profiler, {
-        "startup_seconds": round(startup, 2),
+        "startup_seconds": round(startup, 2), **cold,
         "before_compile_seconds": round(fit_started - context.started_at, 2),
         "compile_and_warmup_seconds": round(warmup_seconds, 2), "warmup_steps": warmup,
         "calibration_steps": CALIBRATION_EXECUTIONS * spe, "timed_steps": steps,
@@ -182,8 +199,52 @@ def run(context) -> dict:
     if context.is_chief:
         for name in (PROBE_FILE, rundir.SUMMARY_FILE):
             rundir.write_json_atomic(os.path.join(run_dir.path, name), summary)
+        from app.modes.train_callbacks import hparams_of
+        from callbacks.records import hparams
+
+        hparams.write_record(run_dir.path, hparams_of(config, topology, billing), summary,
+                             summary["status"], started_at=context.started_at, label="probe")
         print(closing_lines(summary), flush=True)
     return summary
+
+
+def step_compiles(since: float, until: float) -> dict:
+    """The training step's compiles between `since` and `until` (JAX's programs named
+    for training, as app/engine/startup.py's TIMELINE saw them): {"read": seconds the
+    persistent cache served, "compiled": seconds it did not}. Only the step's count: a
+    cache that served a run's small programs (an array's conversion) and not its step
+    leaves the start as cold as a fresh machine's, less a few milliseconds."""
+    from app.engine.startup import TIMELINE
+
+    spans = [(end - start, cached) for name, stage, start, end, _, cached
+             in list(TIMELINE.spans) if stage == "compile" and "train" in name
+             and since <= start <= until]
+    return {"read": sum(s for s, cached in spans if cached),
+            "compiled": sum(s for s, cached in spans if not cached),
+            "served": any(cached for _, cached in spans)}
+
+
+def cold_startup(startup: float, cache: str, read_seconds: float,
+                 fresh_compile_seconds: float | None) -> dict:
+    """The start-up from empty compile caches, the one a machine's first rented hour
+    pays: the measured one where the cache was cold (or there is none: TensorFlow);
+    where it was warm, the measured one less the seconds its compiles were read from
+    the cache, plus the seconds a fresh compile of the same programs took in a later
+    window (`fresh_compile_seconds`, each window's compiles from no cache: measure.py);
+    None where no window compiled afresh (--repeats=1 on a warm cache: said so)."""
+    out = {"compile_cache": cache}
+    if cache != "warm":
+        out.update(startup_cold_seconds=round(startup, 2), startup_cold_from="measured")
+    elif fresh_compile_seconds is not None:
+        out.update(startup_cold_seconds=round(startup - read_seconds + fresh_compile_seconds, 2),
+                   startup_cold_from=(f"estimated: the warm start-up less its compiles read "
+                                      f"from the cache ({read_seconds:,.1f} s) plus the same "
+                                      f"compiled afresh ({fresh_compile_seconds:,.1f} s)"))
+    else:
+        out.update(startup_cold_seconds=None,
+                   startup_cold_from="unknown: the cache was warm and no window compiled "
+                                     "afresh (--repeats=1)")
+    return out
 
 
 def _gpu_indices(config, topology) -> list[int] | None:
@@ -199,6 +260,12 @@ def _summary(context, data, epoch_steps, flops, meter, energy, profiler, timing,
     mfu = ModelFlopsUtilization(flops, topology.num_replicas,
                                 billing.peak_tflops_per_device).utilization(rate) if rate else None
     bill, at = billing.bill(context.started_at), time.time()  # the probe's own bill
+    steps = meter.step_time()
+    traced = profiler.breakdown if profiler else None
+    # Set against the timed step, as a run's, a sweep point's and a rung's are: the traced
+    # step is slower (on a CPU 2.15x: 266.8 ms beside its rate's 124.1), and its excess is
+    # the profiler's, not the machine's idle (callbacks/profiling/timed.py).
+    breakdown = timed.reconcile(traced, steps.get("step_time_ms")) if traced else None
     return {
         "mode": "probe", **topology.describe(), "model": config.model,
         "dataset": config.dataset, "num_classes": data.num_classes,
@@ -212,11 +279,15 @@ def _summary(context, data, epoch_steps, flops, meter, energy, profiler, timing,
         # The steady window of the timed steps (callbacks/throughput.py).
         "images_per_sec": round(rate, 2) if rate else None,
         "images_per_sec_per_device": round(rate / topology.num_replicas, 2) if rate else None,
-        **{k: round(v, 4) for k, v in meter.step_time().items()},
+        **{k: round(v, 4) for k, v in steps.items()},
+        # Each timed window's rate, compile and steps (app/engine/measure.py), their min-max.
+        **meter.figures(),
+        "usd_per_million_images": round(usd_per_million_images(rate, billing.price_per_hour_usd),
+                                        6) if rate and billing.price_per_hour_usd else None,
         "train_flops_per_image": flops,
         "mfu": float(f"{mfu:.6g}") if mfu is not None else None,
         "peak_tflops_per_device": billing.peak_tflops_per_device, **timing,
-        "breakdown": profiler.breakdown if profiler else None,
+        "breakdown": breakdown,
         "power_watts": round(energy.power_watts, 1) if energy and energy.power_watts else None,
         "machine_snapshots": state,
         "machine": billing.machine, "pricing": billing.pricing, "machines": billing.machines,
@@ -234,13 +305,18 @@ def closing_lines(summary: dict) -> str:
     """What the probe measured, in a few lines, and the command that decides from it."""
     rate = summary.get("images_per_sec")
     mfu = f", MFU {percent(summary['mfu'])}" if summary.get("mfu") is not None else ""
+    windows = summary.get("repeats") or 1
+    repeated = spread.words(summary)
     lines = [f"probe: {rate:,.1f} images/sec ({summary['images_per_sec_per_device']:,.1f} per "
-             f"device x {summary['num_replicas']}){mfu} over {summary['timed_steps']} timed "
-             f"steps at global batch {summary['global_batch_size']}" if rate else
+             f"device x {summary['num_replicas']}){mfu} over "
+             + (f"{windows} timed windows of {summary['timed_steps']} steps"
+                + (f" ({repeated})" if repeated else "") if windows > 1 else
+                f"{summary['timed_steps']} timed steps")
+             + f" at global batch {summary['global_batch_size']}" if rate else
              "probe: not measured (too few steps after the warm-up)",
              f"start-up: {summary['startup_seconds']:,.1f} s from the process's start to the "
              f"compiled step ({summary['compile_and_warmup_seconds']:,.1f} s of it compiling "
-             f"and warming up)"]
+             f"and warming up)" + _cache_words(summary)]
     if summary.get("breakdown"):
         lines.append("breakdown: " + step_breakdown.line(
             summary["breakdown"], peak_tflops_per_device=summary.get("peak_tflops_per_device")))
@@ -261,6 +337,19 @@ def closing_lines(summary: dict) -> str:
                                             "--target=TOP1", "--out", "decision")
                  + " (FULL_RUN: a training run of this model at this batch, on any machine)")
     return "\n".join(lines)
+
+
+def _cache_words(summary: dict) -> str:
+    """How the start-up found the compile cache, and the cold one where they differ."""
+    cache, cold = summary.get("compile_cache"), summary.get("startup_cold_seconds")
+    if cache == "warm":
+        return ("; its step came from the compile cache (warm): from empty caches, as a "
+                "fresh machine starts, " + (f"{cold:,.1f} s ({summary['startup_cold_from']})"
+                                            if cold is not None else
+                                            "not measured (--repeats=1)"))
+    if cache == "cold":
+        return "; from empty compile caches (cold), as a fresh machine starts"
+    return ""
 
 
 def _state_line(state: dict) -> str:

@@ -11,17 +11,36 @@ import pytest
 
 from app.modes import probe
 
-@pytest.mark.parametrize("step_seconds, spe, asked, steps", [
-    (None, 1, 0, probe.MIN_EXECUTIONS),  # no step timed: the fewest calls
-    (0.1, 1, 0, 300),  # 30 s of 0.1 s steps
-    (0.1, 4, 0, 300),  # 75 calls of 4
-    (20.0, 1, 0, probe.MIN_EXECUTIONS),  # a slow step: still 4 calls
-    (1e-6, 2, 0, probe.MAX_STEPS),  # a fast one: at most MAX_STEPS
-    (0.1, 1, 12, 12),  # --steps_per_epoch wins
+@pytest.mark.parametrize("step_seconds, spe, asked, windows, steps", [
+    (None, 1, 0, 1, probe.MIN_EXECUTIONS),  # no step timed: the fewest calls
+    (0.1, 1, 0, 1, 300),  # 30 s of 0.1 s steps
+    (0.1, 4, 0, 1, 300),  # 75 calls of 4
+    (0.1, 1, 0, 3, 100),  # three windows share the 30 s
+    (0.1, 1, 0, 10, 80),  # ten: each at least its floor of 8 s
+    (20.0, 1, 0, 1, probe.MIN_EXECUTIONS),  # a slow step: still 4 calls
+    (1e-6, 2, 0, 1, probe.MAX_STEPS),  # a fast one: at most MAX_STEPS
+    (0.1, 1, 500, 3, 500),  # --steps_per_epoch, where it is more, wins
+    (0.1, 1, 12, 3, 100),  # a 50-step probe read 1.5x its job's rate: the floor wins
 ])
-def test_the_timed_steps_fill_the_budget_in_whole_calls(step_seconds, spe, asked, steps):
-    assert probe.timed_steps(step_seconds, spe, asked) == steps
+def test_the_timed_steps_fill_the_budget_in_whole_calls(step_seconds, spe, asked, windows,
+                                                        steps):
+    assert probe.timed_steps(step_seconds, spe, asked, windows) == steps
     assert steps % spe == 0
+
+
+@pytest.mark.parametrize("cache, fresh, cold, said", [
+    ("cold", None, 10.0, "measured"),  # its own start was cold: as measured
+    ("none", 4.0, 10.0, "measured"),  # TensorFlow keeps no compiled step
+    # warm: 10 s less its 1 s of compiles read from the cache plus 5 s compiled afresh
+    ("warm", 5.0, 14.0, "estimated: the warm start-up less its compiles read from the cache "
+     "(1.0 s) plus the same compiled afresh (5.0 s)"),
+    ("warm", None, None, "unknown: the cache was warm and no window compiled afresh "
+     "(--repeats=1)"),
+])
+def test_the_cold_start_up_is_measured_or_estimated_by_hand(cache, fresh, cold, said):
+    out = probe.cold_startup(10.0, cache, 1.0, fresh)
+    assert out == {"compile_cache": cache, "startup_cold_seconds": cold,
+                   "startup_cold_from": said}
 
 
 def test_the_machine_snapshot_reads_each_gpu_through_nvml():
