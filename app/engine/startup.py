@@ -30,6 +30,10 @@ import time
 # What each part holds, by the mark that ends it (the card's and BUILD.md's words).
 PARTS = {
     "interpreter": "Python's own start (its site imports) up to app/main.py's first line",
+    "before_python": "the process's start to app/main.py's first line, longer than Python's "
+                     "own start can take: the process ran something else before Python (a "
+                     "shell that exec'd it, e.g. `bash -c 'pip install ... && exec python "
+                     "app/main.py'`); not the app's start-up, and not billed",
     "app_imports_and_flags": "app/main.py's imports (absl, the flags), the flags parsed "
                              "into the config",
     "checks": "the run folder taken; the model, dataset and XLA settings checked "
@@ -65,6 +69,9 @@ JAX_STAGES = {"/jax/core/compile/jaxpr_trace_duration": "trace",
               "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
               "/jax/core/compile/backend_compile_duration": "compile"}
 JAX_CACHE_HIT = "/jax/compilation_cache/cache_hits"
+# Python's own start to app/main.py's first line takes ~0.05 s (0.5 s on a loaded
+# machine); longer, the process was exec'd into Python after doing something else.
+BEFORE_PYTHON_SECONDS = 2.0
 MAX_SPANS = 5000  # a long run's recompiles (a sweep's points) are not kept without end
 _PROGRAM_NAME = re.compile(r"^p?jit[(_](.*?)\)?$")
 
@@ -114,7 +121,8 @@ class Timeline:
     def begin(self, started_at: float, from_process_start: bool) -> None:
         """A new timeline from `started_at`. `from_process_start` (app/main.py's run):
         it starts at the process's start instead, where Linux tells it, and its first
-        part, "interpreter", ends at `started_at`."""
+        part, "interpreter", ends at `started_at` ("before_python" where that is longer than
+        Python's own start can take: the process ran something else first)."""
         with self._lock:
             self.marks, self.spans, self.facts = [], [], {}
             self.origin, self.origin_is = started_at, "the run's start"
@@ -123,7 +131,9 @@ class Timeline:
                 process = process_started_at()
                 if process is not None and process <= started_at:
                     self.origin, self.origin_is = process, "process start (/proc/self/stat)"
-                    self.marks.append(("interpreter", started_at))
+                    self.marks.append(("interpreter" if started_at - process
+                                       <= BEFORE_PYTHON_SECONDS else "before_python",
+                                       started_at))
 
     def mark(self, part: str, at: float | None = None) -> None:
         """The part `part` (one of PARTS) ends now (or at `at`)."""

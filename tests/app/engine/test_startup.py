@@ -54,11 +54,21 @@ def test_parts_are_the_gaps_between_marks_named_once_in_order():
 
 def test_from_the_process_start_the_interpreter_is_the_first_part():
     timeline = Timeline()
-    started_at = time.time()
+    started_at = startup.process_started_at() + 0.05  # Python's own start, as app/main.py's
     timeline.begin(started_at, from_process_start=True)
     assert timeline.origin_is == "process start (/proc/self/stat)"
     assert timeline.origin == pytest.approx(startup.process_started_at(), abs=0.01)
     assert timeline.marks == [("interpreter", started_at)]
+
+
+def test_a_process_that_ran_something_before_python_is_called_that():
+    """`bash -c 'pip install ... && exec python app/main.py'`: the process started with
+    the shell, 98 s before Python; that part was booked as the interpreter's."""
+    timeline = Timeline()
+    started_at = startup.process_started_at() + 98.0
+    timeline.begin(started_at, from_process_start=True)
+    assert timeline.marks == [("before_python", started_at)]
+    assert timeline.parts(started_at + 1)["before_python"] == pytest.approx(98.0, abs=0.01)
 
 
 @pytest.mark.parametrize("name, program", [
