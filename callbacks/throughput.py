@@ -25,9 +25,10 @@ How it is timed, and why it is honest:
   both, the second's start and first steps included; a checkpoint carries the
   figures to its own step and moment (`state(step)`), so the steps an interrupted
   attempt trained after its last epoch end, which the rerun does not train again,
-  count with their seconds. (Kept per fit and carried from epoch ends, a digits
-  run stopped by SIGTERM in epoch 3 and rerun reported 792.25 images/sec where its
-  images over its attempts' seconds gave 939.6.)
+  count with their seconds. (A digits run stopped by SIGTERM in epoch 3 and rerun
+  reported 792.25 images/sec where its images over its attempts' seconds gave 939.6;
+  kept per fit and carried from epoch ends, the figure left out both, e.g. 3.6 s
+  between a TensorFlow rerun's two fits under a progress bar.)
 - A profiled run (`traced`): the steps the profiler traces, and the step after them
   (where it stops and writes the trace: seconds), run slower for the profiler's sake.
   The run's figures keep them (what the run did); `untraced_step_time_ms` leaves out
