@@ -39,7 +39,7 @@ from callbacks.profiling.xprof import ProfileError
 TF_OP = Op("tensorflow")
 
 __all__ = ["CATEGORIES", "COMPUTE", "Op", "ProfileError", "breakdown", "category_of_hlo",
-           "category_of_tf_op", "largest_difference", "line", "parse_module", "rate_words"]
+           "category_of_tf_op", "line", "parse_module", "rate_words"]
 
 # --- the trace --------------------------------------------------------------------
 
@@ -380,14 +380,3 @@ def line(result: dict, largest: int = 3, peak_tflops_per_device: float | None = 
         words.append(f"{parts['idle']['share']:.0%} idle")
     return f"{timed.step_words(result)}: " + ", ".join(words)
 
-
-def largest_difference(first: dict, second: dict) -> tuple[str, float, float] | None:
-    """The category whose time per step differs most between two breakdowns:
-    (category, first ms, second ms), or None where either has no parts."""
-    a, b = first.get("parts") or {}, second.get("parts") or {}
-    if not a or not b:
-        return None
-    names = set(a) | set(b)
-    name = max(sorted(names), key=lambda n: abs(a.get(n, {}).get("ms", 0.0)
-                                                 - b.get(n, {}).get("ms", 0.0)))
-    return name, a.get(name, {}).get("ms", 0.0), b.get(name, {}).get("ms", 0.0)
