@@ -26,7 +26,7 @@ def _run(batch, step, parts, traced=None, peak=989.0):
 
 
 def test_the_kind_whose_time_changed_most_with_both_rates():
-    """Issue 43's machines A and B, the same batch: B is slower (57.1 -> 62.0 ms a
+    """Two machines A and B, the same batch: B is slower (57.1 -> 62.0 ms a
     step), its convolutions 14.5 -> 21.3 ms a step, the kind whose time rose most (idle
     and normalization rose less)."""
     a = _run(256, 57.1, {"convolutions": {"ms": 14.5, "share": 0.25, "tflops_per_sec": 306.6},
