@@ -17,9 +17,18 @@ How it is timed, and why it is honest:
   attempt, added up as steps and seconds, so that an epoch of many steps weighs
   more than a short one.
 - Wall clock (`images_per_sec_wall`): every image trained from each attempt's
-  first window start over the wall-clock seconds since then, evaluation,
-  checkpoints and summaries included; what a user waits for, so time-to-train
-  reads from it.
+  first window start to where the attempt ended (its last checkpoint, or the end
+  of training), over the wall-clock seconds between them, evaluation, checkpoints
+  and summaries included; what a user waits for, so time-to-train reads from it.
+  One clock per attempt, counted in global steps: a resumed attempt runs two fits
+  (the rest of the interrupted epoch, then the others), and the clock runs through
+  both, the second's start and first steps included; a checkpoint carries the
+  figures to its own step and moment (`state(step)`), so the steps an interrupted
+  attempt trained after its last epoch end, which the rerun does not train again,
+  count with their seconds. (A digits run stopped by SIGTERM in epoch 3 and rerun
+  reported 792.25 images/sec where its images over its attempts' seconds gave 939.6;
+  kept per fit and carried from epoch ends, the figure left out both, e.g. 3.6 s
+  between a TensorFlow rerun's two fits under a progress bar.)
 - A profiled run (`traced`): the steps the profiler traces, and the step after them
   (where it stops and writes the trace: seconds), run slower for the profiler's sake.
   The run's figures keep them (what the run did); `untraced_step_time_ms` leaves out
@@ -104,16 +113,15 @@ class Throughput(keras.callbacks.Callback):
         self.traced, self.steps_per_epoch, self.resume_step = (
             traced, steps_per_epoch, resume_step)
         self._epoch = 0
-        self._wall = [carried["wall_images"], carried["wall_seconds"]]  # earlier fits
+        self._wall = (carried["wall_images"], carried["wall_seconds"])  # earlier attempts
         self._eval = [carried["eval_images"], carried["eval_seconds"]]
-        self._wall_at_epoch_end = tuple(self._wall)  # what a checkpoint keeps
         self.epoch_images_per_sec = []
         self.last_window_gaps = []
         self._lock = threading.Lock()
         self._first_epoch = True
         self._steps_per_call = 1
-        self._wall_start = None  # time the first window of this fit started
-        self._wall_images = 0  # images trained in this fit since then
+        self._wall_start = None  # (time, global steps done) of this attempt's first window start
+        self._steps_done = 0  # global steps done at the latest mark
         self._epoch_eval_rate = None
         self.images_per_sec_wall = self._wall_rate(time.perf_counter())
 
@@ -144,18 +152,22 @@ class Throughput(keras.callbacks.Callback):
             return None
         return spread_of(self._untraced).get("step_time_ms")
 
-    def state(self) -> dict:
-        """The run's sums up to the last epoch's end, as JSON (for a checkpoint)."""
+    def state(self, step: int | None = None) -> dict:
+        """The run's sums as JSON, for a checkpoint of `step` (1-based global steps
+        done; default: the latest mark's) written now: the windows' and evaluations'
+        up to the last epoch's end, the wall clock's up to `step` and now."""
+        now = time.perf_counter()
         with self._lock:
+            wall_images, wall_seconds = self._wall_sums(now, step)
             return {"steady": dict(self._steady), "untraced": dict(self._untraced),
-                    "wall_images": self._wall_at_epoch_end[0],
-                    "wall_seconds": self._wall_at_epoch_end[1], "eval_images": self._eval[0],
-                    "eval_seconds": self._eval[1]}
+                    "wall_images": wall_images, "wall_seconds": wall_seconds,
+                    "eval_images": self._eval[0], "eval_seconds": self._eval[1]}
 
     # ------------------------------------------------------------------ train
     def on_train_begin(self, logs=None):
+        # A second fit of this attempt (after a mid-epoch resume) warms up again for
+        # the window, but the wall clock runs on.
         self._first_epoch = True
-        self._wall_start, self._wall_images = None, 0
         # Read once, here: on JAX, `self.model` syncs the training state, which
         # must never happen from the worker threads that run batch hooks.
         self._steps_per_call = getattr(self.model, "steps_per_execution", 1) or 1
@@ -175,9 +187,13 @@ class Throughput(keras.callbacks.Callback):
         now = time.perf_counter()
         with self._lock:
             self._marks.append((batch, now))
+            done = self._global_step(batch)
+            self._steps_done = max(self._steps_done, done)
             if self._start is None:
                 if steady_state_begins(batch, *self._rule()):
                     self._start = (batch, now)
+                    if self._wall_start is None:  # this attempt's clock starts
+                        self._wall_start = (now, done)
                 return
             start_batch, start_time = self._start
             if logs is not None and now > start_time and batch > start_batch:
@@ -188,7 +204,6 @@ class Throughput(keras.callbacks.Callback):
         now = time.perf_counter()
         with self._lock:
             window = steady_window(self._marks, *self._rule())
-            last_step = max((m[0] for m in self._marks), default=-1)
             self._first_epoch = False
         logs = logs if logs is not None else {}
         if self._epoch_eval_rate is not None:
@@ -202,7 +217,7 @@ class Throughput(keras.callbacks.Callback):
         untraced = gap_sums([(b1 - b0, seconds) for b0, b1, seconds in spans
                              if not self._ran_traced(b0, b1)])
         with self._lock:
-            self._count_wall(window, last_step, now)
+            self.images_per_sec_wall = self._wall_rate(now)
             if sums["seconds"] > 0:
                 self._steady = add_sums(self._steady, sums)
             if self.traced is not None and untraced["seconds"] > 0:
@@ -218,33 +233,32 @@ class Throughput(keras.callbacks.Callback):
         logs["epoch_timed_steps"] = sums["steps"]
         logs.update({"epoch_" + k: v for k, v in spread_of(sums).items()})
 
+    def _global_step(self, batch: int) -> int:
+        """1-based global number of this epoch's step `batch` (callbacks/figures/steps.py)."""
+        steps = self.steps_per_epoch or (self.params or {}).get("steps") or 0
+        return global_step(self._epoch, batch, steps, self.resume_step)
+
     def _ran_traced(self, b0: int, b1: int) -> bool:
         """Whether the gap between the marks of batches b0 and b1 (it runs the steps
         after b0 up to b1) ran a traced step or the step after them; False unprofiled."""
         if self.traced is None:
             return False
-        steps = self.steps_per_epoch or (self.params or {}).get("steps") or 0
-        after = global_step(self._epoch, b0, steps, self.resume_step)  # ran before it
-        upto = global_step(self._epoch, b1, steps, self.resume_step)
+        after, upto = self._global_step(b0), self._global_step(b1)  # after: ran before it
         return upto >= self.traced[0] and after <= self.traced[1]
 
-    def _count_wall(self, window, last_step, now) -> None:
-        """Images since this fit's wall clock started (at its first window's start):
-        the steps after that mark, then every step of each later epoch."""
+    def _wall_sums(self, now: float, step: int | None = None) -> tuple:
+        """(images, seconds) of the wall clock: earlier attempts', and this attempt's
+        from its first window start to global step `step` (default: the latest
+        mark's) and `now`."""
         if self._wall_start is None:
-            if not window:
-                return
-            self._wall_start = window[0][1]
-            self._wall_images += (last_step - window[0][0]) * self.global_batch_size
-        else:
-            self._wall_images += (last_step + 1) * self.global_batch_size
-        self._wall_at_epoch_end = (self._wall[0] + self._wall_images,
-                                   self._wall[1] + now - self._wall_start)
-        self.images_per_sec_wall = self._wall_rate(now)
+            return self._wall
+        started, done = self._wall_start
+        step = self._steps_done if step is None else step
+        return (self._wall[0] + max(step - done, 0) * self.global_batch_size,
+                self._wall[1] + now - started)
 
     def _wall_rate(self, now: float) -> float | None:
-        seconds = self._wall[1] + (now - self._wall_start if self._wall_start else 0.0)
-        images = self._wall[0] + self._wall_images
+        images, seconds = self._wall_sums(now)
         return images / seconds if seconds > 0 and images else None
 
     # ------------------------------------------------------------------- eval
@@ -266,14 +280,9 @@ class Throughput(keras.callbacks.Callback):
                 self._eval = [self._eval[0] + self.validation_images, self._eval[1] + seconds]
 
     def on_train_end(self, logs=None):
-        # The last epoch's end work (checkpoint, summaries) is done: close this fit's
-        # wall clock, so that a later fit (a resumed run) adds to it.
-        if self._wall_start is not None:
-            now = time.perf_counter()
-            with self._lock:
-                self._wall = [self._wall[0] + self._wall_images,
-                              self._wall[1] + (now - self._wall_start)]
-                self._wall_start, self._wall_images = None, 0
+        # The last epoch's end work (checkpoint, summaries) is done: the figure to now.
+        now = time.perf_counter()
+        with self._lock:
             self.images_per_sec_wall = self._wall_rate(now)
 
 

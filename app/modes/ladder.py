@@ -211,9 +211,10 @@ def with_gains(rows: list[dict]) -> list[dict]:
     """The rows with each measured rung's gain over the rung it builds on (the best
     measured before it, `foundation`) and over the first (images/sec ratios, 3
     decimals), and `kept`: whether the rungs after it build on it; None where not
-    measured. And why: `largest_change`, the kind of work whose time an image changed
-    most since the rung it builds on (callbacks/profiling/difference.py's `largest_change`,
-    the sentence the report and the sweep use), where both have a breakdown."""
+    measured. And why: `largest_change`, the kind of work whose time an image moved most
+    with the rung's speed since the rung it builds on (fell most where it gained, rose
+    most where it lost: callbacks/profiling/difference.py's `largest_change`, the sentence
+    the report uses), where both have a breakdown."""
     out, first, base = [], None, None
     for row in rows:
         rate = row.get("images_per_sec") if row.get("status") == "ok" else None
@@ -233,16 +234,16 @@ def with_gains(rows: list[dict]) -> list[dict]:
 
 
 def why_lines(rows: list[dict]) -> list[str]:
-    """One line a rung with a largest_change: 'RUNG: KIND A -> B us an image, the
-    largest change (its breakdown's line)'."""
+    """One line a rung with a largest_change: 'RUNG: KIND A -> B ms a step, the kind
+    whose time an image fell most as images/sec rose to 1.08x (its breakdown's line)'."""
     lines = []
     for row in rows:
         change = row.get("largest_change")
-        if change and row.get("breakdown"):
+        if change and row.get("breakdown") and (change.get("words") or change.get("kind")):
             words = change.get("words") or (  # a row read back keeps the figures alone
                 f"{change['kind']} {change['before_us']:,.1f} -> "
                 f"{change['after_us']:,.1f} us an image")
-            lines.append(f"{row['rung']}: {words}, the largest change "
+            lines.append(f"{row['rung']}: {words} "
                          f"({step_breakdown.line(row['breakdown'])})")
     return lines
 
@@ -271,8 +272,9 @@ def format_table(rows: list[dict]) -> str:
                      f"{cell('gain_over_first', '>7.2f', 8, 'x')}  {text}")
     why = why_lines(rows)
     if why:  # each rung's profiled steps (app/modes/bench.py), split by kind of work
-        lines += ["", "why (the kind of work whose time an image changed most since the rung "
-                      "built on, each rung's profiled steps):", *(f"  {line}" for line in why)]
+        lines += ["", "why (the kind of work whose time an image moved most with the speed "
+                      "since the rung built on, each rung's profiled steps):",
+                  *(f"  {line}" for line in why)]
     return "\n".join(lines)
 
 

@@ -78,7 +78,7 @@ def _extra_state(parts, plan, step: int) -> dict:
     throughput and energy, and the input stream's position after `step` steps where
     the stream can resume exactly."""
     extra = {"top1_history": parts.targets.history,
-             "run_figures": {"throughput": parts.throughput.state(),
+             "run_figures": {"throughput": parts.throughput.state(step),
                              **({"energy": parts.energy.state()} if parts.energy else {}),
                              # the trace session and steps, once traced: never traced again
                              **({"profile": parts.profiler.state()} if parts.profiler else {})}}

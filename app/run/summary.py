@@ -322,10 +322,13 @@ def _target_cost(target: dict, pricing: str | None) -> str:
 
 
 def _profile(profiler, logdir: str, step_time_ms: float | None) -> dict | None:
-    """The traced steps (first, last) and the trace's folder, or None if none was taken."""
+    """The traced steps (first, last) and the trace's folder, or None if none was taken.
+    The profiler records each traced host call's first step: the last call ran its
+    steps per call (at 16 a call, steps 17-32 read "steps 17-17")."""
     if profiler is None or not profiler.traced_steps:
         return None
-    return {"steps": [profiler.traced_steps[0], profiler.traced_steps[-1]],
+    per_call = max(int(profiler.state().get("steps_per_call") or 1), 1)
+    return {"steps": [profiler.traced_steps[0], profiler.traced_steps[-1] + per_call - 1],
             "folder": os.path.join(logdir, "plugins", "profile"),
             "session": profiler.session,  # the one this run wrote: its breakdown's
             # The traced steps split by kind of work (callbacks/profiling/breakdown.py),

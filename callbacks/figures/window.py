@@ -37,11 +37,29 @@ def steady_state_begins(batch: int, epoch_steps: int | None, steps_per_call: int
     return batch + 1 >= warmup_steps(epoch_steps, steps_per_call, requested)
 
 
+def in_step_order(marks: list) -> list:
+    """The marks ordered by step, the k-th earliest time (with the readings taken with
+    it) given to the k-th step. Marks are tuples (step index, time, readings...).
+
+    On JAX, Keras runs the batch hooks of async_safe callbacks in worker threads, so a
+    mark may be taken after those of later steps: sorted by step with their own times,
+    a sweep window's steps read -0.17, -30.97 and -3.16 ms. Steps complete in order on
+    the device, and each hook runs after its step completed (Keras waits for the
+    step's logs first), so the k-th earliest time is at or after the k-th step's
+    completion (of the k earliest hooks, one belongs to step k or later), and it is the
+    earliest time that bounds it: the step series is never negative, and a window
+    whose first and last marks ran in order spans the same seconds as before.
+    """
+    steps = sorted(mark[0] for mark in marks)
+    readings = sorted((mark[1:] for mark in marks), key=lambda rest: rest[0])
+    return [(step, *rest) for step, rest in zip(steps, readings)]
+
+
 def steady_window(marks: list, epoch_steps: int | None, steps_per_call: int,
                   first_epoch: bool, requested: int = 0) -> list:
-    """The marks of the window, in step order: from the first that may start it to the
-    epoch's last. Marks are tuples whose first item is the step index."""
-    marks = sorted(marks, key=lambda mark: mark[0])
+    """The marks of the window, in step order (`in_step_order`): from the first that
+    may start it to the epoch's last. Marks are tuples (step index, time, ...)."""
+    marks = in_step_order(marks)
     for index, mark in enumerate(marks):
         if steady_state_begins(mark[0], epoch_steps, steps_per_call, first_epoch, requested):
             return marks[index:]

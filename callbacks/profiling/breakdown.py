@@ -39,7 +39,7 @@ from callbacks.profiling.xprof import ProfileError
 TF_OP = Op("tensorflow")
 
 __all__ = ["CATEGORIES", "COMPUTE", "Op", "ProfileError", "breakdown", "category_of_hlo",
-           "category_of_tf_op", "largest_difference", "line", "parse_module", "rate_words"]
+           "category_of_tf_op", "line", "parse_module", "rate_words"]
 
 # --- the trace --------------------------------------------------------------------
 
@@ -71,10 +71,11 @@ def _hlo_op(args: dict, modules: dict[str, dict[str, Op]]) -> Op | None:
 
 
 def _hlo_span(start, end, args, modules, layer_classes) -> tuple:
-    """An HLO op's span; an op the modules do not hold is elementwise and other."""
+    """An HLO op's span, with the run of its module it belongs to (the trace's run_id,
+    None where it gives none); an op the modules do not hold is elementwise and other."""
     op = _hlo_op(args, modules)
     return (start, end, category_of_hlo(op, layer_classes) if op else
-            "elementwise and other", op)
+            "elementwise and other", op, args.get("run_id"))
 
 
 # An XLA trace whose ops' time is mostly in ops no module names cannot be split.
@@ -82,7 +83,8 @@ MAX_UNNAMED = 0.5
 
 
 def _op_spans(events, devices: set, layer_classes, modules: dict[str, dict[str, Op]]):
-    """(start, end, category, its Op or None) of every op the device ran.
+    """(start, end, category, its Op or None, its run or None) of every op the device
+    ran (the run: see _hlo_span).
 
     On a device (`devices`: the trace's, _device_pids; a GPU, a TPU): its stream
     lines' kernels, each named by its HLO op; on a CPU (none): the host threads' XLA
@@ -137,7 +139,7 @@ def _share(spans, windows) -> tuple[dict, float]:
     totals, idle = collections.Counter(), 0.0
     for window_start, window_end in windows:
         points = []
-        for start, end, category, _ in spans:
+        for start, end, category, *_ in spans:
             start, end = max(start, window_start), min(end, window_end)
             if end > start:
                 points += [(start, 1, category), (end, -1, category)]
@@ -188,45 +190,54 @@ def _window(start: float, windows) -> int | None:
     return None
 
 
-def _first_of_step(op, window: int, seen: set) -> bool:
-    """Whether `op` is met for the first time in traced step `window` (recorded in
-    `seen`): its work counts once a step (see _work). No op, or TF_OP (which stands
-    for every TensorFlow op), is always a first."""
+def _runs_counted(span, window: int, seen: set, steps_per_mark: int) -> int:
+    """How many runs of its op a span's work counts for (see _work), recorded in
+    `seen`: a span of an op already met in the same run of its module in traced step
+    marker `window`, none; else one, the op's run being the trace's run_id; where the
+    trace gives no run, `steps_per_mark` (each training step in the marker ran the
+    step's module once, its op once: JAX's multi-step function calls the compiled step
+    once a step, keras/src/backend/jax/trainer.py). No op, or TF_OP (which stands
+    for every TensorFlow op), always counts one."""
+    op, run = span[3], span[4] if len(span) > 4 else None
     if op is None or op is TF_OP:
-        return True
-    key = (window, id(op))
+        return 1
+    key = (window, run, id(op))
     if key in seen:
-        return False
+        return 0
     seen.add(key)
-    return True
+    return 1 if run is not None else max(int(steps_per_mark), 1)
 
 
-def _work(spans, windows) -> dict[str, dict]:
+def _work(spans, windows, steps_per_mark: int = 1) -> dict[str, dict]:
     """Per kind of work, over its ops that start inside the windows: the FLOPs and
     bytes of those whose work is known, the time those ops ran (`flops_us`,
     `bytes_us`) of all its ops' (`us`), and why the others' is not (`why_flops`,
     `why_bytes`: the first such op's reason).
 
-    Trap: one op may run as several kernels (a cuBLASLt matrix product and its
+    Traps: one op may run as several kernels (a cuBLASLt matrix product and its
     epilogue or split-K reduction, a cuDNN convolution and its transposes), each a
-    span of the trace naming the op: its work is counted once a step, its time all
-    its kernels' (each kernel counted the work again: ViT-B/16's matrix products read
-    153% of an H100's peak, 2.1x its MFU count, 2026-12-06)."""
+    span of the trace naming the op: its work is counted once a run of its module
+    (_runs_counted), its time all its kernels' (each kernel counted the work again:
+    ViT-B/16's matrix products read 153% of an H100's peak, 2.1x its MFU count,
+    2026-12-06). And a step marker holds `steps_per_mark` steps, each a run: counted
+    once a marker, a ladder rung at 16 steps a call read convolutions at 3.47
+    GFLOP/s, where the rung before at 1 step a call read 46.7-59.9."""
     work, counted = {}, set()
-    for start, end, category, op in spans:
+    for span in spans:
+        start, end, category, op = span[:4]
         window = _window(start, windows)
         if window is None:
             continue
         totals = work.setdefault(category, {"flops": 0, "bytes": 0.0, "us": 0.0,
                                             "flops_us": 0.0, "bytes_us": 0.0})
         totals["us"] += end - start
-        first = _first_of_step(op, window, counted)
+        runs = _runs_counted(span, window, counted, steps_per_mark)
         for key in ("flops", "bytes"):
             value = getattr(op, key) if op is not None else None
             if value is None:
                 totals.setdefault(f"why_{key}", _unknown(op))
             else:
-                totals[key] += value if first else 0
+                totals[key] += value * runs
                 totals[f"{key}_us"] += end - start
     return work
 
@@ -254,20 +265,21 @@ def _rates(kind: str, work: dict, steps: int, micros: float) -> dict:
     return {}
 
 
-def _counted(spans, windows, steps: int) -> dict:
+def _counted(spans, windows, steps: int, steps_per_mark: int = 1) -> dict:
     """The FLOPs counted over the traced steps, per step (the figure set against the
     app's MFU count), and how many ops a step ran with none known; each op's once a
-    step however many kernels it ran as (see _work)."""
+    run however many kernels it ran as (see _work)."""
     known, unknown, seen = 0, 0, set()
-    for start, _, _, op in spans:
-        window = _window(start, windows)
-        if window is None or not _first_of_step(op, window, seen):
+    for span in spans:
+        window = _window(span[0], windows)
+        runs = 0 if window is None else _runs_counted(span, window, seen, steps_per_mark)
+        if not runs:
             continue
-        flops = getattr(op, "flops", None)
+        flops = getattr(span[3], "flops", None)
         if flops is None:
-            unknown += 1
+            unknown += runs
         else:
-            known += flops
+            known += flops * runs
     return {"gflop": round(known / steps / 1e9, 6), "ops_without_flops": round(unknown / steps, 2)}
 
 
@@ -301,7 +313,7 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
     devices = _device_pids(events)
     spans = _op_spans(events, devices, layer_classes, modules)
     totals, idle = _share(spans, windows)
-    work = _work(spans, windows)
+    work = _work(spans, windows, steps_per_mark)
     steps = len(marks) * max(int(steps_per_mark), 1)
     step_us = sum(end - start for start, end in windows) / steps
     parts = {}
@@ -314,7 +326,8 @@ def breakdown(profile_folder: str, layer_classes: dict[str, str] | None = None,
     return {"step_ms": round(step_us / 1e3, 4), "steps": steps,
             "traced": [marks[0][2], marks[-1][2] + max(int(steps_per_mark), 1) - 1],
             "ops": len(spans), "devices": max(len(devices), 1),
-            "device_kind": device_kind, **_counted(spans, windows, steps), "parts": parts}
+            "device_kind": device_kind, **_counted(spans, windows, steps, steps_per_mark),
+            "parts": parts}
 
 
 def _figure(value: float) -> str:
@@ -367,14 +380,3 @@ def line(result: dict, largest: int = 3, peak_tflops_per_device: float | None = 
         words.append(f"{parts['idle']['share']:.0%} idle")
     return f"{timed.step_words(result)}: " + ", ".join(words)
 
-
-def largest_difference(first: dict, second: dict) -> tuple[str, float, float] | None:
-    """The category whose time per step differs most between two breakdowns:
-    (category, first ms, second ms), or None where either has no parts."""
-    a, b = first.get("parts") or {}, second.get("parts") or {}
-    if not a or not b:
-        return None
-    names = set(a) | set(b)
-    name = max(sorted(names), key=lambda n: abs(a.get(n, {}).get("ms", 0.0)
-                                                 - b.get(n, {}).get("ms", 0.0)))
-    return name, a.get(name, {}).get("ms", 0.0), b.get(name, {}).get("ms", 0.0)

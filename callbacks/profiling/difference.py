@@ -1,11 +1,21 @@
 """Two runs' step breakdowns set side by side: which kind of work made one slower.
 
 `largest_change` names the kind of work whose time an image changed most between two
-runs (or sweep points, ladder rungs, repeats), with both times and both achieved rates:
-"convolutions 14.5 -> 21.3 ms a step (at 310 -> 210 TFLOP/s, 31% -> 21% of peak)"
-(the same batch), or "... 56.6 -> 83.2 us an image ..." (batches that differ). Each
-breakdown is first set against its run's timed step where it was not yet
-(callbacks/profiling/timed.py), so idle is the timed step's in both.
+runs (or sweep points, ladder rungs, repeats) in the direction of their measured speed
+(images/sec): where the second is faster, the kind whose time fell most; where it is
+slower, the one whose time rose most; with both times and both achieved rates:
+"convolutions 14.5 -> 21.3 ms a step (at 310 -> 210 TFLOP/s, 31% -> 21% of peak), the
+kind whose time an image rose most as images/sec fell to 0.92x" (the same batch), or
+"... 56.6 -> 83.2 us an image ..." (batches that differ). The change largest either
+way could point against the speed: TensorFlow ran 1.08x as fast as JAX, and the named
+change was JAX's normalization 19.9 -> 3.9 ms a step; a bf16 rung ran 1.08x as fast,
+and its why read elementwise and other 3.9 -> 13.6 ms. Each breakdown is first set
+against its run's timed step where it was not yet (callbacks/profiling/timed.py), so
+idle is the timed step's in both.
+
+Two runs of different backends split their steps into kinds differently (TensorFlow's
+executor by its own ops, a fused BatchNorm op among them; XLA by its fused ops): no
+kind is named, and the words say the kinds are not comparable.
 
 `checked` reads a breakdown from someone else's record (summary.json, a sweep's or a
 ladder's row) as untrusted input (callbacks/records/untrusted.py): the fields above,
@@ -66,15 +76,26 @@ def of_timed_step(figures: dict) -> dict | None:
     return timed.reconcile(found, figures.get("step_time_ms"))
 
 
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
 def _side(figures: dict) -> dict | None:
-    """One run's breakdown against its timed step, its batch, its devices' peaks."""
+    """One run's breakdown against its timed step, its batch, its devices' peaks, its
+    measured speed (images/sec; else the batch over its timed step; None unknown) and
+    its backend."""
     found = of_timed_step(figures)
     batch = figures.get("global_batch_size") if isinstance(figures, dict) else None
     if not isinstance(found, dict) or not found.get("parts") or not isinstance(batch, int) \
             or isinstance(batch, bool) or batch < 1:
         return None
     peak, memory = breakdown.whole_device(found, figures.get("peak_tflops_per_device"))
-    return {"parts": found["parts"], "batch": batch, "peak": peak, "memory": memory}
+    speed, step = figures.get("images_per_sec"), figures.get("step_time_ms")
+    if not _number(speed):
+        speed = batch / step * 1e3 if _number(step) else None
+    backend = figures.get("backend")
+    return {"parts": found["parts"], "batch": batch, "peak": peak, "memory": memory,
+            "speed": speed, "backend": backend if isinstance(backend, str) else None}
 
 
 def _rate(part: dict, peak, memory) -> dict:
@@ -87,35 +108,63 @@ def _rate(part: dict, peak, memory) -> dict:
 
 
 def largest_change(before: dict, after: dict) -> dict | None:
-    """The kind of work whose time an image changed most from `before` to `after`.
+    """The kind of work whose time an image changed most from `before` to `after`, in
+    the direction of the measured speed (module docstring).
 
     Args:
         before, after: each a run's figures (summary.json's, a sweep or ladder row):
-            its `breakdown` (summary.json's `profile.breakdown`) and `global_batch_size`; where known its `step_time_ms`
-            (the timed step) and `peak_tflops_per_device`.
+            its `breakdown` (summary.json's `profile.breakdown`) and
+            `global_batch_size`; where known its `images_per_sec`, `step_time_ms` (the
+            timed step), `peak_tflops_per_device` and `backend`.
 
     Returns:
-        {"kind", "before_us", "after_us" (microseconds an image), "before_ms",
-        "after_ms" (a step), "same_batch", "before_rate", "after_rate" (the kind's
-        achieved rate and its share of peak or bandwidth, {} where none), "words"};
-        None where either has no breakdown or batch.
+        {"comparable": True, "kind", "before_us", "after_us" (microseconds an image),
+        "before_ms", "after_ms" (a step), "same_batch", "before_rate", "after_rate" (the
+        kind's achieved rate and its share of peak or bandwidth, {} where none),
+        "speed_ratio" (after's images/sec over before's; None unknown), "direction"
+        ("fell": the kind whose time fell most, after being faster; "rose": slower;
+        None: the speed unknown or equal, the largest change either way), "words"};
+        {"comparable": False, "kind": None, "backends", "words"} for two backends; a
+        "kind" of None where no kind moved with the speed; None where either has no
+        breakdown or batch.
     """
     a, b = _side(before), _side(after)
     if a is None or b is None:
         return None
+    if a["backend"] and b["backend"] and a["backend"] != b["backend"]:
+        return {"comparable": False, "kind": None, "backends": [a["backend"], b["backend"]],
+                "words": (f"not named: the kinds of work are not comparable between "
+                          f"{a['backend']} and {b['backend']} (each backend splits its "
+                          "step into ops its own way: TensorFlow's executor by its own "
+                          "ops, XLA by its fused ones)")}
 
     def per_image(side, kind):
         return side["parts"].get(kind, {}).get("ms", 0.0) * 1e3 / side["batch"]
 
     kinds = sorted(set(a["parts"]) | set(b["parts"]))
-    kind = max(kinds, key=lambda k: abs(per_image(b, k) - per_image(a, k)))
-    change = {"kind": kind,
+    moved = {k: per_image(b, k) - per_image(a, k) for k in kinds}
+    ratio = b["speed"] / a["speed"] if a["speed"] and b["speed"] else None
+    direction = None if ratio is None or ratio == 1 else ("fell" if ratio > 1 else "rose")
+    if direction is not None:  # a kind moved with the speed: its time fell as it rose
+        sign = -1.0 if direction == "fell" else 1.0
+        kinds = [k for k in kinds if moved[k] * sign > 0]
+        if not kinds:
+            return {"comparable": True, "kind": None, "speed_ratio": round(ratio, 3),
+                    "direction": direction,
+                    "words": (f"none: no kind of work's time an image {direction} as "
+                              f"images/sec went to {ratio:.2f}x")}
+        kind = max(kinds, key=lambda k: moved[k] * sign)
+    else:
+        kind = max(kinds, key=lambda k: abs(moved[k]))
+    change = {"comparable": True, "kind": kind,
               "before_us": round(per_image(a, kind), 3), "after_us": round(per_image(b, kind), 3),
               "before_ms": a["parts"].get(kind, {}).get("ms", 0.0),
               "after_ms": b["parts"].get(kind, {}).get("ms", 0.0),
               "same_batch": a["batch"] == b["batch"],
               "before_rate": _rate(a["parts"].get(kind, {}), a["peak"], a["memory"]),
-              "after_rate": _rate(b["parts"].get(kind, {}), b["peak"], b["memory"])}
+              "after_rate": _rate(b["parts"].get(kind, {}), b["peak"], b["memory"]),
+              "speed_ratio": round(ratio, 3) if ratio is not None else None,
+              "direction": direction}
     change["words"] = change_words(change)
     return change
 
@@ -125,7 +174,17 @@ def _figure(value: float) -> str:
 
 
 def change_words(change: dict) -> str:
-    """'convolutions 14.5 -> 21.3 ms a step (at 310 -> 210 TFLOP/s, 31% -> 21% of peak)'."""
+    """'convolutions 14.5 -> 21.3 ms a step (at 310 -> 210 TFLOP/s, 31% -> 21% of peak),
+    the kind whose time an image rose most as images/sec fell to 0.92x'."""
+    words = _figures_words(change)
+    if change.get("direction") and change.get("speed_ratio"):
+        went = "rose to" if change["direction"] == "fell" else "fell to"
+        words += (f", the kind whose time an image {change['direction']} most as "
+                  f"images/sec {went} {change['speed_ratio']:.2f}x")
+    return words
+
+
+def _figures_words(change: dict) -> str:
     if change["same_batch"]:
         words = (f"{change['kind']} {change['before_ms']:,.1f} -> {change['after_ms']:,.1f} "
                  "ms a step")

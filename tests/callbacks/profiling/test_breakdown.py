@@ -210,14 +210,6 @@ def test_the_line_gives_each_kinds_rate_and_its_share_of_the_traced_devices_peak
                                       "30% normalization at 500 MB/s, 10% idle")
 
 
-def test_the_largest_difference_between_two_breakdowns_is_named():
-    first = {"parts": {"convolutions": {"ms": 30.0}, "idle": {"ms": 5.0}}}
-    second = {"parts": {"convolutions": {"ms": 18.0}, "normalization": {"ms": 4.0},
-                        "idle": {"ms": 6.0}}}
-    assert breakdown.largest_difference(first, second) == ("convolutions", 30.0, 18.0)
-    assert breakdown.largest_difference(first, {}) is None
-
-
 def test_the_reports_reader_of_a_breakdown_takes_hostile_values_without_a_traceback():
     """Hypothesis: summary.json's profile.breakdown with any kinds, numbers (NaN, inf,
     huge, negative, booleans) and shapes is read as a checked breakdown or as none with

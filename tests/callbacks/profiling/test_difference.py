@@ -26,8 +26,9 @@ def _run(batch, step, parts, traced=None, peak=989.0):
 
 
 def test_the_kind_whose_time_changed_most_with_both_rates():
-    """Issue 43's machines A and B, the same batch: convolutions 14.5 -> 21.3 ms a
-    step, the largest change (idle and normalization moved less)."""
+    """Two machines A and B, the same batch: B is slower (57.1 -> 62.0 ms a
+    step), its convolutions 14.5 -> 21.3 ms a step, the kind whose time rose most (idle
+    and normalization rose less)."""
     a = _run(256, 57.1, {"convolutions": {"ms": 14.5, "share": 0.25, "tflops_per_sec": 306.6},
                          "normalization": {"ms": 10.0, "share": 0.18, "gb_per_sec": 1675.0},
                          "idle": {"ms": 2.0, "share": 0.04}})
@@ -40,25 +41,28 @@ def test_the_kind_whose_time_changed_most_with_both_rates():
     assert change["before_us"] == pytest.approx(14.5e3 / 256, abs=1e-3)
     assert change["before_rate"] == {"tflops_per_sec": 306.6, "share_of_peak": 0.31}
     assert change["words"] == ("convolutions 14.5 -> 21.3 ms a step (at 307 -> 208 TFLOP/s, "
-                               "31% -> 21% of peak)")
+                               "31% -> 21% of peak), the kind whose time an image rose most "
+                               "as images/sec fell to 0.92x")
     # a kind bound by memory against the bandwidth; one side without a rate
     b["breakdown"]["parts"]["normalization"] = {"ms": 30.0, "share": 0.4}
     change = difference.largest_change(a, b)
-    assert change["words"] == ("normalization 10.0 -> 30.0 ms a step (at 1,675 -> unknown "
-                               "GB/s)")
+    assert change["words"].startswith("normalization 10.0 -> 30.0 ms a step (at 1,675 -> "
+                                      "unknown GB/s), ")
 
 
 def test_batches_that_differ_compare_an_images_time():
     """A rung from batch 128 to 1,024: convolutions take more a step (40 -> 200 ms) but
     less an image (312.5 -> 195.3 us); elementwise work a step 10 -> 150 ms, an image
-    78.1 -> 146.5 us: convolutions changed most an image."""
+    78.1 -> 146.5 us; an image takes 468.8 -> 351.6 us (1.33x the images/sec):
+    convolutions' time an image fell most."""
     a = _run(128, 60.0, {"convolutions": {"ms": 40.0, "share": 0.67},
                          "elementwise and other": {"ms": 10.0, "share": 0.17}})
     b = _run(1024, 360.0, {"convolutions": {"ms": 200.0, "share": 0.56},
                            "elementwise and other": {"ms": 150.0, "share": 0.42}})
     change = difference.largest_change(a, b)
     assert change["kind"] == "convolutions" and not change["same_batch"]
-    assert change["words"] == "convolutions 312.5 -> 195.3 us an image"
+    assert change["words"] == ("convolutions 312.5 -> 195.3 us an image, the kind whose "
+                               "time an image fell most as images/sec rose to 1.33x")
     # the ladder reads these three keys (app/modes/ladder.py's why lines)
     assert (change["before_us"], change["after_us"]) == (312.5, 195.312)
 
