@@ -1,0 +1,170 @@
+"""The decision's error, measured on this machine: how far the hours a probe predicts
+to a target top-1 are from a full run's measured hours.
+
+    python benchmarks/decide_check.py --out RESULT.json [--work DIR] [--jobs digits,fashion]
+
+For each job (the default digits job; Fashion-MNIST's short job), each of two global
+batch sizes and each backend (TensorFlow, JAX), it runs, every process from empty
+compile caches of its own (JAX_COMPILATION_CACHE_DIR), in turn:
+  - the full run of the job (`python app/main.py ...`), and
+  - a probe of the same flags (`--benchmark=probe`).
+Then, with app/engine/decision.py as app/report.py --target uses it, each full run R
+(backend k) is predicted twice and set against its own measured hours to the target:
+  same backend   from the probe of k, R supplying the epochs and the epoch overhead;
+  cross backend  from the probe of k, the other backend's full run of the job supplying
+                 the epochs and (borrowed, said so) the overhead: what a user who
+                 trained on one backend and probed the other is told.
+Every process's machine load (1-minute load average before and after, the cores) is
+recorded beside its figures; a shared machine's load moves rates, and a result whose
+load moved is read with that in mind. The result JSON holds every prediction, its
+error, the commit and the command; README quotes its errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from results_io import emit  # noqa: E402
+
+# job: (flags, target top-1, the two global batch sizes)
+JOBS = {
+    "digits": ((), 0.98, (64, 128)),
+    "fashion": (("--dataset=fashion_mnist", "--epochs=4", "--steps_per_epoch=120",
+                 "--validation_steps=20"), 0.78, (128, 256)),
+}
+BACKENDS = ("tensorflow", "jax")
+SAME_WITHIN, CROSS_WITHIN = 0.10, 0.20  # the issue's bounds, for the result's verdict
+
+
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def app(folder: str, flags: list[str], caches: str) -> dict:
+    """Runs `python app/main.py FLAGS --logdir=FOLDER` from empty caches; its wall
+    seconds, exit code and the machine's load before and after."""
+    shutil.rmtree(folder, ignore_errors=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1",
+           "JAX_COMPILATION_CACHE_DIR": os.path.join(caches, os.path.basename(folder))}
+    env.pop("KERAS_BACKEND", None)
+    before, started = load(), time.time()
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "app", "main.py"),
+                           f"--logdir={folder}", "--verbose=0", *flags], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    seconds = time.time() - started
+    if done.returncode:
+        sys.stderr.write(done.stderr[-2000:])
+    return {"folder": folder, "flags": flags, "exit": done.returncode,
+            "wall_seconds": round(seconds, 1), "load_before": before, "load_after": load()}
+
+
+def predicted(run_folder: str, probe_folder: str, target: float) -> dict:
+    """The probe's predicted hours to `target` with `run_folder` as the job's full run,
+    as app/report.py --target computes them, and what it was predicted from."""
+    from app.engine import catalog, decision, decision_inputs
+
+    found = [decision_inputs.read_folder(f) for f in (run_folder, probe_folder)]
+    result = decision.predict(found, target, catalog.load_catalog(""))
+    probe = next(m for m in result["machines"] if m["kind"] == "probe")
+    return {"hours": probe.get("hours"), "why_none": probe.get("why"),
+            "terms_seconds": {k: round(v, 2) for k, v in (probe.get("terms") or {}).items()},
+            "overhead": probe.get("overhead"), "overhead_whose": probe.get("overhead_whose"),
+            "startup_note": probe.get("startup_note"), "from": probe.get("from")}
+
+
+def measured_hours(run_folder: str, target: float) -> float | None:
+    from app.engine import decision_inputs
+
+    epoch = decision_inputs.first_epoch_at(decision_inputs.read_folder(run_folder), target)
+    return epoch["hours"] if epoch else None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="the result JSON")
+    parser.add_argument("--work", default="/tmp/decide-check", help="run folders and caches")
+    parser.add_argument("--jobs", default=",".join(JOBS), help="comma list of " + ", ".join(JOBS))
+    args = parser.parse_args(argv)
+    jobs = [j for j in args.jobs.split(",") if j]
+    caches = os.path.join(args.work, "caches")
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(caches)
+    started, processes, cases = time.time(), [], []
+    for job in jobs:
+        flags, target, batches = JOBS[job]
+        for batch in batches:
+            folders = {}
+            for backend in BACKENDS:  # the run, then its probe, each backend in turn
+                common = [*flags, f"--backend={backend}", f"--global_batch_size={batch}"]
+                name = f"{job}-b{batch}-{backend}"
+                run = app(os.path.join(args.work, name), common, caches)
+                probe = app(os.path.join(args.work, name + "-probe"),
+                            [*common, "--benchmark=probe"], caches)
+                processes += [{"job": job, "batch": batch, "backend": backend, "kind": k, **p}
+                              for k, p in (("run", run), ("probe", probe))]
+                print(f"{name}: run {run['wall_seconds']} s, probe {probe['wall_seconds']} s "
+                      f"(load {run['load_before']}-{probe['load_after']})", flush=True)
+                folders[backend] = (run["folder"], probe["folder"])
+            for backend in BACKENDS:
+                other = next(b for b in BACKENDS if b != backend)
+                run_folder, probe_folder = folders[backend]
+                measured = measured_hours(run_folder, target)
+                for kind, source in (("same backend", run_folder),
+                                     ("cross backend", folders[other][0])):
+                    guess = predicted(source, probe_folder, target)
+                    error = (guess["hours"] / measured - 1 if guess["hours"] and measured
+                             else None)
+                    cases.append({"job": job, "global_batch_size": batch, "backend": backend,
+                                  "prediction": kind, "target_top1": target,
+                                  "epochs_from": os.path.basename(source),
+                                  "predicted_hours": guess["hours"],
+                                  "measured_hours": measured,
+                                  "error": round(error, 4) if error is not None else None,
+                                  "within": (abs(error) <= (SAME_WITHIN if kind == "same backend"
+                                                            else CROSS_WITHIN))
+                                  if error is not None else None, **{
+                                      k: guess[k] for k in ("terms_seconds", "overhead",
+                                                            "overhead_whose", "startup_note",
+                                                            "why_none")}})
+                    print(f"  {job} b{batch} {backend} {kind}: predicted "
+                          f"{guess['hours']} h, measured {measured} h, error "
+                          f"{'n/a' if error is None else f'{error:+.1%}'}", flush=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                cwd=ROOT, capture_output=True, text=True).stdout.strip())
+    same = [c["error"] for c in cases if c["prediction"] == "same backend" and c["error"] is not None]
+    cross = [c["error"] for c in cases if c["prediction"] == "cross backend"
+             and c["error"] is not None]
+    emit({
+        "what": "The decision's prediction error on this machine: each full run's measured "
+                "hours to its target against the hours predicted from a probe of its own "
+                "backend (same backend) and from that probe with the other backend's full "
+                "run of the job (cross backend); every process from empty compile caches",
+        "date": datetime.date.today().isoformat(),
+        "card": "none: this CPU", "cores": len(os.sched_getaffinity(0)),
+        "command": "python benchmarks/decide_check.py " + " ".join(argv or sys.argv[1:]),
+        "provenance": {"commit": commit, "uncommitted_changes": dirty},
+        "wall_seconds": round(time.time() - started),
+        "bounds": {"same_backend": SAME_WITHIN, "cross_backend": CROSS_WITHIN},
+        "summary": {"same_backend_errors": same, "cross_backend_errors": cross,
+                    "same_backend_max_abs": max(map(abs, same)) if same else None,
+                    "cross_backend_max_abs": max(map(abs, cross)) if cross else None,
+                    "all_within": all(c["within"] for c in cases)},
+        "cases": cases, "processes": processes,
+    }, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
