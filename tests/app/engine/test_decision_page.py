@@ -148,3 +148,32 @@ def test_one_folder_given_twice_is_read_once_with_a_warning(tmp_path):
     assert len(result["options"]) == 1
     assert warnings == [f"warning: {run}/. is {run} given again: read once",
                         f"warning: {run}/ is {run} given again: read once"]
+
+
+def test_probes_of_one_job_that_disagree_beyond_their_spreads_are_flagged(tmp_path):
+    """Three probes of one machine and job: two whose windows overlap (1,300-1,420 and
+    1,350-1,500 images/sec) agree; the third (700-840) lies outside both and is flagged
+    against each, and its own windows' spread (1.20x) is not past the caveat's."""
+    path = catalog_file(tmp_path, row("fast", "^Fast X$", {"on_demand": 1.0}))
+    probes = [write_probe(tmp_path / name, rate=rate, repeats=3, images_per_sec_min=low,
+                          images_per_sec_max=high)
+              for name, rate, low, high in (("p1", 1372.7, 1300.0, 1420.0),
+                                            ("p2", 1400.0, 1350.0, 1500.0),
+                                            ("p3", 705.1, 700.0, 840.0))]
+    result, _ = decision_page.decide([write_run(tmp_path / "run"), *probes], 0.9, path,
+                                     today=TODAY)
+    flagged = [line for line in decision_page.lines(result) if "disagree" in line]
+    assert flagged == [
+        "caveat: probes p1 (1,372.7 images/sec, 1,300.0-1,420.0) and p3 (705.1, 700.0-840.0) "
+        "of one machine disagree beyond their spreads: its speed moved between them; probe "
+        "again when it is idle",
+        "caveat: probes p2 (1,400.0 images/sec, 1,350.0-1,500.0) and p3 (705.1, 700.0-840.0) "
+        "of one machine disagree beyond their spreads: its speed moved between them; probe "
+        "again when it is idle"]
+    wide = write_probe(tmp_path / "wide", rate=600.0, repeats=3, images_per_sec_min=363.4,
+                       images_per_sec_max=819.5)
+    result, _ = decision_page.decide([write_run(tmp_path / "run2"), wide], 0.9, path,
+                                     today=TODAY)
+    assert ("caveat: 1 x Fast X (jax, probe wide): its 3 windows spread over 363.4-819.5 "
+            "images/sec (2.26x): the machine's speed moved while it was probed"
+            in decision_page.lines(result))
