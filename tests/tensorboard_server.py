@@ -68,6 +68,20 @@ def serving(command: list, cwd=None):
         process.wait(timeout=30)
 
 
+STATUSES = ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"]
+
+
+def hparams_table(server):
+    """(the HParams columns, {session name: session}) as the dashboard gets them."""
+    experiment = fetch(server + "/data/plugin/hparams/experiment", {"experimentName": ""})
+    groups = fetch(server + "/data/plugin/hparams/session_groups", {
+        "experimentName": "", "allowedStatuses": STATUSES, "colParams": [],
+        "startIndex": 0, "sliceSize": 10})["sessionGroups"]
+    sessions = {s["name"]: {**s, "hparams": g["hparams"], "group": g["name"]}
+                for g in groups for s in g["sessions"]}
+    return experiment, sessions
+
+
 def hparams_sessions(logdir, groups=None) -> dict:
     """{session: (hparams, {metric tag: last value})} as TensorBoard itself reads the
     folder: its event multiplexer and the hparams plugin's metadata parser; `groups`,

@@ -191,7 +191,8 @@ def test_the_probes_times_agree_with_the_tests_clock(decided):
     first = next(t for t, line in lines if line.startswith("[probe] small_resnet on digits"))
     assert first < summary["startup_seconds"] < wall
     assert summary["startup_seconds"] == pytest.approx(
-        summary["before_compile_seconds"] + summary["compile_and_warmup_seconds"], abs=0.02)
+        summary["before_compile_seconds"] + summary["compile_and_warmup_seconds"]
+        + summary["evaluation_compile_seconds"], abs=0.03)
     assert summary["startup_seconds"] + summary["measuring_seconds"] < wall
     timed = sum(summary["timed_steps"] * summary["global_batch_size"] / w["images_per_sec"]
                 for w in summary["windows"])
@@ -208,8 +209,9 @@ def test_the_probes_lines_and_price_by_hand(decided):
             f"{summary['images_per_sec_min']:,.1f}-{summary['images_per_sec_max']:,.1f}") \
         in "\n".join(lines)
     assert (f"start-up: {summary['startup_seconds']:,.1f} s from the process's start to the "
-            f"compiled step ({summary['compile_and_warmup_seconds']:,.1f} s of it compiling "
-            "and warming up)") in lines  # TensorFlow: no compile cache to say of
+            f"compiled steps ({summary['compile_and_warmup_seconds']:,.1f} s of it compiling "
+            "and warming up the training step, "
+            f"{summary['evaluation_compile_seconds']:,.1f} s the evaluation step)") in lines
     assert summary["price_per_hour_usd_by_pricing"] == dict(zip(
         ("on_demand", "spot", "one_year", "three_year"), ROWS["cpu-tf"]))
     assert summary["cost_usd"] == pytest.approx(summary["billed_seconds"] / 3600 * 0.40,
@@ -236,3 +238,21 @@ def test_the_same_probe_again_says_it_is_complete(decided):
     assert lines[-len(probe.closing_lines(summary).splitlines()):] == (
         probe.closing_lines(summary).splitlines())
     assert json.loads((folder / "probe.json").read_text()) == summary  # kept as it is
+
+
+def test_the_probes_are_hparams_sessions_beside_the_runs(decided):
+    """TensorBoard's HParams dashboard, served over the decision's folders, lists each
+    probe beside the full run, its rate and the probe's cost filled, named a probe."""
+    from tensorboard_server import hparams_table, serving
+
+    folder = decided["out"].parent
+    with serving([sys.executable, "-m", "tensorboard.main", "--logdir", str(folder)]) as base:
+        _, sessions = hparams_table(base)
+    assert {"full", "probe-tf", "probe-jax"} <= set(sessions)
+    for name in ("probe-tf", "probe-jax"):
+        summary = json.loads((folder / name / "summary.json").read_text())
+        values = {v["name"]["tag"]: v["value"] for v in sessions[name]["metricValues"]}
+        assert values["run/images_per_sec"] == pytest.approx(summary["images_per_sec"], rel=1e-6)
+        assert values["run/cost_usd"] == pytest.approx(summary["cost_usd"], rel=1e-6)
+        assert sessions[name]["group"].startswith("probe · ")
+        assert sessions[name]["hparams"]["status"] == "completed"

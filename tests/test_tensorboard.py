@@ -10,7 +10,7 @@ import sys
 import pytest
 from browser import dom, needs_chromium, screenshot
 from conftest import run_cli, tiny_flags
-from tensorboard_server import fetch, serving
+from tensorboard_server import fetch, hparams_table, serving
 
 
 @pytest.fixture(scope="module")
@@ -83,20 +83,8 @@ def test_every_scalar_says_what_it_is_and_its_unit(server):
             assert "<em>Unit:" in info["description"], (run, tag, info)  # Markdown, rendered
 
 
-STATUSES = ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"]
 RUN_FIGURES = ("val_top1", "best_val_top1", "images_per_sec", "mfu", "cost_usd",
                "usd_per_million_images")
-
-
-def hparams_table(server):
-    """(the HParams columns, {session name: session}) as the dashboard gets them."""
-    experiment = fetch(server + "/data/plugin/hparams/experiment", {"experimentName": ""})
-    groups = fetch(server + "/data/plugin/hparams/session_groups", {
-        "experimentName": "", "allowedStatuses": STATUSES, "colParams": [],
-        "startIndex": 0, "sliceSize": 10})["sessionGroups"]
-    sessions = {s["name"]: {**s, "hparams": g["hparams"], "group": g["name"]}
-                for g in groups for s in g["sessions"]}
-    return experiment, sessions
 
 
 def check_session(session, summary):
