@@ -240,13 +240,24 @@ def source(served: bool, chosen: int, loaded_from: str | None) -> str:
     return "autotune_cache" if _at_start.get("autotune_cache_entries") else "autotuned"
 
 
+NOTHING_LOADED = ("nothing loaded from {path}: this program chooses no GPU kernels (a "
+                  "CPU's compiles none)")
+
+
 def describe(hlo_text: str, served: bool, loaded_from: str | None) -> tuple[dict, list]:
-    """(summary.json's `kernels` block, the list for kernels.json) of a compiled step."""
+    """(summary.json's `kernels` block, the list for kernels.json) of a compiled step.
+
+    A file to load (--kernels_from) that the program had no use for (a CPU's program
+    chooses no kernels) is not "loaded": the source is what compiled it, and
+    `not_loaded` says so (a GPU's autotune file on a CPU read "loaded" before)."""
     found = chosen_kernels(hlo_text)
     tally = counts(found)
+    chose = sum(tally.values())
     block = {"digest": digest(found), **tally,
-             "source": source(served, sum(tally.values()), loaded_from),
+             "source": source(served, chose, loaded_from if chose else None),
              "loaded_from": loaded_from, "file": KERNELS_FILE}
+    if loaded_from and not chose:
+        block["not_loaded"] = NOTHING_LOADED.format(path=loaded_from)
     return block, found
 
 
@@ -262,6 +273,8 @@ def line(block: dict | None) -> str:
     calls, fusions = block.get("library_calls", 0), block.get("fusions", 0)
     text = (f"kernels: {block['digest'][:12]} ({calls} library call{'s' * (calls != 1)}, "
             f"{fusions} fusion{'s' * (fusions != 1)}; {words})")
+    if block.get("not_loaded"):
+        text += f"; {block['not_loaded']}"
     if block.get("earlier_digest"):
         text += (f"; an earlier attempt of this run ran others "
                  f"({block['earlier_digest'][:12]})")
