@@ -75,6 +75,7 @@ class Plan:
     store: str | None = None
     found: dict | None = None
     results: str | None = None
+    kept_file: str | None = None  # --keep_kernels' <run>/kernels/autotune.textproto
 
 
 def plan(context, image_size: int | None, hand_to_fit: bool) -> Plan:
@@ -106,17 +107,20 @@ def plan(context, image_size: int | None, hand_to_fit: bool) -> Plan:
     store = kernel_choice.store_folder()
     found, line = kernel_choice.find(store, key)
     print(PREFIX + line, flush=True)
+    kept_file = (os.path.join(os.path.abspath(context.logdir), kernels.KEPT_FILE)
+                 if config.keep_kernels else None)
     if found is not None:
         options = HEURISTIC_OPTIONS if found["kept"] == "heuristic" else {
             autotune.LOAD_FLAG: found["results"], REQUIRE_COMPLETE: True}
-        return Plan([("kept", {**options, **log})], key=key, store=store, found=found)
+        return Plan([("kept", {**options, **log})], key=key, store=store, found=found,
+                    kept_file=kept_file)
     folder = (kernel_choice.entry_folder(store, key) if store
               else os.path.join(os.path.abspath(context.logdir), "kernels"))
     os.makedirs(folder, exist_ok=True)  # XLA writes the file but makes no folder
     results = os.path.join(folder, "autotuned.textproto")
     return Plan([("heuristic", HEURISTIC_OPTIONS),
                  ("autotuned", {DUMP_RESULTS: results, **log})],
-                key=key, store=store, results=results)
+                key=key, store=store, results=results, kept_file=kept_file)
 
 
 def attach(compiling, chosen: Plan):
@@ -199,6 +203,14 @@ def settle(compiling, model) -> dict | None:
 def _adopt(compiling, name: str, block: dict, started: float) -> dict:
     """`name`'s program becomes the training step; the block is noted and said."""
     compiling.adopt(name)
+    kept_file = compiling.choice.kept_file
+    if block.get("kept") == "heuristic" and kept_file and os.path.exists(kept_file):
+        # What XLA wrote there is its autotuning: the kernels of the program that did not
+        # run. Set aside, so that --kernels_from of this folder does not load them.
+        aside = os.path.join(os.path.dirname(kept_file), "autotuned_not_run.textproto")
+        os.replace(kept_file, aside)
+        block["keep_kernels"] = (f"the heuristic program ran, and XLA keeps no results of "
+                                 f"its compile; the autotuned program's are in {aside}")
     block["seconds"] = round(time.perf_counter() - started, 3)
     block["compile_seconds"] = dict(compiling.variant_seconds)
     _note(block, say=True)

@@ -149,16 +149,21 @@ KEPT_AND_LOADED = HELPERS + """
 # what is kept and loaded is known.
 measured.time_programs = lambda programs, states, data: {"autotuned": [105.4, 105.0, 106.0],
                                                          "heuristic": [78.1, 78.0, 78.3]}
+kept_file = os.path.join(store, "run", "kernels", "autotune.textproto")  # --keep_kernels'
+os.makedirs(os.path.dirname(kept_file))
+open(kept_file, "w").write("entries {}")  # as XLA wrote it: the autotuned program's
 plan = measured.Plan(variants=[("heuristic", measured.HEURISTIC_OPTIONS), ("autotuned", {})],
-                     key=key, store=store)
+                     key=key, store=store, kept_file=kept_file)
 first = measured.settle(compiled(plan.variants, plan), model)
+set_aside = [os.path.exists(kept_file), os.path.exists(os.path.join(
+    os.path.dirname(kept_file), "autotuned_not_run.textproto"))]
 found, line = kernel_choice.find(store, key)
 again = measured.Plan(variants=[("kept", measured.HEURISTIC_OPTIONS)], key=key, store=store,
                       found=found)
 second = measured.settle(compiled(again.variants, again), model)
 block, _ = kernels.describe("", served=False, loaded_from=None)
 print(json.dumps({"first": first, "line": line, "second": second,
-                  "closing": kernels.line(block)}))
+                  "closing": kernels.line(block), "set_aside": set_aside}))
 """
 
 
@@ -171,6 +176,10 @@ def test_the_kept_choice_is_loaded_by_the_next_run_and_measured_nothing(tmp_path
         "device_kind": "cpu", "model": "tiny", "per_device_batch": 32, "precision": "float32",
         "image_size": None})
     assert first["kept"] == "heuristic" and first["kept_in"] == folder
+    # --keep_kernels' file held the autotuned program's kernels, which did not run: set
+    # aside, so that --kernels_from of the run folder cannot load them as this run's
+    assert found["set_aside"] == [False, True] and "heuristic program ran" in first[
+        "keep_kernels"]
     assert first["autotuned_gain"] == round(78.1 / 105.4 - 1, 4)
     assert found["line"] == f"loaded from {folder}"
     assert second["how"] == "loaded" and second["kept"] == "heuristic"
@@ -234,3 +243,29 @@ def test_a_cpu_run_measures_nothing_and_says_so_once(tmp_path):
                                       "two programs to time"}
     assert "kernels_measured" not in [p["part"] for p in summary["startup"]["parts"]]
     assert summary["xla_autotune"] is None
+
+
+def test_a_short_run_keeps_the_heuristic_and_says_what_measuring_would_cost(tmp_path):
+    """auto keeps XLA's heuristic for a short run of the app's ResNets (compiling is most
+    of it): the run's end says what measuring would have added, from its own compile and
+    step; a user's own --xla_autotune=heuristic is not told."""
+    from app.engine import kernels
+
+    def ended(asked):
+        context = types.SimpleNamespace(
+            config=types.SimpleNamespace(xla_autotune=asked, keep_kernels=False),
+            xla_autotune="heuristic", logdir=str(tmp_path))
+        result = {"kernels": {"digest": "0" * 64, "library_calls": 60, "fusions": 90,
+                              "source": "autotuned"}, "step_time_ms": 20.0}
+        measured.complete(result, context, types.SimpleNamespace(
+            compiling=types.SimpleNamespace(seconds=7.0)))
+        return result["kernels"]
+
+    block = ended("auto")
+    # 2 x (1 + 30) timed steps of 20 ms, and the autotuned compile at 2.3x the 7 s one
+    assert block["choice"]["would_cost_seconds"] == round(62 * 0.020 + 2.3 * 7.0, 1)
+    assert kernels.line(block).endswith(
+        "; XLA's heuristic kernels kept, not measured: a short run, where compiling is most "
+        "of the job: measuring would add about 17 s (the autotuned compile, ~2.3x this "
+        "run's, and 62 timed steps)")
+    assert "choice" not in ended("heuristic")
