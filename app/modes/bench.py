@@ -31,9 +31,9 @@ from app.engine.distribute import TopologyError
 from app.engine.measure import timed_fit, timed_synthetic_fit
 from app.engine.memory import is_out_of_memory, peak_memory_gib
 from app.engine.recipe import make_compiled_model
-from app.modes import point_machine
 from app.modes.point_folders import fresh_folder, point_folder, point_name, short_label
 from app.run import context as run_context
+from app.run import machine_block
 from app.run.rundir import RunDirError
 from callbacks.energy import EnergyMeter
 from callbacks.profiling import breakdown as step_breakdown
@@ -188,12 +188,12 @@ def measure(bench: Bench, settings: dict, name: str | None = None,
                              else 0, line_every_seconds=PROGRESS_LINE_SECONDS,
                              stop_request=PROCESS_STOP)
     # The machine through the point's timed windows, as a training run records it.
-    sampled = point_machine.sampler(config, context.topology)
+    sampled = machine_block.sampler(config, context.topology)
     try:
         row["status"], figures = _run(bench, settings, row, progress, sampled)
     finally:
         progress.close()
-        row["machine_state"] = point_machine.block(context.topology, config.backend, sampled)
+        row["machine_state"] = machine_block.block(context.topology, config.backend, sampled)
     row.update(figures)
     line = f"{bench.prefix} {label}: {_result(row, context)}"
     print(line, flush=True)

@@ -152,7 +152,7 @@ STATE = {"device_kind": "NVIDIA H100 80GB HBM3", "accelerator": "gpu", "devices_
 
 
 def test_a_rows_machine_state_is_kept_as_written_and_a_bad_one_left_out(tmp_path, capsys):
-    """Each point's machine (app/modes/point_machine.py) comes back with its row; one
+    """Each point's machine (app/run/machine_block.py) comes back with its row; one
     whose fields fail the machine state's checks, or whose text would break a line, is
     left out and the row kept (its measurement stands)."""
     done, _ = read_back(tmp_path, "sweep", {"sweep": [{**GOOD, "machine_state": STATE}]})

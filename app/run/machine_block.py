@@ -1,5 +1,6 @@
 """The machine a benchmark point ran on: a sweep point's or a ladder rung's
-`machine_state`, the block a training run's summary.json holds (app/run/provenance.py):
+`machine_state` (app/modes/bench.py, sweep.py), the block a training run's summary.json
+holds (app/run/provenance.py):
 the device, the host, the driver and libraries, and the GPUs' clocks, power,
 temperature, throttle reasons and other processes through the point's timed windows
 (callbacks/machine_state.py, sampled by the same NVML reader at the same rate).

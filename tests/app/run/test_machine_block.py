@@ -1,4 +1,4 @@
-"""A benchmark point's machine (app/modes/point_machine.py): the block a training run's
+"""A benchmark point's machine (app/run/machine_block.py): the block a training run's
 summary.json holds, with the point's own timed windows sampled from a fake NVML, and
 without a sampler where there is nothing to sample; the campaign's shared block."""
 
@@ -8,7 +8,7 @@ import types
 import keras
 import numpy as np
 
-from app.modes import point_machine
+from app.run import machine_block
 from app.run import provenance
 from callbacks.machine_state import MachineState, nvml_sampler
 from callbacks.records.state_records import machine_state
@@ -35,7 +35,7 @@ def test_a_point_records_its_machine_through_its_timed_window():
     model.compile("sgd", "mse")
     model.fit(np.zeros((320, 4), "float32"), np.zeros((320, 2), "float32"), batch_size=8,
               epochs=1, verbose=0, callbacks=[meter, Throttle()])
-    state = point_machine.block(GPU, "tensorflow", provenance.Sampled(meter, facts))
+    state = machine_block.block(GPU, "tensorflow", provenance.Sampled(meter, facts))
     assert set(state) == {"device_kind", "accelerator", "devices_per_process", "host",
                           "software", "driver", "cuda_driver", "devices", "timed_window",
                           "not_sampled"}  # a training run's block, key for key
@@ -47,11 +47,11 @@ def test_a_point_records_its_machine_through_its_timed_window():
 
 
 def test_a_point_with_nothing_to_sample_says_why_and_the_campaign_shares_its_facts():
-    state = point_machine.block(CPU, "jax", None)
+    state = machine_block.block(CPU, "jax", None)
     assert state["timed_window"] is None and state["devices"] == []
     assert state["not_sampled"] == "a CPU run: no accelerator to sample"
     assert state["software"]["python"] and state["host"]["cores"] >= 1
-    shared = point_machine.campaign_block(CPU, "jax")
+    shared = machine_block.campaign_block(CPU, "jax")
     assert shared["timed_window"] is None
     assert shared["not_sampled"] == ("a campaign's windows are its points': each row's "
                                      "machine_state")
