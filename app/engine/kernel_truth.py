@@ -131,8 +131,10 @@ def read_log(text: str | bytes) -> dict:
 
 def chosen_candidate(candidates: list, config: dict) -> dict | None:
     """The candidate the HLO's `config` names (a cuDNN algorithm's engine and knobs, a
-    cuBLAS algorithm), else the one XLA's rule picks: the fastest that did not fail,
-    the least scratch among those within TIE_US of it."""
+    cuBLAS algorithm); None where it names one the log did not time (e.g. the heuristic
+    program's, which the autotuner never ran). A config that names none: the one XLA's
+    rule picks, the fastest that did not fail, the least scratch among those within
+    TIE_US of it."""
     algo = config.get("algo_id")
     knobs = {str(k): str(v) for k, v in (config.get("tuning_knobs") or {}).items()}
     gemm = config.get("selected_algorithm")
@@ -146,6 +148,8 @@ def chosen_candidate(candidates: list, config: dict) -> dict | None:
         if gemm is not None and c["kind"] == "gemm" and str(
                 textproto.first(got, "algorithm")) == str(gemm):
             return c
+    if algo is not None or gemm is not None:
+        return None
     timed = [c for c in candidates if not c["failed"] and c["run_time_us"] is not None]
     if not timed:
         return None
