@@ -233,6 +233,9 @@ def add_findings(block: dict, context, result: dict, compiling) -> None:
     profile = result.get("profile") or {}
     if not (config.keep_kernels and profile.get("session")):
         return
+    if getattr(compiling, "train_step", None) is None:
+        block["slow_ops_not_read"] = "its step was not compiled ahead of fit"
+        return
     path = os.path.join(context.logdir, LOG_FILE)
     if not os.path.isfile(path):
         block["slow_ops_not_read"] = ("XLA wrote no autotune log (it autotunes GPU kernels "

@@ -307,6 +307,8 @@ def choice_words(choice: dict) -> str:
         words += f"; kept in {choice['kept_in']}"
     elif choice.get("not_kept"):
         words += f"; not kept: {choice['not_kept']}"
+    if choice.get("keep_kernels"):
+        words += f"; --keep_kernels: {choice['keep_kernels']}"
     return words
 
 

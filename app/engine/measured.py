@@ -332,6 +332,13 @@ def complete(result: dict, context, plan_) -> None:
     block = result.get("kernels")
     if not isinstance(block, dict):
         return
+    try:
+        _complete(block, result, context, plan_)
+    except Exception as error:  # noqa: BLE001 - a hint about kernels never costs the summary
+        block["choice_not_completed"] = f"{type(error).__name__}: {str(error)[:200]}"
+
+
+def _complete(block: dict, result: dict, context, plan_) -> None:
     config = context.config
     if (context.xla_autotune == "heuristic" and config.xla_autotune == "auto"
             and result.get("step_time_ms")):
