@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import statistics
 import time
 
@@ -134,13 +135,22 @@ def attach(compiling, chosen: Plan):
     return compiling
 
 
-def driver_facts() -> dict:
-    """{"driver", "cuda_driver"} of GPU 0 from NVML; None each where NVML cannot say."""
+def driver_facts(proc_version: str = "/proc/driver/nvidia/version") -> dict:
+    """{"driver", "cuda_driver"} of GPU 0 from NVML; where NVML cannot be read (no
+    nvidia-ml-py), the driver from the kernel module's own line; None where neither says."""
     from callbacks.machine_state import nvml_sampler
 
     made = nvml_sampler([0])
     facts = made[1]() if made is not None else {}
-    return {"driver": facts.get("driver"), "cuda_driver": facts.get("cuda_driver")}
+    driver = facts.get("driver")
+    if driver is None:
+        try:
+            with open(proc_version, encoding="utf-8", errors="replace") as f:
+                found = re.search(r"Kernel Module\s+(?:for \S+\s+)?([\d.]+)", f.read())
+            driver = found.group(1) if found else None
+        except OSError:
+            driver = None
+    return {"driver": driver, "cuda_driver": facts.get("cuda_driver")}
 
 
 def _note(block: dict, say: bool = False) -> None:

@@ -269,3 +269,14 @@ def test_a_short_run_keeps_the_heuristic_and_says_what_measuring_would_cost(tmp_
         "of the job: measuring would add about 17 s (the autotuned compile, ~2.3x this "
         "run's, and 62 timed steps)")
     assert "choice" not in ended("heuristic")
+
+
+def test_the_driver_is_read_from_the_kernel_module_where_nvml_cannot_be(tmp_path):
+    version = tmp_path / "version"
+    version.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  "
+                       "Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 2025\n"
+                       "GCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)\n")
+    assert measured.driver_facts(str(version)) == {"driver": "580.95.05", "cuda_driver": None}
+    version.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar 5\n")
+    assert measured.driver_facts(str(version))["driver"] == "550.54.15"
+    assert measured.driver_facts(str(tmp_path / "absent"))["driver"] is None
