@@ -280,3 +280,73 @@ def test_the_driver_is_read_from_the_kernel_module_where_nvml_cannot_be(tmp_path
     version.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar 5\n")
     assert measured.driver_facts(str(version))["driver"] == "550.54.15"
     assert measured.driver_facts(str(tmp_path / "absent"))["driver"] is None
+
+
+AS_IF_ON_A_GPU = """
+import runpy, sys
+from app.engine import autotune
+
+# On a CPU XLA picks no GPU kernels and auto measures nothing: here auto is made to
+# measure anyway, so that the whole path runs as on a GPU (two programs of one step).
+plain = autotune.choose
+autotune.choose = lambda config, examples: "measured" if plain(config, examples) is None \\
+    and config.backend == "jax" else plain(config, examples)
+# Both programs are one on a CPU: a margin none can meet keeps the heuristic, which is
+# what the next run loads (an autotuned winner's results XLA writes on a GPU only).
+import functools
+from app.engine import measured
+measured.decide = functools.partial(measured.decide, margin=10.0)
+sys.argv = ["app/main.py"] + sys.argv[1:]
+runpy.run_path("app/main.py", run_name="__main__")
+"""
+
+
+def test_the_measured_path_end_to_end_then_the_next_run_loads_its_choice(tmp_path):
+    """Through the app, as on a GPU: the step compiled twice in the thread (two compiles
+    of train_step in the start-up timeline, a part of its own for the timing), the A/B
+    said in one line and in the closing kernels line and summary.json; the next run of the
+    same step finds the kept choice and measures nothing."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "KERAS_BACKEND": "jax",
+           "PYTHONPATH": f"{NO_TF}:{ROOT}", "PYTHONUNBUFFERED": "1",
+           kernel_choice.STORE_ENV: str(tmp_path / "store")}
+    flags = ["--backend=jax", "--dataset=synthetic", "--image_size=16", "--global_batch_size=8",
+             "--epochs=1", "--steps_per_epoch=6", "--validation_steps=-1", "--verbose=2"]
+
+    def run(name):
+        done = subprocess.run([sys.executable, "-c", AS_IF_ON_A_GPU, *flags,
+                               f"--logdir={tmp_path / name}"], capture_output=True, text=True,
+                              cwd=ROOT, env=env, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        said = [line for line in done.stdout.splitlines() if line.startswith("kernel choice: ")]
+        return said, json.loads((tmp_path / name / "summary.json").read_text())
+
+    said, summary = run("first")
+    assert len(said) == 2 and said[0].startswith("kernel choice: none kept for this step in ")
+    choice = summary["kernels"]["choice"]
+    assert choice["how"] == "measured" and choice["kept"] == "heuristic"
+    assert choice["margin"] == 10.0 and choice["kernels_differ"] == 0
+    assert said[1] == "kernel choice: " + kernels_words(choice)
+    assert summary["xla_autotune"] == "measured" and summary["images_per_sec"] > 0
+    startup = summary["startup"]
+    assert "kernels_measured" in [p["part"] for p in startup["parts"]]
+    (train,) = [p for p in startup["programs"] if p["program"] == "train_step"]
+    assert train["compiles"] + train["cache_reads"] == 2  # the two programs of one step
+    assert set(startup["kernel_choice"]["compile_seconds"]) == {"heuristic", "autotuned"}
+    said, again = run("second")
+    assert said == [f"kernel choice: loaded from {choice['kept_in']}",
+                    "kernel choice: " + kernels_words(again["kernels"]["choice"])]
+    assert again["kernels"]["choice"]["how"] == "loaded"
+    assert again["kernels"]["choice"]["measured"]["heuristic_step_ms"] == \
+        choice["heuristic_step_ms"]
+    assert "kernels_measured" in [p["part"] for p in again["startup"]["parts"]]
+    (train,) = [p for p in again["startup"]["programs"] if p["program"] == "train_step"]
+    assert train["compiles"] + train["cache_reads"] == 1  # the kept one only
+
+
+def kernels_words(choice):
+    from app.engine import kernels
+
+    return kernels.choice_words(choice)
