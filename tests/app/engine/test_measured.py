@@ -330,6 +330,13 @@ def test_the_measured_path_end_to_end_then_the_next_run_loads_its_choice(tmp_pat
     assert choice["margin"] == 10.0 and choice["kernels_differ"] == 0
     assert said[1] == "kernel choice: " + kernels_words(choice)
     assert summary["xla_autotune"] == "measured" and summary["images_per_sec"] > 0
+    from callbacks.records import events
+
+    cards = [value.tensor.string_val[0].decode()
+             for path in events.event_files(str(tmp_path / "first" / "train"))
+             for event in events.read_events(path) for value in event.summary.value
+             if value.tag == "machine_state"]
+    assert len(cards) == 1 and kernels_words(choice) in cards[0]  # TensorBoard's text card
     startup = summary["startup"]
     assert "kernels_measured" in [p["part"] for p in startup["parts"]]
     (train,) = [p for p in startup["programs"] if p["program"] == "train_step"]
