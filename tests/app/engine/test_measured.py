@@ -18,6 +18,16 @@ from conftest import ROOT, run_cli, run_python
 NO_TF = os.path.join(ROOT, "tests", "no_tensorflow")
 
 
+@pytest.fixture(autouse=True)
+def no_choice_left_behind():
+    """A choice noted here (kernels.note_choice) is this process's: gone after each test,
+    so that another test's kernels block in this process does not carry it."""
+    from app.engine import kernels
+
+    yield
+    kernels._at_start.pop("choice", None)
+
+
 def stand_in(products: int):
     """A jitted step (state, data) -> (loss, state) doing `products` chained matrix
     products of the batch: its cost grows with them (donating its state, as Keras's)."""
