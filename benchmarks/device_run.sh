@@ -436,9 +436,9 @@ print(' '.join(('-' if on else '') + name for name, (on, _) in CUTS.items()))") 
         # (the measured choice: its kept choice, loaded from a copy of its store, where the
         # heuristic program won; PROFILE_FRESH=1: a choice of its own from empty caches,
         # with XLA's autotune log kept, so that its trace can be set against it per op)
-        kept=(); envs=()
-        if [ "${PROFILE_FRESH:-0}" = 1 ]; then
-          rm -rf "/tmp/bench/caches/$twin.profiled"
+        kept=(); envs=(); limit=150
+        if [ "${PROFILE_FRESH:-0}" = 1 ]; then  # (a cold compile, twice, and the A/B first)
+          rm -rf "/tmp/bench/caches/$twin.profiled"; limit=270
           envs=(JAX_COMPILATION_CACHE_DIR="/tmp/bench/caches/$twin.profiled"); kept=(--keep_kernels)
         elif [ -f "/tmp/bench/$twin/kernels/autotune.textproto" ]; then
           kept=(--kernels_from="/tmp/bench/$twin")
@@ -447,7 +447,7 @@ print(' '.join(('-' if on else '') + name for name, (on, _) in CUTS.items()))") 
           cp -r "$R/$twin.choices" "/tmp/bench/choices/$twin.profiled"
           envs=(BENCH_KERNEL_CHOICES="/tmp/bench/choices/$twin.profiled")
         fi
-        app "$twin.profiled" 1 150 ${envs[@]+"${envs[@]}"} -- $SYN --steps_per_epoch=40 \
+        app "$twin.profiled" 1 "$limit" ${envs[@]+"${envs[@]}"} -- $SYN --steps_per_epoch=40 \
           --profile_steps=30,32 --model="$model" ${kept[@]+"${kept[@]}"}
         rm -rf "/tmp/bench/caches/$twin.profiled"
         grep -E "^breakdown|^kernels: |^kernel choice: " "$R/$twin.profiled.log" | cut -c1-400
