@@ -208,6 +208,14 @@ def models(folder: Folder) -> dict:
         breakdown = (profiled.get("profile") or {}).get("breakdown")
         if breakdown:
             entry.update(explained(breakdown, entry, profiled, folder.json(f"{name}.busy.json")))
+        if profiled:  # the per-op truth of a profiled run that kept XLA's autotune log
+            kept = profiled.get("kernels") or {}
+            entry["profiled_slow_ops"] = kept.get("slow_ops")
+            entry["profiled_slow_ops_not_read"] = kept.get("slow_ops_not_read")
+            entry["profiled_same_kernels_as_first"] = (
+                kept.get("digest") == (summary.get("kernels") or {}).get("digest"))
+        entry["measured_choice"] = measured_choice(
+            folder, name, [r["run"] for r in runs if r], rate(twin_row))
         families[name] = entry
     return {
         "what": "one GPU (machine.txt), synthetic data, 224 px, batch 256, bf16, every callback "
@@ -215,13 +223,46 @@ def models(folder: Folder) -> dict:
                 "family with the app (JAX) then its torchvision twin (bf16 autocast, "
                 "channels-last for convolutional networks, torch.compile, the app's recipe "
                 "family: benchmarks/torch_models_peer.py), in turn in one call; each family "
-                "run REPEATS times, each autotuned from an empty JAX cache with its kernels "
-                "kept (repeats, spread: min, max, max/min, and each run's kernels against "
-                "the first's); a profiled family's step breakdown from a second, profiled "
+                "run REPEATS times, each from an empty JAX cache with its kernels kept "
+                "(repeats, spread: min, max, max/min, and each run's kernels against the "
+                "first's), each choosing its kernels by measurement where its summary says so "
+                "(measured_choice: each run's A/B decision, its figure over the heuristic run's "
+                "and the twin's); a profiled family's step breakdown from a second, profiled "
                 "run (synchronous, not timed), set against the first run's timed step, with its "
-                "checks",
+                "checks, and the library calls its trace shows far slower than autotuned",
         "families": families,
     }
+
+
+CHOICE_FIELDS = ("kept", "how", "autotuned_step_ms", "heuristic_step_ms", "autotuned_gain",
+                 "margin", "kernels_differ", "digests", "kept_in", "loaded_from",
+                 "not_measured", "compile_seconds", "seconds")
+
+
+def measured_choice(folder: Folder, name: str, runs: list, twin_rate) -> dict:
+    """A family's fresh runs under the measured choice of kernels (app/engine/measured.py)
+    against its heuristic run (NAME.heuristic: --xla_autotune=heuristic from an empty
+    cache) and its twin, in the same call: each run's A/B decision as its summary.json
+    records it (kernels.choice), its images/sec over the heuristic's and the twin's; the
+    lowest of each over the runs, and whether every run is at or above the heuristic's
+    figure less 2%."""
+    heuristic = rate(folder.json(f"{name}.heuristic.json"))
+    rows = []
+    for run_name in runs:
+        summary = folder.json(f"{run_name}.json") or {}
+        choice = (summary.get("kernels") or {}).get("choice") or {}
+        images = summary.get("images_per_sec")
+        rows.append({"run": run_name, "images_per_sec": images,
+                     **{k: choice.get(k) for k in CHOICE_FIELDS},
+                     "over_heuristic": ratio(images, heuristic),
+                     "over_twin": ratio(images, twin_rate, 3)})
+    over = [r["over_heuristic"] for r in rows if r["over_heuristic"] is not None]
+    twins = [r["over_twin"] for r in rows if r["over_twin"] is not None]
+    return {"heuristic_images_per_sec": heuristic, "runs": rows,
+            "kept": [r["kept"] for r in rows],
+            "min_over_heuristic": min(over, default=None),
+            "all_at_least_heuristic_less_2pct": all(o >= 0.98 for o in over) if over else None,
+            "min_over_twin": min(twins, default=None)}
 
 
 def ladder(folder: Folder) -> dict:

@@ -45,10 +45,13 @@
 #                     batch 256, synthetic: ResNet-50, ViT-B/16, ConvNeXt-T,
 #                     EfficientNetV2-S, MobileNetV3-Large (app and twin), a
 #                     user's file model (app only); each app run $REPEATS
-#                     times in fresh processes, each autotuning from an
-#                     empty JAX cache and keeping its kernels (the spread,
-#                     issue 46); $PROFILE's families profiled again for
-#                     their step breakdown, the GPU's busy time read apart
+#                     times in fresh processes, each from empty caches,
+#                     choosing its kernels by measurement (XLA's autotuned
+#                     step against its heuristic one: its A/B decision in
+#                     its summary) and keeping them; the heuristic's own
+#                     figure (--xla_autotune=heuristic, empty caches);
+#                     $PROFILE's families profiled again for their step
+#                     breakdown, the GPU's busy time read apart
 #                     (busy_time.py) to check its idle
 # decide        1     issue 47: --benchmark=probe, then the full run of the   (run folders, for
 #                     same flags (Fashion-MNIST, batch 512, 15 epochs, 0.93  app/report.py
@@ -61,11 +64,17 @@
 # FAMILIES (all six: the twins' torchvision names and "user") and PROFILE (convnext_tiny
 # vit_b_16; PROFILE="" profiles none) the models recipe's families and those it
 # profiles, KERNELS_FROM (unset) a folder of an earlier models call's kept kernels
-# (FAMILY.autotune.textproto) that its families load instead of autotuning, REPEATS
-# (2) its app runs per family and coldstart's runs with the defaults and with every cut (the spread of a cold start), TWINS=0 leaves the models recipe's
-# twins out (an app run from cold: ConvNeXt-T ~85 s, EfficientNetV2-S ~155 s on an H100;
-# a twin's torch.compile ~65-150 s: FAMILIES="convnext_tiny vit_b_16 efficientnet_v2_s"
-# twice each with their twins is two calls, e.g. EfficientNetV2-S alone in the second), COMMIT
+# (FAMILY.autotune.textproto) that its families load instead of autotuning, CHOICES_FROM
+# (unset) a folder of an earlier models call's measured choices (FAMILY.choices/, its
+# $OUT/models, carried) that its families load instead of measuring (the second machine
+# of the kind), HEURISTIC=0 leaves out the heuristic run of each family, PROFILE_FRESH=1
+# profiles from empty caches with a measured choice of its own and XLA's autotune log
+# (the per-op truth: summary.json's kernels.slow_ops) instead of loading the first run's
+# kernels, REPEATS (2) its app runs per family and coldstart's runs with the defaults
+# and with every cut (the spread of a cold start), TWINS=0 leaves the models recipe's
+# twins out (an app run from cold: ConvNeXt-T ~85 s, EfficientNetV2-S ~155 s on an H100,
+# plus the measured choice's heuristic compile and ~60 timed steps; a twin's
+# torch.compile ~65-150 s: one family a call), COMMIT
 # the git commit the copied tree is (else the copy's `git rev-parse HEAD`). fashion_mnist's
 # one-off diagnoses are gone, their findings kept: where the cold start's compiles went
 # (DIAG=1, 2026-12-03-h200-fashion-mnist-9bf4239.json at 35cc76c) and what XLA's flags do
@@ -122,7 +131,7 @@ case "$RECIPE" in  # the settings the recipe reads, for the command it records
   coldstart) SETTINGS="REPEATS=$REPEATS " ;;
   scale) SETTINGS="TRAIN=$TRAIN " ;;
   batchnorm) SETTINGS=${BENCH_XLA:+"BENCH_XLA='$BENCH_XLA' "} ;;
-  models) SETTINGS="${FAMILIES:+FAMILIES='$FAMILIES' }${PROFILE+PROFILE='$PROFILE' }${KERNELS_FROM:+KERNELS_FROM='$KERNELS_FROM' }REPEATS=${REPEATS:-2} ${TWINS:+TWINS=$TWINS }" ;;
+  models) SETTINGS="${FAMILIES:+FAMILIES='$FAMILIES' }${PROFILE+PROFILE='$PROFILE' }${KERNELS_FROM:+KERNELS_FROM='$KERNELS_FROM' }${CHOICES_FROM:+CHOICES_FROM='$CHOICES_FROM' }REPEATS=${REPEATS:-2} ${TWINS:+TWINS=$TWINS }${HEURISTIC:+HEURISTIC=$HEURISTIC }${PROFILE_FRESH:+PROFILE_FRESH=$PROFILE_FRESH }" ;;
   *) SETTINGS="" ;;
 esac
 RECIPE=$RECIPE SETTINGS=$SETTINGS GPUS=$NEED python3 - > "$R/run.json" <<'PY'
@@ -369,22 +378,33 @@ print(' '.join(('-' if on else '') + name for name, (on, _) in CUTS.items()))") 
   models)  # each family, then its twin, in turn: the machine's drift hits both
     FAMILIES=${FAMILIES:-"resnet50 vit_b_16 convnext_tiny efficientnet_v2_s mobilenet_v3_large user"}
     PROFILE=${PROFILE-"convnext_tiny vit_b_16"}  # set but empty: none profiled
-    REPEATS=${REPEATS:-2} TWINS=${TWINS:-1}
+    REPEATS=${REPEATS:-2} TWINS=${TWINS:-1} HEURISTIC=${HEURISTIC:-1}
     SYN="--dataset=synthetic --global_batch_size=256 --epochs=1 --steps_per_epoch=120
       --validation_steps=-1"
-    # Run NAME of a family, autotuned from an empty JAX cache of its own (issue 46: XLA's
-    # autotuner picks other kernels from run to run; a shared cache would hand the
-    # first run's to every later one); its kernels kept (--keep_kernels: NAME.kernels.json,
-    # NAME.autotune.textproto). The first is NAME, the later ones NAME.run2, ...
+    # Run NAME of a family from an empty JAX cache of its own (XLA's autotuner picks other
+    # kernels from run to run; a shared cache would hand the first run's to every later
+    # one), its kernels chosen by measurement (app/engine/measured.py: the choice is kept
+    # in that cache folder, so it starts empty too) and kept (--keep_kernels:
+    # NAME.kernels.json, NAME.autotune.textproto where the autotuned program won; the
+    # choice as NAME.choices/). The first is NAME, the later ones NAME.run2, ...
     # With KERNELS_FROM (a folder of an earlier call's FAMILY.autotune.textproto: its
     # $OUT/models, carried), a family whose kernels are there loads them instead
-    # (--kernels_from): the same figure on another machine of the kind (issue 46).
+    # (--kernels_from); with CHOICES_FROM (an earlier call's FAMILY.choices/), a family
+    # loads the choice measured there (a copy: the carried folder stays as it came).
     fresh() { local name=$1; shift; rm -rf "/tmp/bench/caches/$name"
-      local from=()
+      local from=() store=()
       [ -n "${KERNELS_FROM:-}" ] && [ -f "$KERNELS_FROM/${name%%.*}.autotune.textproto" ] \
         && from=(--kernels_from="$KERNELS_FROM/${name%%.*}.autotune.textproto")
-      app "$name" 1 240 JAX_COMPILATION_CACHE_DIR="/tmp/bench/caches/$name" -- "$@" \
-        --keep_kernels ${from[@]+"${from[@]}"}
+      if [ -n "${CHOICES_FROM:-}" ] && [ -d "$CHOICES_FROM/${name%%.*}.choices" ]; then
+        rm -rf "/tmp/bench/choices/$name"; mkdir -p /tmp/bench/choices
+        cp -r "$CHOICES_FROM/${name%%.*}.choices" "/tmp/bench/choices/$name"
+        store=(BENCH_KERNEL_CHOICES="/tmp/bench/choices/$name")
+      fi
+      app "$name" 1 240 JAX_COMPILATION_CACHE_DIR="/tmp/bench/caches/$name" \
+        ${store[@]+"${store[@]}"} -- "$@" --keep_kernels ${from[@]+"${from[@]}"}
+      grep -E "^kernel choice: " "$R/$name.log" | cut -c1-300
+      [ -d "/tmp/bench/caches/$name/kernel_choices" ] \
+        && cp -r "/tmp/bench/caches/$name/kernel_choices" "$R/$name.choices"
       rm -rf "/tmp/bench/caches/$name"; }
     for twin in $FAMILIES; do
       if [ "$twin" = user ]; then
@@ -393,6 +413,12 @@ print(' '.join(('-' if on else '') + name for name, (on, _) in CUTS.items()))") 
         model=$(cd benchmarks && python3 -c "from torch_models_peer import TWINS; print(TWINS['$twin'])")
       fi
       fresh "$twin" $SYN --model="$model"
+      if [ "$HEURISTIC" = 1 ]; then  # XLA's heuristic choice alone, from empty caches
+        rm -rf "/tmp/bench/caches/$twin.heuristic"
+        app "$twin.heuristic" 1 240 JAX_COMPILATION_CACHE_DIR="/tmp/bench/caches/$twin.heuristic" \
+          -- $SYN --model="$model" --xla_autotune=heuristic
+        rm -rf "/tmp/bench/caches/$twin.heuristic"
+      fi
       if [ "$twin" != user ] && [ "$TWINS" = 1 ]; then
         CUDA_VISIBLE_DEVICES=0 timeout 200 python3 benchmarks/torch_models_peer.py \
           --model="$twin" --steps=60 --out "$R/$twin.peer.json" > "$R/$twin.peer.log" 2>&1
@@ -407,11 +433,24 @@ print(' '.join(('-' if on else '') + name for name, (on, _) in CUTS.items()))") 
         # with the first run's kernels: its breakdown is set against that run's step, and an
         # autotune of its own can choose others (call 4: ConvNeXt-T's profiled run took
         # 79.4 ms on the device a step where the run it was set against stepped in 57.2)
-        kept=(); [ -f "/tmp/bench/$twin/kernels/autotune.textproto" ] \
-          && kept=(--kernels_from="/tmp/bench/$twin")
-        app "$twin.profiled" 1 150 -- $SYN --steps_per_epoch=40 --profile_steps=30,32 \
-          --model="$model" ${kept[@]+"${kept[@]}"}
-        grep -E "^breakdown" "$R/$twin.profiled.log"
+        # (the measured choice: its kept choice, loaded from a copy of its store, where the
+        # heuristic program won; PROFILE_FRESH=1: a choice of its own from empty caches,
+        # with XLA's autotune log kept, so that its trace can be set against it per op)
+        kept=(); envs=(); limit=150
+        if [ "${PROFILE_FRESH:-0}" = 1 ]; then  # (a cold compile, twice, and the A/B first)
+          rm -rf "/tmp/bench/caches/$twin.profiled"; limit=270
+          envs=(JAX_COMPILATION_CACHE_DIR="/tmp/bench/caches/$twin.profiled"); kept=(--keep_kernels)
+        elif [ -f "/tmp/bench/$twin/kernels/autotune.textproto" ]; then
+          kept=(--kernels_from="/tmp/bench/$twin")
+        elif [ -d "$R/$twin.choices" ]; then
+          rm -rf "/tmp/bench/choices/$twin.profiled"; mkdir -p /tmp/bench/choices
+          cp -r "$R/$twin.choices" "/tmp/bench/choices/$twin.profiled"
+          envs=(BENCH_KERNEL_CHOICES="/tmp/bench/choices/$twin.profiled")
+        fi
+        app "$twin.profiled" 1 "$limit" ${envs[@]+"${envs[@]}"} -- $SYN --steps_per_epoch=40 \
+          --profile_steps=30,32 --model="$model" ${kept[@]+"${kept[@]}"}
+        rm -rf "/tmp/bench/caches/$twin.profiled"
+        grep -E "^breakdown|^kernels: |^kernel choice: " "$R/$twin.profiled.log" | cut -c1-400
         # the GPU's busy time a step read apart from the breakdown, for its idle's check
         trace=$(find "/tmp/bench/$twin.profiled/plugins/profile" -name '*.xplane.pb' \
           2>/dev/null | head -1)

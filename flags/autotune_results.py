@@ -53,7 +53,7 @@ def resolve(path: str) -> str:
     Raises:
         AutotuneFileError: naming `path` and what is accepted.
     """
-    label = f"--kernels_from={path}"
+    label = f"--kernels_from={shown(path)}"
     if os.path.isdir(path):
         for name in (KEPT, os.path.splitext(KEPT)[0] + ".pb"):
             if os.path.lexists(os.path.join(path, name)):
@@ -63,11 +63,18 @@ def resolve(path: str) -> str:
             raise AutotuneFileError(f"{label} is a folder without kept kernels ({KEPT}: its "
                                     "run did not pass --keep_kernels, or XLA autotuned "
                                     f"nothing there); {ACCEPTED}")
-        label = f"{label} (its {os.path.relpath(found, path)})"
+        label = f"{label} (its {shown(os.path.relpath(found, path))})"
     else:
         found = path
     check(found, label)
     return os.path.abspath(found)
+
+
+def shown(value: str) -> str:
+    """`value` as an error line may print it: as it is where every character prints,
+    else escaped as Python writes a string ('a\\nb'): a newline in a path made the
+    one-line error two lines (seen with --kernels_from=$'a\\nb')."""
+    return value if value.isprintable() else repr(value)
 
 
 def check(path: str, label: str) -> None:

@@ -194,8 +194,11 @@ def define_flags():
                            "the fastest steps), heuristic = the libraries' first "
                            "deterministic choice (compiles 2-5x sooner, steps a few per "
                            "cent slower), auto = heuristic for the app's ResNets on "
-                           "under 2 million images in all, else full (BUILD.md, "
-                           "Start-up and compiling).")
+                           "under 2 million images in all, else (a training run) both "
+                           "compiled and timed on the real step, the autotuned kept "
+                           "only where it is 2% faster, the choice kept for the next "
+                           "run of the same step and machine (a sweep, ladder or probe: "
+                           "full) (BUILD.md, Start-up and compiling).")
     absl_flags.DEFINE_string("kernels_from", D["kernels_from"],
                              "JAX on a GPU: run the GPU kernels another run chose: an XLA "
                              "autotune results file (.textproto or .pb) or a run folder "

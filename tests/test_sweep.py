@@ -31,6 +31,13 @@ def test_sweep_measures_every_size_and_reports_the_rest(tmp_path):
     assert result["best"]["global_batch_size"] in (4, 8)
     assert result["largest_batch_that_fits"] == 8
     assert json.loads((logdir / "summary.json").read_text()) == result
+    # every point records its machine, as a training run does; the summary what they share
+    for row in rows.values():
+        assert row["machine_state"]["device_kind"] == "cpu"
+        assert row["machine_state"]["not_sampled"] == "a CPU run: no accelerator to sample"
+        assert row["machine_state"]["software"]["jax"]
+    assert result["machine_state"]["host"] == rows[4]["machine_state"]["host"]
+    assert result["machine_state"]["timed_window"] is None
     assert (logdir / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     points = {(v.tag, e.step) for path in events.event_files(str(logdir / "sweep"))
               for e in events.read_events(path) for v in e.summary.value}

@@ -216,6 +216,13 @@ def note_start(cache_enabled: bool = True) -> None:
 
     _at_start["autotune_cache_entries"] = (
         autotune_cache_entries(compilation_cache_dir()) if cache_enabled else 0)
+    _at_start.pop("choice", None)
+
+
+def note_choice(block: dict) -> None:
+    """The measured choice of this run's kernels (app/engine/measured.py), for `describe`:
+    summary.json's kernels.choice and the closing line's words."""
+    _at_start["choice"] = dict(block)
 
 
 # How the closing line names where the kernels came from (summary.json's `source`).
@@ -240,14 +247,80 @@ def source(served: bool, chosen: int, loaded_from: str | None) -> str:
     return "autotune_cache" if _at_start.get("autotune_cache_entries") else "autotuned"
 
 
+NOTHING_LOADED = ("nothing loaded from {path}: this program chooses no GPU kernels (a "
+                  "CPU's compiles none)")
+
+
 def describe(hlo_text: str, served: bool, loaded_from: str | None) -> tuple[dict, list]:
-    """(summary.json's `kernels` block, the list for kernels.json) of a compiled step."""
+    """(summary.json's `kernels` block, the list for kernels.json) of a compiled step.
+
+    A file to load (--kernels_from) that the program had no use for (a CPU's program
+    chooses no kernels) is not "loaded": the source is what compiled it, and
+    `not_loaded` says so (a GPU's autotune file on a CPU read "loaded" before)."""
     found = chosen_kernels(hlo_text)
     tally = counts(found)
+    chose = sum(tally.values())
     block = {"digest": digest(found), **tally,
-             "source": source(served, sum(tally.values()), loaded_from),
+             "source": source(served, chose, loaded_from if chose else None),
              "loaded_from": loaded_from, "file": KERNELS_FILE}
+    if loaded_from and not chose:
+        block["not_loaded"] = NOTHING_LOADED.format(path=loaded_from)
+    choice = _at_start.get("choice")
+    if choice:
+        block["choice"] = dict(choice)
+        if choice.get("loaded_results") and not served:  # the kept autotune results
+            block.update(source="loaded", loaded_from=choice["loaded_results"])
+        elif choice.get("kept") == "heuristic" and block["source"] in (
+                "autotuned", "autotune_cache"):  # its kernels were taken, not timed
+            block["source"] = "compiled"
     return block, found
+
+
+def choice_words(choice: dict) -> str:
+    """What the measured choice kept and by how much (the closing line's words after
+    the kernels'), e.g. "XLA's heuristic kernels kept: 35.0% faster than the autotuned
+    (105.40 ms a step autotuned, 78.10 heuristic, 3 windows each)"."""
+    kept = {"autotuned": "the autotuned kernels", "heuristic": "XLA's heuristic kernels",
+            None: "no choice"}.get(choice.get("kept"), str(choice.get("kept")))
+    if choice.get("not_measured"):
+        words = f"{kept} kept, not measured: {choice['not_measured']}" if choice.get(
+            "kept") else f"not measured: {choice['not_measured']}"
+    elif choice.get("how") == "loaded":
+        earlier = choice.get("measured") or {}
+        gain = earlier.get("autotuned_gain")
+        by = (f" ({_faster(choice.get('kept'), gain)} when measured)"
+              if isinstance(gain, (int, float)) else "")
+        words = f"{kept} kept{by}: the measured choice loaded from {choice.get('loaded_from')}"
+    else:
+        gain = choice.get("autotuned_gain") or 0.0
+        times = (f"{choice.get('autotuned_step_ms', 0):.2f} ms a step autotuned, "
+                 f"{choice.get('heuristic_step_ms', 0):.2f} heuristic, "
+                 f"{choice.get('windows')} windows each")
+        if choice.get("kept") == "heuristic" and gain > 0:
+            words = (f"{kept} kept: the autotuned were {gain:.1%} faster, under the "
+                     f"{choice.get('margin', 0):.0%} margin ({times})")
+        else:
+            words = f"{kept} kept: {_faster(choice.get('kept'), gain)} ({times})"
+        if choice.get("kernels_differ") == 0:
+            words += "; the two programs chose the same kernels"
+    if choice.get("kept_in"):
+        words += f"; kept in {choice['kept_in']}"
+    elif choice.get("not_kept"):
+        words += f"; not kept: {choice['not_kept']}"
+    if choice.get("keep_kernels"):
+        words += f"; --keep_kernels: {choice['keep_kernels']}"
+    return words
+
+
+def _faster(kept: str | None, gain: float) -> str:
+    """"3.4% faster than XLA's heuristic" / "25.9% faster than the autotuned" (`gain`:
+    how much faster the autotuned step was, as measured.decide gives it); a heuristic
+    kept under the margin: "the autotuned 1.1% faster, under the margin"."""
+    if kept == "autotuned":
+        return f"{gain:.1%} faster than XLA's heuristic"
+    if gain > 0:
+        return f"the autotuned {gain:.1%} faster, under the margin"
+    return f"{1 / (1 + gain) - 1:.1%} faster than the autotuned"
 
 
 def line(block: dict | None) -> str:
@@ -262,6 +335,10 @@ def line(block: dict | None) -> str:
     calls, fusions = block.get("library_calls", 0), block.get("fusions", 0)
     text = (f"kernels: {block['digest'][:12]} ({calls} library call{'s' * (calls != 1)}, "
             f"{fusions} fusion{'s' * (fusions != 1)}; {words})")
+    if block.get("not_loaded"):
+        text += f"; {block['not_loaded']}"
+    if block.get("choice"):
+        text += f"; {choice_words(block['choice'])}"
     if block.get("earlier_digest"):
         text += (f"; an earlier attempt of this run ran others "
                  f"({block['earlier_digest'][:12]})")
@@ -269,4 +346,21 @@ def line(block: dict | None) -> str:
         text += f"; kept in {block['kept']}"
     elif block.get("not_kept"):
         text += f"; none kept: {block['not_kept']}"
+    if block.get("slow_ops"):  # app/engine/kernel_truth.py's findings
+        slow = block["slow_ops"]
+        text += (f"; {len(slow)} kind(s) of library call over {SLOW_OP_RATIO:g}x their "
+                 "autotuned time in the trace: "
+                 + "; ".join(slow_op_words(found) for found in slow[:3]))
     return text
+
+
+SLOW_OP_RATIO = 2.0  # a library call this many times its autotuned time (kernel_truth.py)
+
+
+def slow_op_words(found: dict) -> str:
+    """One of kernel_truth.py's findings in a line's words: the op (its shape), the
+    engine, the ms a step it costs."""
+    return (f"{found['op_name'] or found['target']} {found['shape']} ({found['engine']}): "
+            f"{found['ms_per_step']:.2f} ms a step in {found['calls_per_step']} call(s), "
+            f"{found['times_autotuned']:g}x the {found['autotuner_us']:g} µs the autotuner "
+            "measured")

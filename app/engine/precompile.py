@@ -66,15 +66,27 @@ class Precompile:
         self.side_by_side = side_by_side
         self.compiler_options = dict(compiler_options or {})
         self.options_refused: str | None = None
+        # The training step compiled more than once (app/engine/measured.py): each
+        # program by name, its compile's seconds, whether JAX's cache served it, or why
+        # it did not compile; `adopt` makes one of them the training step.
+        self.variants: dict = {}
+        self.variant_seconds: dict = {}
+        self.variant_served: dict = {}
+        self.variant_errors: dict = {}
+        self.choice = None  # measured.Plan, where the step is compiled more than once
+        self._train_lowered = None
         self._queue: list = []
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._started = time.perf_counter()
 
-    def add(self, kind: str, lowered) -> None:
-        """Starts compiling `lowered` (a jax.stages.Lowered), the `kind` step."""
+    def add(self, kind: str, lowered, options: dict | None = None,
+            variant: str | None = None) -> None:
+        """Starts compiling `lowered` (a jax.stages.Lowered), the `kind` step, with XLA
+        `options` besides the run's; a `variant` is one of the training step's programs
+        (kept apart in `variants` until one is adopted)."""
         with self._lock:
-            self._queue.append((kind, lowered))
+            self._queue.append((kind, lowered, options, variant))
             if self._threads and not self.side_by_side:
                 return  # the running thread takes it after the ones before it
         name = "precompile-steps" if not self._threads else f"precompile-{kind}"
@@ -90,35 +102,74 @@ class Precompile:
             with self._lock:
                 if not self._queue:
                     return
-                kind, lowered = self._queue.pop(0)
+                kind, lowered, options, variant = self._queue.pop(0)
             try:
-                # into JAX's persistent cache too, where fit finds it when not handed over
-                hits = kernels.cache_hits_here()  # counted per thread
-                compiled = self._compiled(lowered)
-                with self._lock:
-                    self.compiled[kind] = compiled
-                    if kind == "train":  # app/engine/kernels.py reads what it chose
-                        self.train_step = compiled
-                        self.train_served = kernels.cache_hits_here() > hits
+                self._compile_one(kind, lowered, options, variant)
             except Exception as error:  # noqa: BLE001 - fit meets it again, and raises it
                 with self._lock:
-                    self.error = self.error or error
+                    if variant is None:
+                        self.error = self.error or error
+                    else:  # app/engine/measured.py decides what follows
+                        self.variant_errors[variant] = error
             finally:
                 with self._lock:
                     self.seconds = time.perf_counter() - self._started
             if self.side_by_side:
                 return
 
-    def _compiled(self, lowered):
+    def _compile_one(self, kind: str, lowered, options, variant) -> None:
+        from app.engine import kernels
+
+        # into JAX's persistent cache too, where fit finds it when not handed over
+        hits = kernels.cache_hits_here()  # counted per thread
+        started = time.perf_counter()
+        compiled = self._compiled(lowered, options)
+        served = kernels.cache_hits_here() > hits
+        with self._lock:
+            if variant is not None:
+                self._train_lowered = lowered
+                self.variants[variant] = compiled
+                self.variant_seconds[variant] = round(time.perf_counter() - started, 3)
+                self.variant_served[variant] = served
+                return
+            self.compiled[kind] = compiled
+            if kind == "train":  # app/engine/kernels.py reads what it chose
+                self.train_step = compiled
+                self.train_served = served
+
+    def _compiled(self, lowered, options: dict | None = None):
         """`lowered` compiled, with the XLA options where this XLA takes them (an
         option it does not know is refused in one exception, before compiling: then
-        without them, and `options_refused` says why)."""
+        without the run's, and `options_refused` says why; a variant's own `options`
+        stay)."""
         if self.compiler_options:
             try:
-                return lowered.compile(compiler_options=self.compiler_options)
+                return lowered.compile(compiler_options={**self.compiler_options,
+                                                         **(options or {})})
             except Exception as error:  # noqa: BLE001 - JaxRuntimeError: no such option
                 self.options_refused = (str(error).splitlines() or [repr(error)])[0]
-        return lowered.compile()
+        return lowered.compile(compiler_options=options) if options else lowered.compile()
+
+    def compile_variants(self, variants: list) -> None:
+        """Compiles the training step's `variants` [(name, options)] here, now (after
+        `join`: a kept choice that did not compile is measured afresh)."""
+        for name, options in variants:
+            try:
+                self._compile_one("train", self._train_lowered, options, name)
+            except Exception as error:  # noqa: BLE001 - measured.py decides what follows
+                self.variant_errors[name] = error
+
+    def finished(self) -> bool:
+        """Whether every compile has ended (`join` returns early on a stop request)."""
+        return all(not thread.is_alive() for thread in self._threads)
+
+    def adopt(self, variant: str) -> None:
+        """`variant`'s program becomes the training step (fit's, the kernels' record);
+        the others are dropped (their GPU code freed)."""
+        compiled = self.variants[variant]
+        self.compiled["train"] = self.train_step = compiled
+        self.train_served = self.variant_served.get(variant)
+        self.variants = {}
 
     def join(self, stop: threading.Event | None = None) -> float:
         """Waits for the compiles (`fit` would otherwise start them a second time), or
@@ -168,7 +219,8 @@ class _Handed:
 
 
 def start(model, batch_specs, topology, side_by_side: bool = False,
-          hand_to_fit: bool = False, compiler_options: dict | None = None
+          hand_to_fit: bool = False, compiler_options: dict | None = None,
+          train_options: dict | None = None, train_variants: list | None = None
           ) -> Precompile | None:
     """Lowers `model`'s training (and evaluation) step for the batches of
     `batch_specs` and starts compiling each as it is lowered; None where that would
@@ -185,6 +237,10 @@ def start(model, batch_specs, topology, side_by_side: bool = False,
             compilation cache is needed. Without it, fit finds them in the cache.
         compiler_options: XLA options of these compiles (only with `hand_to_fit`:
             fit's own compile, with none, would not find them in the cache).
+        train_options: XLA options of the training step's compile alone (likewise).
+        train_variants: [(name, XLA options)]: the training step compiled once for
+            each, in turn, kept in `variants` (app/engine/measured.py adopts one);
+            only with `hand_to_fit`, else it is compiled once, as without.
     """
     if why_not(model, batch_specs, topology, hand_to_fit) is not None:
         return None
@@ -194,8 +250,16 @@ def start(model, batch_specs, topology, side_by_side: bool = False,
         train = _lower(model, train_spec, train=True)
     except Exception:  # noqa: BLE001 - fit lowers it again, and raises what is wrong
         return None
+
+    def add_train():
+        if train_variants and hand_to_fit:  # in turn, before the evaluation step
+            for name, options in train_variants:
+                compiling.add("train", train, options, variant=name)
+        else:
+            compiling.add("train", train, train_options if hand_to_fit else None)
+
     if side_by_side:
-        compiling.add("train", train)  # compiles while the evaluation step is traced
+        add_train()  # compiles while the evaluation step is traced
     test = None
     if validation_spec is not None:
         try:
@@ -203,7 +267,7 @@ def start(model, batch_specs, topology, side_by_side: bool = False,
         except Exception:  # noqa: BLE001 - fit lowers it again, and raises what is wrong
             test = None
     if not side_by_side:
-        compiling.add("train", train)
+        add_train()
     if test is not None:
         compiling.add("test", test)
     return compiling

@@ -58,6 +58,9 @@ PARTS = {
     "flop_count": "the training FLOPs counted (XLA's HLO of the step; kept between runs)",
     "resume_and_callbacks": "a checkpoint restored (a resumed run); the callbacks made",
     "compile_wait": "waiting for the steps compiling in the thread",
+    "kernels_measured": "the measured choice of kernels (app/engine/measured.py): XLA's "
+                        "autotuned and heuristic training steps timed against each other "
+                        "on the real step, the faster made fit's (or a kept choice taken)",
     "fit_setup": "fit's own start: its epoch iterator, the step functions made, the "
                  "callbacks' begin hooks",
     "first_step": "the first training call: its batch, its step's trace, lowering and "

@@ -33,6 +33,7 @@ from app.engine.memory import is_out_of_memory, peak_memory_gib
 from app.engine.recipe import make_compiled_model
 from app.modes.point_folders import fresh_folder, point_folder, point_name, short_label
 from app.run import context as run_context
+from app.run import machine_block
 from app.run.rundir import RunDirError
 from callbacks.energy import EnergyMeter
 from callbacks.profiling import breakdown as step_breakdown
@@ -186,10 +187,13 @@ def measure(bench: Bench, settings: dict, name: str | None = None,
     progress = PointProgress(f"{bench.prefix} {label}", config.verbosity if context.is_chief
                              else 0, line_every_seconds=PROGRESS_LINE_SECONDS,
                              stop_request=PROCESS_STOP)
+    # The machine through the point's timed windows, as a training run records it.
+    sampled = machine_block.sampler(config, context.topology)
     try:
-        row["status"], figures = _run(bench, settings, row, progress)
+        row["status"], figures = _run(bench, settings, row, progress, sampled)
     finally:
         progress.close()
+        row["machine_state"] = machine_block.block(context.topology, config.backend, sampled)
     row.update(figures)
     line = f"{bench.prefix} {label}: {_result(row, context)}"
     print(line, flush=True)
@@ -216,7 +220,7 @@ def _result(row: dict, context) -> str:
     return text
 
 
-def _run(bench, settings, row, progress) -> tuple[str, dict]:
+def _run(bench, settings, row, progress, sampled=None) -> tuple[str, dict]:
     context = bench.context
     topology, billing = context.topology, context.billing
     try:
@@ -241,7 +245,8 @@ def _run(bench, settings, row, progress) -> tuple[str, dict]:
     readers = bench.readers
     energy = EnergyMeter(**readers, images_per_step=shape.per_process,
                          warmup_steps=spe) if readers else None
-    callbacks = [c for c in (energy, StopOnRequest(PROCESS_STOP)) if c is not None]
+    callbacks = [c for c in (energy, sampled and sampled.callback, StopOnRequest(PROCESS_STOP))
+                 if c is not None]
     profiled = _profiled(context, config, row["point"])
     repeats = context.config.repeats
     try:

@@ -238,10 +238,15 @@ def checked_row(raw) -> dict:
         items = untrusted.field(raw, name, "list", required=False)
         if items is not None:
             row[name] = [_checked_item(item, fields, name) for item in items]
-    for name in ("breakdown", "largest_change", "data_fingerprint"):
+    for name in ("breakdown", "largest_change", "data_fingerprint", "machine_state"):
         value = untrusted.field(raw, name, "object", required=False)
         if name in raw:
             row[name] = value
+    if row.get("machine_state") is not None:  # kept only where every field of it is good
+        from callbacks.records.state_records import machine_state
+
+        if machine_state(row["machine_state"])[1] or not _printable(row["machine_state"]):
+            row["machine_state"] = None
     if row.get("breakdown") is not None:
         _check_breakdown(row["breakdown"])
     change = row.get("largest_change")
@@ -277,6 +282,21 @@ def _checked_item(item, fields: dict, where: str) -> dict:
                                         "step's milliseconds")
         out["step_ms"] = list(series)
     return out
+
+
+def _printable(value, depth: int = 0) -> bool:
+    """Whether every text in `value` (a JSON value read back) is one printable line of
+    at most MAX_TEXT characters, at most 8 levels deep."""
+    if depth > 8:
+        return False
+    if isinstance(value, str):
+        return len(value) <= MAX_TEXT and value.isprintable()
+    if isinstance(value, dict):
+        return all(_printable(k, depth + 1) and _printable(v, depth + 1)
+                   for k, v in value.items())
+    if isinstance(value, list):
+        return all(_printable(v, depth + 1) for v in value)
+    return True
 
 
 def _point_name(raw):

@@ -40,7 +40,7 @@ import time
 from app.modes import bench, points
 from app.modes.point_folders import POINTS_FOLDER, point_name
 from app.run import context as run_context
-from app.run import rundir
+from app.run import machine_block, rundir
 from app.run.summary import percent, shell_command
 from callbacks.figures import spread
 from callbacks.records import events
@@ -153,6 +153,8 @@ def run(context) -> dict:
         "peak_tflops_per_device": billing.peak_tflops_per_device,
         "machine": billing.machine, "price_per_hour_usd": billing.price_per_hour_usd,
         "started_at": context.started_at, "logdir": run_dir.path,
+        # what every point shares; each row's machine_state holds its timed windows
+        "machine_state": machine_block.campaign_block(topology, config.backend),
     }
     windows = (f"{config.repeats} timed windows of {head['timed_steps_per_point']} steps, "
                "each after a fresh compile" if config.repeats > 1 else

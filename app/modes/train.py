@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from app.engine import cold_start, precompile
+from app.engine import cold_start, measured, precompile
 from app.engine.data import steps_for, steps_per_execution, unused_images_note
 from app.engine.flops import model_facts
 from app.engine.recipe import (
@@ -158,6 +158,7 @@ def run(context) -> dict:
     try:
         if compiling is not None:  # else fit would compile the steps a second time
             compiling.join(stop=PROCESS_STOP.requested)
+            measured.settle(compiling, model)  # the measured choice of kernels, if any
             if cold_start.cut_on("fit_takes_compiled_steps"):
                 compiling.hand_to(model)  # fit traces, lowers, reads back neither step
             if compiling.compiler_options:  # summary.json's startup says what XLA took
@@ -250,14 +251,19 @@ def _precompile(context, model, data):
     cold-start cuts that are on (app/engine/precompile.py); None where that does not
     pay."""
     config = context.config
-    return precompile.start(
+    hand_to_fit = cold_start.cut_on("fit_takes_compiled_steps")
+    # The training step's compiles: more than one for the measured choice of kernels.
+    plan = measured.plan(context, data.image_size, hand_to_fit)
+    compiling = precompile.start(
         model, data.batch_specs, context.topology,
         # XLA's full autotuning times kernels on the device: one compile at a time
         side_by_side=cold_start.cut_on("steps_side_by_side") and context.xla_autotune not in (
-            "full", "xla_flags"),
-        hand_to_fit=cold_start.cut_on("fit_takes_compiled_steps"),
+            "full", "xla_flags", "measured"),
+        hand_to_fit=hand_to_fit,
         compiler_options=cold_start.short_run_compiler_options(config.accelerator,
-                                                               context.xla_autotune))
+                                                               context.xla_autotune),
+        train_options=plan.train_options, train_variants=plan.variants)
+    return measured.attach(compiling, plan)
 
 
 def _finish(context, plan, parts, status, attempts, model, ended_at) -> dict | None:
@@ -270,6 +276,7 @@ def _finish(context, plan, parts, status, attempts, model, ended_at) -> dict | N
     topology = context.topology
     try:
         result = summary.build(context, plan, parts, status, attempts, ended_at)
+        measured.complete(result, context, plan)  # the kernels' cost and per-op findings
         if topology.is_chief and os.path.isdir(context.logdir):  # not a lost folder's
             rundir.write_json_atomic(f"{context.logdir}/{rundir.SUMMARY_FILE}", result)
             hparams.write_record(

@@ -179,3 +179,41 @@ def test_a_familys_repeats_give_its_spread_and_how_far_its_kernels_differ(tmp_pa
     assert spread["kernels_against_first"] == [
         {"run": "convnext_tiny.run2", "same_digest": False, "kernels_differ": 2, "of": 348},
         {"run": "convnext_tiny.run3", "same_digest": True, "kernels_differ": 0, "of": 348}]
+
+
+def test_a_familys_measured_choices_are_set_against_its_heuristic_run_and_its_twin(tmp_path):
+    """The models recipe's files for one family whose three fresh runs chose their kernels
+    by measurement (two kept the heuristic, one the autotuned), its heuristic run and its
+    twin: each run's A/B decision as its summary.json holds it, and its figure over the
+    heuristic's and the twin's, by hand."""
+    folder = str(tmp_path)
+    choices = [("convnext_tiny", 4380.0, {"kept": "heuristic", "how": "measured",
+                                          "autotuned_step_ms": 77.9, "heuristic_step_ms": 58.3,
+                                          "autotuned_gain": -0.2516, "kernels_differ": 31}),
+               ("convnext_tiny.run2", 4420.0, {"kept": "autotuned", "how": "measured",
+                                               "autotuned_step_ms": 57.1,
+                                               "heuristic_step_ms": 58.4,
+                                               "autotuned_gain": 0.0228, "kernels_differ": 30}),
+               ("convnext_tiny.run3", 4300.0, {"kept": "heuristic", "how": "loaded",
+                                               "loaded_from": "/s/x"})]
+    for name, rate, choice in choices:
+        _write(folder, f"{name}.json", {"model": "applications:ConvNeXtTiny",
+                                        "images_per_sec": rate,
+                                        "kernels": {"digest": "a" * 64, "choice": choice}})
+        _write(folder, f"{name}.log", "")
+    _write(folder, "convnext_tiny.heuristic.json", {"images_per_sec": 4400.0})
+    _write(folder, "convnext_tiny.heuristic.log", "")
+    _write(folder, "convnext_tiny.peer.json", {"peer": "torchvision convnext_tiny",
+                                               "rows": [{"images_per_sec": 4000.0}]})
+    families = collect.models(collect.Folder(folder))["families"]
+    assert list(families) == ["convnext_tiny"]  # the heuristic run is not a family
+    found = families["convnext_tiny"]["measured_choice"]
+    assert found["heuristic_images_per_sec"] == 4400.0
+    assert found["kept"] == ["heuristic", "autotuned", "heuristic"]
+    assert [r["over_heuristic"] for r in found["runs"]] == [
+        round(4380 / 4400, 4), round(4420 / 4400, 4), round(4300 / 4400, 4)]
+    assert [r["over_twin"] for r in found["runs"]] == [1.095, 1.105, 1.075]
+    assert found["runs"][1]["autotuned_gain"] == 0.0228 and found["runs"][2]["how"] == "loaded"
+    assert found["min_over_heuristic"] == round(4300 / 4400, 4)
+    assert found["all_at_least_heuristic_less_2pct"] is False  # 0.977 < 0.98
+    assert found["min_over_twin"] == 1.075

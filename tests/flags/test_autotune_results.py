@@ -94,3 +94,21 @@ def test_a_bad_file_is_one_line_before_the_run_starts(tmp_path):
     assert done.returncode == 2 and len(errors) == 1, done.stderr[-2000:]
     assert errors[0].startswith(f"error: --kernels_from={bad} is neither form")
     assert "Traceback" not in done.stderr and not (tmp_path / "run").exists()
+
+
+def test_a_value_with_a_newline_is_one_line_with_the_newline_escaped(tmp_path):
+    """A path holding a newline was printed raw, so its error spanned two lines; now the
+    one line shows the value as Python escapes it. A folder's kept file likewise."""
+    odd = str(tmp_path / "a\nb")
+    with pytest.raises(AutotuneFileError) as caught:
+        resolve(odd)
+    assert "\n" not in str(caught.value)
+    assert str(caught.value).startswith(f"--kernels_from={odd!r} cannot be read")
+    done = run_cli("--backend=jax", f"--kernels_from={odd}", f"--logdir={tmp_path / 'run'}")
+    errors = error_lines(done.stderr)
+    assert done.returncode == 2 and len(errors) == 1, done.stderr[-2000:]
+    assert errors[0] == (f"error: --kernels_from={odd!r} cannot be read (No such file or "
+                         "directory); accepted: an XLA autotune results file (.textproto or "
+                         ".pb, as --xla_gpu_dump_autotune_results_to writes it) or a run "
+                         "folder that kept one (--keep_kernels)")
+    assert not any(line.startswith("b") for line in done.stderr.splitlines())

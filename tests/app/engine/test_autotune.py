@@ -17,16 +17,18 @@ GPU_JAX = dict(accelerator="gpu", backend="jax", logdir="x")
 @pytest.mark.parametrize("changes, examples, expected", [
     ({}, 60_000, "heuristic"),  # the small ResNet, 15 epochs of Fashion-MNIST: 0.9 M images
     ({"model": "resnet50"}, 60_000, "heuristic"),
-    ({"epochs": 34}, 60_000, "full"),  # 2.04 M images: autotuning pays
-    ({"model": "resnet50", "dataset": "imagenet2012"}, 1_281_167, "full"),
+    ({"epochs": 34}, 60_000, "measured"),  # 2.04 M images: autotuning pays
+    ({"model": "resnet50", "dataset": "imagenet2012"}, 1_281_167, "measured"),
     ({"steps_per_epoch": 100, "global_batch_size": 256}, None, "heuristic"),  # 0.38 M
-    ({"steps_per_epoch": 1000, "global_batch_size": 256}, None, "full"),  # 3.84 M
-    ({}, None, "full"),  # the size is unknown
-    ({"model": "resnet50", "dataset": "synthetic"}, None, "full"),  # measuring speed
+    ({"steps_per_epoch": 1000, "global_batch_size": 256}, None, "measured"),  # 3.84 M
+    ({}, None, "measured"),  # the size is unknown
+    ({"model": "resnet50", "dataset": "synthetic"}, None, "measured"),  # measuring speed
+    # the benchmark modes compile one program inside fit: XLA's own autotuning
     ({"model": "resnet50", "dataset": "synthetic", "sweep_batch_sizes": (64,)}, None, "full"),
     ({"benchmark": "input"}, 60_000, "full"),
-    ({"model": "vit_s16"}, 60_000, "full"),  # measured on the ResNets only
-    ({"model": "applications:ConvNeXtTiny"}, 60_000, "full"),  # may hold select-and-scatter
+    ({"benchmark": "probe"}, 60_000, "full"),
+    ({"model": "vit_s16"}, 60_000, "measured"),  # measured on the ResNets only
+    ({"model": "applications:ConvNeXtTiny"}, 60_000, "measured"),  # may hold select-and-scatter
     ({"xla_autotune": "full"}, 60_000, "full"),
     ({"xla_autotune": "heuristic", "model": "vit_s16"}, 10**9, "heuristic"),
     ({"accelerator": "cpu"}, 60_000, None),  # no GPU kernels to pick
@@ -35,6 +37,8 @@ GPU_JAX = dict(accelerator="gpu", backend="jax", logdir="x")
 ])
 def test_auto_autotunes_unless_a_short_run_trains_the_apps_resnets(changes, examples,
                                                                     expected, monkeypatch):
+    """auto: the measured choice (XLA's autotuned step against its heuristic one) where it
+    took XLA's full autotuning before; a user's full or heuristic is theirs."""
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     assert autotune.choose(Config(**{**GPU_JAX, **changes}), examples) == expected
 

@@ -118,6 +118,19 @@ def test_the_closing_line_says_what_was_chosen_and_where_it_came_from(convnext):
     assert "(1 library call, 1 fusion; compiled by this run)" in one
 
 
+def test_a_file_a_program_had_no_use_for_is_not_said_to_be_loaded():
+    """--kernels_from on a CPU: the program chose nothing, so nothing was loaded; the
+    block's source is what compiled it, and the line says that nothing was loaded."""
+    block, found = kernels.describe("HloModule m\nENTRY e { ROOT p = f32[] parameter(0) }",
+                                    served=False, loaded_from="/gpu/autotune.textproto")
+    assert found == [] and block["source"] == "compiled"
+    assert block["not_loaded"] == kernels.NOTHING_LOADED.format(path="/gpu/autotune.textproto")
+    assert kernels.line(block) == (
+        f"kernels: {block['digest'][:12]} (0 library calls, 0 fusions; compiled by this "
+        "run); nothing loaded from /gpu/autotune.textproto: this program chooses no GPU "
+        "kernels (a CPU's compiles none)")
+
+
 def test_a_step_compiled_where_the_autotune_cache_held_choices_says_so(tmp_path, monkeypatch):
     """JAX has XLA keep each fusion's autotuning in its cache folder: a compile that
     missed JAX's cache may still take those choices untimed."""

@@ -139,3 +139,26 @@ def test_every_row_field_is_read_through_the_untrusted_checks():
             assert repr(name) in str(error), (name, error)
         else:
             raise AssertionError(f"{name}={wrong!r} was kept")
+
+
+STATE = {"device_kind": "NVIDIA H100 80GB HBM3", "accelerator": "gpu", "devices_per_process": 1,
+         "host": {"cpu": "AMD EPYC 9654", "cores": 16}, "software": {"jax": "0.11.2"},
+         "driver": "580.95.05", "cuda_driver": "13.0",
+         "devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "max_sm_clock_mhz": 1980}],
+         "timed_window": {"samples": 40, "devices": [
+             {"samples": 40, "sm_clock_mhz": {"mean": 1980.0, "min": 1980.0, "max": 1980.0},
+              "throttle_share": {"gpu_idle": 0.1}, "other_processes": []}]},
+         "not_sampled": None}
+
+
+def test_a_rows_machine_state_is_kept_as_written_and_a_bad_one_left_out(tmp_path, capsys):
+    """Each point's machine (app/run/machine_block.py) comes back with its row; one
+    whose fields fail the machine state's checks, or whose text would break a line, is
+    left out and the row kept (its measurement stands)."""
+    done, _ = read_back(tmp_path, "sweep", {"sweep": [{**GOOD, "machine_state": STATE}]})
+    assert done["global_batch_size=8"]["machine_state"] == STATE
+    for bad in ({**STATE, "driver": 580}, {**STATE, "host": {"cpu": "EPYC\n\x1b[31m"}}):
+        done, _ = read_back(tmp_path, "sweep", {"sweep": [{**GOOD, "machine_state": bad}]})
+        assert done["global_batch_size=8"]["machine_state"] is None
+        assert done["global_batch_size=8"]["images_per_sec"] == 120.5
+    assert capsys.readouterr().err == ""
