@@ -10,11 +10,14 @@ The model, per kind of work k of the step breakdown (callbacks/profiling/breakdo
              compiler rewrites grouped convolutions as dense ones) cut to it
     s_k      the kind's achieved share of the target's peak or bandwidth, from the
              rates table (app/engine/device_rates.csv), first found of: the job's
-             family measured on the target; the run's own share on its accelerator,
-             carried (a compute kind: the same kernel reaches the same share of a peak;
-             a memory kind: times the target's share over the run's device's, measured
-             on other families); the target's median over the families measured; the
-             same from the nearest device class measured (by peak and bandwidth), said so
+             family measured on the target; the family's share on another device,
+             carried (the run's own, on its accelerator; for a CPU run, the nearest
+             class that measured the family): a compute kind's as it is (the same
+             kernel reaches the same share of a peak), a memory kind's times the
+             target's share over that device's, measured on other families; the
+             target's median over the families measured; where the target's class has
+             no row, all this from the nearest class measured (by peak and bandwidth),
+             said so
     t_k      = W_k x images per device a step / (s_k x peak or bandwidth)
     step     = sum of t_k + what the run's accelerator spent outside rated kinds (idle,
              copies, collectives; a CPU's own idle is not carried: the target's host is
@@ -197,11 +200,14 @@ def _class_of(device: Device, rates) -> str | None:
                  and device.matches(r.device_kind)), None)
 
 
-def nearest_class(device: Device, rates, catalog: dict) -> str | None:
+def nearest_class(device: Device, rates, catalog: dict, among=None) -> str | None:
     """The measured device class nearest `device` by peak and bandwidth (the sum of the
-    two ratios' logarithms, each way), None where no class or figure is known."""
+    two ratios' logarithms, each way), of those `among` (None: all); None where no class
+    or figure is known."""
     best = None
     for name in dict.fromkeys(r.device_class for r in rates if r.device_class != "cpu"):
+        if among is not None and name not in among:
+            continue
         kind = next(r.device_kind for r in rates if r.device_class == name)
         other = device_of_kind(kind, catalog)
         if not (device.peak_tflops and device.bandwidth_gb_per_sec and other.peak_tflops
@@ -214,10 +220,28 @@ def nearest_class(device: Device, rates, catalog: dict) -> str | None:
     return best[1] if best else None
 
 
+def _moved(kind: str, value: float, target: str, other: str | None, rates) -> tuple[float, str]:
+    """A share measured on class `other` as class `target` would have it: a compute
+    kind's as it is (the same kernel, the same share of a peak); a memory kind's times
+    the median of target's over other's share of the families measured on both."""
+    if kind not in MEMORY_KINDS or not other or other == target:
+        return value, ""
+    pairs = [(t, s) for t in rates for s in rates if t.device_class == target
+             and s.device_class == other and t.kind == s.kind == kind and t.family
+             and t.family == s.family and t.measure == s.measure == "bandwidth"]
+    if not pairs:
+        return value, ""
+    factor = statistics.median(t.value / s.value for t, s in pairs)
+    return value * factor, (f" x {factor:.2f} ({target} over {other}, measured on "
+                            f"{_families([t for t, _ in pairs])})")
+
+
 def share(kind: str, target: str | None, work: dict, rates, family: str,
-          source_class: str | None, borrowed_from: str | None = None) -> tuple[float, str] | None:
+          source_class: str | None, borrowed_from: str | None = None,
+          elsewhere: str | None = None) -> tuple[float, str] | None:
     """(s_k, where it came from in words) for `kind` on device class `target` (see the
-    module docstring for the order), None where the table cannot say."""
+    module docstring for the order; `elsewhere`: another class that measured the family,
+    for a CPU run), None where the table cannot say."""
     measure = "peak" if kind in COMPUTE_KINDS else "bandwidth"
     rows = [r for r in rates if r.device_class == target and r.kind == kind
             and r.measure == measure]
@@ -227,17 +251,14 @@ def share(kind: str, target: str | None, work: dict, rates, family: str,
     if own:
         return own[0].value, f"{family} measured on {target}, {own[0].source}{where}"
     carried = work["shares"].get(kind)
-    if carried and not work["cpu"] and not borrowed_from:
-        if kind in MEMORY_KINDS:
-            ratios = [t.value / s.value for t in rows for s in rates
-                      if s.device_class == source_class and s.kind == kind
-                      and s.measure == measure and s.family == t.family and t.family]
-            if ratios:
-                factor = statistics.median(ratios)
-                return carried * factor, (f"the run's own share x {factor:.2f} ({target} over "
-                                          f"{source_class}, measured on "
-                                          f"{_families(rows)})")
-        return carried, "the run's own share, carried"
+    if carried and not work["cpu"]:
+        value, words = _moved(kind, carried, target, source_class, rates)
+        return value, f"the run's own share, carried{words}{where}"
+    found = [r for r in rates if r.device_class == elsewhere and r.kind == kind
+             and r.measure == measure and r.family == family] if elsewhere else []
+    if found:
+        value, words = _moved(kind, found[0].value, target, elsewhere, rates)
+        return value, f"{family} measured on {elsewhere}{words}{where}"
     if rows:
         return _median(rows), f"{target}'s median over {_families(rows)}{where}"
     return None
@@ -266,8 +287,11 @@ def predict_step(work: dict, device: Device, rates, family: str, catalog: dict) 
         if not whole:
             return {"why": f"its {'peak' if kind in work['flops'] else 'memory bandwidth'} "
                            "is not known"}
+        others = {r.device_class for r in rates if r.family == family and r.kind == kind
+                  and r.device_class not in ("cpu", target or borrowed)}
         found = share(kind, target or borrowed, work, rates, family, source_class,
-                      device.name if borrowed else None)
+                      device.name if borrowed else None,
+                      nearest_class(device, rates, catalog, others) if others else None)
         if found is None:
             return {"why": f"the rates table has no share for {kind} on "
                            f"{target or borrowed}"}
