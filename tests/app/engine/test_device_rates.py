@@ -60,3 +60,10 @@ def test_a_row_twice_a_missing_column_and_an_empty_file_are_one_line():
     assert refusal(HEADER.replace(",note", "") + "\n").endswith("the header lacks note")
     assert refusal("").endswith("the file is empty")
     assert refusal(b"\xff\xfe").endswith("line 1: not UTF-8 text (byte 0)")
+
+
+def test_the_apps_table_is_read_and_cites_result_jsons_in_the_tree():
+    rates = device_rates.load_rates()
+    assert {r.measure for r in rates} >= {"peak", "bandwidth", "cpu_bytes"}
+    for rate in rates:
+        assert os.path.isfile(os.path.join(ROOT, rate.source)), rate.source
