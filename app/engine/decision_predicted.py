@@ -19,6 +19,7 @@ import json
 import os
 
 from app.engine import device_model
+from callbacks.figures.bill import dollars, hours, usd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHECKS = os.path.join(ROOT, "benchmarks", "results", "*-predict-check.json")
@@ -183,9 +184,24 @@ def error_words(error: tuple | None, errors: dict, side: str = "accelerator") ->
             f"from {SIDES[side]} ({errors.get('source', '?')})")
 
 
+def dollars_range(option: dict) -> tuple[float, float]:
+    """An option's dollars at the two ends of its prediction's measured error (its rate
+    off by the error: the start-up stays, training and evaluation scale with 1 / rate);
+    a measured option's dollars, twice."""
+    error = option.get("error_range") if option.get("predicted") else None
+    if not error:
+        return option["dollars"], option["dollars"]
+    terms = option["terms"]
+    scaled = (terms.get("training") or 0.0) + (terms.get("evaluation") or 0.0)
+    fixed = sum(v or 0.0 for k, v in terms.items() if k not in ("training", "evaluation"))
+    ends = [dollars(hours(fixed + scaled / (1 + e)), option["price_per_hour_usd"])
+            for e in error if e > -1]
+    return min(ends), max(ends)
+
+
 def settle(options: list[dict]) -> str | None:
-    """Where the two cheapest machines are within a prediction's error, which probe
-    would settle it: one line, or None."""
+    """Where the two cheapest machines' dollars overlap within a prediction's measured
+    error, the probe that would settle which is cheaper: one line, or None."""
     seen, two = set(), []
     for option in options:
         if option["dollars"] is None or option["machine_label"] in seen:
@@ -196,10 +212,12 @@ def settle(options: list[dict]) -> str | None:
             break
     if len(two) < 2 or not any(o.get("predicted") for o in two):
         return None
-    spread = max(max(abs(e) for e in (o.get("error_range") or (0.0, 0.0))) for o in two)
-    if two[0]["dollars"] * (1 + spread) < two[1]["dollars"]:
+    (low_a, high_a), (low_b, high_b) = (dollars_range(o) for o in two)
+    if high_a < low_b:
         return None
     probe = next(o for o in two if o.get("predicted"))
+    spans = " against ".join(usd(a, 4) if a == b else f"{usd(a, 4)}-{usd(b, 4)}"
+                             for a, b in ((low_a, high_a), (low_b, high_b)))
     return (f"settle: the two cheapest ({two[0]['row']} and {two[1]['row']}) are within the "
-            f"prediction's error (±{spread:.0%}): probe {probe['device_kind']} "
+            f"prediction's error ({spans}): probe {probe['device_kind']} "
             "(`--benchmark=probe`) to decide")

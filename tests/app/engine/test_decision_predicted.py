@@ -25,7 +25,7 @@ BREAKDOWN = {"parts": {"convolutions": {"ms": 20.0, "tflops_per_sec": 0.05},
 H100_STEP = 1e9 / (0.4 * 989e12) + 5e7 * 0.5 / (0.7 * 3350e9)  # seconds, by hand
 
 
-def files(tmp_path, h100_price=2.0):
+def files(tmp_path, h100_price=2.0, convolutions=0.4):
     rows = [row("cpu-row", "^cpu$", {"on_demand": 0.2}),
             row("h100-row", r"\bH100", {"on_demand": h100_price}),
             row("v100-row", "V100", {"on_demand": 1.0})]
@@ -38,7 +38,7 @@ def files(tmp_path, h100_price=2.0):
     rates = tmp_path / "rates.csv"
     rates.write_text(device_rates.to_csv([
         device_rates.Rate("H100 80GB SXM", "NVIDIA H100 80GB HBM3", "convolutions", "other",
-                          "peak", 0.4, SOURCE),
+                          "peak", convolutions, SOURCE),
         device_rates.Rate("H100 80GB SXM", "NVIDIA H100 80GB HBM3", "elementwise and other",
                           "other", "bandwidth", 0.7, SOURCE),
         device_rates.Rate("cpu", "cpu", "elementwise and other", "other", "cpu_bytes", 0.5,
@@ -104,13 +104,20 @@ def test_a_probe_of_a_device_replaces_its_prediction_and_checks_it(tmp_path):
 
 
 def test_the_probe_that_would_settle_the_two_cheapest(tmp_path):
-    """The CPU: 10 s + 4 epochs of 2.5 s at $0.20 an hour, $0.00111; the H100 at $0.45
-    an hour for its 10 s start-up, $0.00125: within the prediction's 20%."""
-    result, lines = decide(tmp_path, [cpu_run(tmp_path)], h100_price=0.45)
-    assert [o["row"] for o in result["options"][:2]] == ["cpu-row", "h100-row"]
+    """Convolutions at 1e-6 of the H100's peak: 1e9 / 989e6 = 1.011 s a step of 64, so
+    4 epochs of 640 images take 40.4 s and their evaluation 10.1 s more; with the 10 s
+    start-up, 60.6 s: $0.001178 at $0.07 an hour, above the CPU's $0.001111 (20 s at
+    $0.20). Off by the error's +10%, training and evaluation take 50.6 / 1.1 s: 56.0 s in
+    all, $0.001088, below the CPU's (off by -20%, 73.2 s: $0.001423): a probe of the H100
+    would settle it. At $0.08 an hour the least is $0.001244: no line."""
+    _, lines = decide(tmp_path, [cpu_run(tmp_path)], h100_price=0.07, convolutions=1e-6)
     assert lines[-1] == ("settle: the two cheapest (cpu-row and h100-row) are within the "
-                         "prediction's error (±20%): probe H100 80GB SXM (`--benchmark=probe`) "
-                         "to decide")
+                         "prediction's error ($0.001111 against $0.001088-$0.001423): probe "
+                         "H100 80GB SXM (`--benchmark=probe`) to decide")
+    (tmp_path / "b").mkdir()
+    _, lines = decide(tmp_path / "b", [cpu_run(tmp_path / "b")], h100_price=0.08,
+                      convolutions=1e-6)
+    assert not any(line.startswith("settle:") for line in lines)
 
 
 def test_a_run_without_a_breakdown_is_refused_in_one_line(tmp_path):
