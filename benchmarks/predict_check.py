@@ -1,4 +1,4 @@
-"""The device model's error, measured (issue 58): every family and device pair that has
+"""The device model's error, measured: every family and device pair that has
 results, predicted and set against its measured images/sec.
 
     python benchmarks/predict_check.py --out benchmarks/results/DATE-predict-check.json \
@@ -387,7 +387,7 @@ def main(argv=None) -> int:
                           if m["family"] == f and m["breakdown"] is None} - {
         class_name(s["device_kind"], catalog) for s in sources if s["family"] == f})
         for f in families}
-    emit({"what": "issue 58's device model: each family predicted from each source (an "
+    emit({"what": "the device model (app/engine/device_model.py): each family predicted from each source (an "
                   "accelerator's step breakdown, or CPU runs' work) on every other device "
                   "class that measured it, the family's rows there left out of the table; "
                   "error = predicted / measured images/sec - 1",

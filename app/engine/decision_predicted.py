@@ -1,4 +1,4 @@
-"""Machines never probed, in the decision (issue 58): every priced catalog device that
+"""Machines never probed, in the decision: every priced catalog device that
 no folder measured, its rate predicted from the job's breakdown by the device model
 (app/engine/device_model.py), ranked beside the measured ones.
 

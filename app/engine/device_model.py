@@ -1,4 +1,4 @@
-"""The step on a device never measured, predicted from one run's work by kind (issue 58).
+"""The step on a device never measured, predicted from one run's work by kind.
 
 The model, per kind of work k of the step breakdown (callbacks/profiling/breakdown.py):
 
