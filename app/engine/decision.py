@@ -23,6 +23,8 @@ sells, the hours and dollars to the target:
     dollars        hours x machines x the row's price per machine-hour (the Bill's
                    arithmetic and words: callbacks/figures/bill.py)
 
+Given the rates table, each priced catalog device that no folder measured is predicted
+too, its rate from the job's breakdown (decision_predicted.py, device_model.py).
 Every prediction carries what it was predicted from ("from"). Rankings: the cheapest
 and the fastest, each in one line with why (rate and price ratios against the best
 other machine); the Pareto frontier of (hours, dollars). Pure Python: the catalog is
