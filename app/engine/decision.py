@@ -23,6 +23,8 @@ sells, the hours and dollars to the target:
     dollars        hours x machines x the row's price per machine-hour (the Bill's
                    arithmetic and words: callbacks/figures/bill.py)
 
+Given the rates table, each priced catalog device that no folder measured is predicted
+too, its rate from the job's breakdown (decision_predicted.py, device_model.py).
 Every prediction carries what it was predicted from ("from"). Rankings: the cheapest
 and the fastest, each in one line with why (rate and price ratios against the best
 other machine); the Pareto frontier of (hours, dollars). Pure Python: the catalog is
@@ -35,7 +37,7 @@ import datetime
 import statistics
 
 from app.engine import catalog as price_catalog
-from app.engine import decision_why
+from app.engine import decision_predicted, decision_why
 from app.engine.decision_inputs import first_epoch_at, run_timing
 from callbacks.figures.bill import OPTION_WORDS, SECONDS_PER_HOUR, dollars, hours, usd_per_hour
 
@@ -44,7 +46,11 @@ SAME_RECIPE = ("epochs", "recipe")  # the schedule runs over the epochs: part of
 
 
 def machine_label(found: dict) -> str:
-    """"1 x NVIDIA H200 (jax, probe h200-probe)": what was measured, and where."""
+    """"1 x NVIDIA H200 (jax, probe h200-probe)": what was measured, and where; "1 x H200
+    (predicted from digits (cpu))": what was predicted, and from what."""
+    if found["kind"] == "predicted":
+        return (f"{found['billed_devices']} x {found['device_kind']} "
+                f"(predicted from {found['predicted_from']})")
     return (f"{found['billed_devices']} x {found['device_kind']} ({found['backend'] or '?'}, "
             f"{found['kind']} {found['name']})")
 
@@ -114,6 +120,8 @@ def measured_startup(found: dict) -> float | None:
     """The start-up a machine's first rented hour pays: a probe's from empty compile
     caches (measured, or its warm start-up plus a fresh compile's difference); a full
     run's, from its first epoch (as its own process found the caches)."""
+    if found["kind"] == "predicted":  # borrowed from the folder it was predicted from
+        return found["startup_seconds"]
     if found["kind"] == "probe":
         cold = found.get("startup_cold_seconds")
         return cold if cold is not None else found["startup_seconds"]
@@ -124,6 +132,9 @@ def measured_startup(found: dict) -> float | None:
 def startup_note(found: dict) -> str | None:
     """What a machine's start-up was measured with, where a reader must know: a warm
     compile cache (a fresh machine pays more), or a probe that could not say."""
+    if found["kind"] == "predicted":
+        return (f"its start-up is {found['predicted_from']}'s, borrowed: a start-up is not "
+                "predicted")
     if found["kind"] == "probe":
         if found.get("compile_cache") == "warm" and found.get("startup_cold_seconds") is not None:
             return (f"its process found its step in the compile cache (start-up "
@@ -158,7 +169,7 @@ def rows_for(found: dict, table: dict) -> list:
 
 def predict(found: list[dict], target: float, table: dict,
             interruptions_per_hour: float = 0.0,
-            today: datetime.date | None = None) -> dict:
+            today: datetime.date | None = None, rates=None, errors=None) -> dict:
     """Hours and dollars to `target` for every measured machine x row x option.
 
     Args:
@@ -167,18 +178,24 @@ def predict(found: list[dict], target: float, table: dict,
         table: the price catalog ({machine: Machine}).
         interruptions_per_hour: spot interruptions expected per hour of a spot run.
         today: for prices gone stale (default today).
+        rates: the rates table (device_rates.load_rates) to predict the machines no
+            folder measured (decision_predicted.py); None: none predicted.
+        errors: the device model's measured error (decision_predicted.measured_error).
 
     Returns:
         {"target", "options" (one dict per machine x row x option, cheapest first, each
         with its hours split into `terms`), "machines" (per measured machine: its figures
         and what they came from, or why it has no prediction; a full run's `checks`),
         "cheapest", "fastest" (the lines, each naming the term that decides), "headline"
-        (where nothing was predicted: why, in one line)}.
+        (where nothing was predicted: why, in one line), "predicted" (the machines
+        predicted: from what, left out, checked against a probe), "settle"}.
     """
     today = today or datetime.date.today()
     runs = [f for f in found if f["kind"] == "run"]
     machines, options = [], []
-    for item in found:
+    extra = decision_predicted.predicted(found, table, rates, errors or {}, measured_startup) \
+        if rates else None
+    for item in found + (extra["items"] if extra else []):
         label = machine_label(item)
         basis = convergence(runs, item, target)
         startup = measured_startup(item)
@@ -236,6 +253,8 @@ def predict(found: list[dict], target: float, table: dict,
                     "price_per_hour_usd": price, "machines": count,
                     "price_per_device_hour_usd": row.price_per_device_hour_usd(option),
                     "images_per_sec": item["images_per_sec"],
+                    "predicted": item["kind"] == "predicted",
+                    "error_range": item.get("error_range"),
                     "dollars_per_interruption": dollars(resume_hours, price)
                     if option == "spot" else None,
                     "read": row.date, "stale": stale,
@@ -254,7 +273,9 @@ def predict(found: list[dict], target: float, table: dict,
     return {"target": target, "interruptions_per_hour": interruptions_per_hour,
             "machines": machines, "options": options, "headline": headline,
             "cheapest": decision_why.cheapest_line(options, headline),
-            "fastest": decision_why.fastest_line(options, headline)}
+            "fastest": decision_why.fastest_line(options, headline),
+            "predicted": extra and {k: v for k, v in extra.items() if k != "items"},
+            "settle": decision_predicted.settle(options)}
 
 
 SAME_MACHINE = ("device_kind", "backend", "billed_devices", "precision", *SAME_JOB)
@@ -332,6 +353,8 @@ def _measured_hours(item: dict, target: float) -> float | None:
 def _basis_words(item, basis, startup, epoch_seconds, lost, target) -> dict:
     """What each factor of the prediction came from, in words."""
     rate = f"{item['images_per_sec']:,.1f} images/sec measured by {item['kind']} {item['name']}"
+    if item["kind"] == "predicted":
+        rate = decision_predicted.rate_words(item)
     if item.get("repeats") and item.get("images_per_sec_min") is not None:
         rate += (f" (the median of {item['repeats']} windows, "
                  f"{item['images_per_sec_min']:,.1f}-{item['images_per_sec_max']:,.1f})")
@@ -340,7 +363,8 @@ def _basis_words(item, basis, startup, epoch_seconds, lost, target) -> dict:
                 "(evaluation, checkpoints, logs)")
     if basis.get("overhead_whose"):
         overhead += f"; {basis['overhead_whose']}"
-    started = f"{startup:,.1f} s measured by {item['kind']} {item['name']}"
+    started = f"{startup:,.1f} s measured by {item['kind']} {item['name']}" + (
+        " (borrowed)" if item["kind"] == "predicted" else "")
     if item["kind"] == "probe" and item.get("startup_cold_seconds") is not None:
         started += " from empty compile caches (a fresh machine's first hour)"
     return {

@@ -38,6 +38,11 @@ FIELDS = {  # (kind, low, high) as untrusted.field takes them; required ones bel
     "startup_cold_seconds": ("number", 0, 1e7), "compile_cache": _TEXT,
     "repeats": ("integer", 1, 1 << 20), "images_per_sec_min": ("number", 1e-9, 1e12),
     "images_per_sec_max": ("number", 1e-9, 1e12),
+    # What the device model predicts other machines from (app/engine/device_model.py):
+    # the MFU count, the batch a device, the weights and what an image keeps.
+    "train_flops_per_image": ("number", 0, 1e18),
+    "per_replica_batch_size": ("integer", 1, 1 << 40),
+    "parameters": ("integer", 0, 1 << 50), "kept_bytes_per_image": ("integer", 0, 1 << 50),
 }
 REQUIRED = ("model", "dataset", "image_size", "global_batch_size", "device_kind",
             "num_replicas", "images_per_sec")
@@ -106,6 +111,11 @@ def read_folder(folder: str) -> dict:
     found = {"kind": "probe" if mode == "probe" else "run", "folder": folder,
              "name": _text(os.path.basename(os.path.normpath(folder))),
              **_fields(summary, where)}
+    # The step breakdown (a run's under profile, a probe's at the top), untrusted: the
+    # device model takes only finite figures in range from it.
+    profile = summary.get("profile") if isinstance(summary.get("profile"), dict) else {}
+    traced = summary.get("breakdown") if mode == "probe" else profile.get("breakdown")
+    found["breakdown"] = traced if isinstance(traced, dict) else None
     found["billed_devices"] = (found["num_processes"] or 1) if found["accelerator"] == "cpu" \
         else found["num_replicas"]
     # A probe's snapshots of its machine, before and after (app/modes/probe.py); a probe

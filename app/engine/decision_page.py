@@ -81,6 +81,7 @@ def lines(result: dict) -> list[str]:
                            f"{decision.PROBE_APART:.0%}): the probe's rate or start-up is not "
                            "the run's; probe again, or trust the full run")
         out += caveats(machine)
+    out += predicted_lines(result)
     out += disagreeing_probes(result["machines"])
     stale = sorted({(o["row"], o["read"], o["stale_why"]) for o in result["options"]
                     if o["stale"]})
@@ -96,6 +97,26 @@ def lines(result: dict) -> list[str]:
     return out
 
 
+def predicted_lines(result: dict) -> list[str]:
+    """The machines never probed (app/engine/decision_predicted.py): from what they were
+    predicted and with what error, or why none was; those left out; each probe's check
+    of its prediction; the probe that would settle the two cheapest."""
+    extra = result.get("predicted")
+    if not extra:
+        return []
+    if extra["refused"]:
+        return [f"no prediction for machines never probed: {extra['refused']}"]
+    items = [m for m in result["machines"] if m["kind"] == "predicted"]
+    out = [f"predicted: {len(items)} device(s) never probed, from {extra['basis']}'s work "
+           f"by kind, each start-up borrowed from it (a start-up is not predicted); "
+           f"{extra['error']}"]
+    out += [f"left out: {device}: {why}" for device, why in extra["left_out"]]
+    out += [f"check: {c['label']} measured {c['measured']:,.1f} images/sec; predicted from "
+            f"{extra['basis']} {c['predicted']:,.1f} ({c['error']:+.1%})"
+            for c in extra["checks"]]
+    return out + ([result["settle"]] if result.get("settle") else [])
+
+
 SPREAD_CAVEAT = 1.2  # a probe whose windows' fastest is this much its slowest: a caveat
 
 
@@ -105,7 +126,7 @@ def caveats(machine: dict) -> list[str]:
     if machine.get("busy"):
         out.append(f"caveat: {label} was measured on a busy machine ({machine['busy']}): its "
                    "rate may be low and its start-up long; probe it again when it is idle")
-    if machine.get("startup_note"):
+    if machine.get("startup_note") and machine["kind"] != "predicted":  # said once, below
         out.append(f"caveat: {label}: {machine['startup_note']}")
     if machine.get("overhead_whose"):
         out.append(f"caveat: {label}: its epoch overhead ({machine['overhead']:.2f}x) is "
@@ -170,16 +191,23 @@ def markdown(result: dict, chart: str | None) -> str:
 
 
 def decide(folders: list[str], target: float, catalog_path: str = "",
-           interruptions_per_hour: float = 0.0, today=None) -> tuple[dict, list[str]]:
-    """Reads the folders (a bad one is a warning line) and predicts. Returns (the
+           interruptions_per_hour: float = 0.0, today=None, rates_path: str = "",
+           errors: dict | None = None) -> tuple[dict, list[str]]:
+    """Reads the folders (a bad one is a warning line) and predicts, machines never
+    probed too (the rates table at `rates_path`, "": the app's; `errors`: the device
+    model's measured error, None: the newest predict_check result's). Returns (the
     result, the warning lines).
 
     Raises:
-        ConfigError: the catalog cannot be read (one line).
+        ConfigError: the catalog or the rates table cannot be read (one line).
     """
     from app.engine.catalog import load_catalog
+    from app.engine.decision_predicted import measured_error
+    from app.engine.device_rates import load_rates
 
     table_ = load_catalog(catalog_path)
+    rates = load_rates(rates_path)
+    errors = measured_error() if errors is None else errors
     found, warnings, seen = [], [], {}
     for folder in folders:
         real = os.path.realpath(folder)
@@ -192,7 +220,8 @@ def decide(folders: list[str], target: float, catalog_path: str = "",
             found.append(read_folder(folder))
         except InputError as why:
             warnings.append(f"warning: the decision leaves out {why}")
-    result = decision.predict(found, target, table_, interruptions_per_hour, today)
+    result = decision.predict(found, target, table_, interruptions_per_hour, today,
+                              rates=rates, errors=errors)
     result["catalog"] = catalog_path or "app/engine/prices.csv"
     return result, warnings
 

@@ -204,13 +204,20 @@ def _count_key(model, image_size: int, batch_size: int) -> str | None:
 
 def model_facts(model, flops: float | None) -> dict:
     """What summary.json says of the model: its Keras name, parameters (all, and
-    trainable), training GFLOPs per image and how they were counted (None: not)."""
+    trainable), a lower bound of the bytes an image keeps for the gradient (app/engine/
+    memory.py: what the decision checks another device's memory with), training GFLOPs
+    per image and how they were counted (None: not)."""
+    from app.engine import memory
+
     def count(variables):
         return int(sum(int(_product(v.shape)) for v in variables))
 
+    compute = str(getattr(getattr(model, "dtype_policy", None), "compute_dtype", "float32"))
     return {"model_name": model.name,
             "parameters": count(model.weights),
             "trainable_parameters": count(model.trainable_weights),
+            "kept_bytes_per_image": memory.kept_bytes_per_image(
+                model, 2 if compute in ("bfloat16", "float16") else 4),
             "train_gflops_per_image": round(flops / 1e9, 4) if flops else None,
             "flops_method": METHODS.get(keras.config.backend()) if flops else None}
 

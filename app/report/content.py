@@ -127,10 +127,13 @@ def verdict_of(decision: dict, rows: list[dict], rankings: dict) -> dict:
                                ("dollars", "usd_per_million_images", "cheapest")):
         best, other = decision_why.pick(decision["options"], by)
         steady = rankings[ranking][0] if rankings[ranking] else None
-        chosen = by_folder.get(os.path.realpath(best["folder"])) if best else None
+        # a machine predicted, never probed, is no folder's steady state to set it against
+        chosen = by_folder.get(os.path.realpath(best["folder"])) if best and not best.get(
+            "predicted") else None
         if best is None or steady is None or chosen is None or chosen == steady:
             continue
         why = (decision_why.deciding(best, other, by)["words"] if other is not None
+               and not other.get("predicted")
                and by_folder.get(os.path.realpath(other["folder"])) == steady else
                "its hours to the target count what the steady state leaves out")
         differs.append(f"The steady state below ranks {steady} {words}; to top-1 "

@@ -25,6 +25,12 @@ MEMORY_GB_PER_SEC = (
     (r"A100(?!.*80GB)", 1555.0, "https://www.nvidia.com/en-us/data-center/a100/ (40GB: "
                                 "1,555 GB/s)"),
     (r"V100", 900.0, "https://www.nvidia.com/en-us/data-center/v100/ (900 GB/s)"),
+    (r"\bH100.*PCIe", 2000.0, "https://www.nvidia.com/en-us/data-center/h100/ (H100 PCIe: "
+                              "2 TB/s)"),
+    (r"\bL4\b", 300.0, "https://www.nvidia.com/en-us/data-center/l4/ (300 GB/s)"),
+    (r"\bT4\b", 320.0, "https://www.nvidia.com/en-us/data-center/tesla-t4/ (320 GB/s)"),
+    (r"MI300X", 5300.0, "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html "
+                        "(5.3 TB/s)"),
     (r"TPU v5 ?lite|TPU v5e", 819.0, "https://cloud.google.com/tpu/docs/v5e (819 GB/s a chip)"),
     (r"TPU v5p|TPU v5$", 2765.0, "https://cloud.google.com/tpu/docs/v5p (2,765 GB/s a chip)"),
     (r"TPU v6", 1640.0, "https://cloud.google.com/tpu/docs/v6e (1,640 GB/s a chip)"),

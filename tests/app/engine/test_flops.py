@@ -152,6 +152,9 @@ def test_model_facts_say_what_was_counted_and_how():
         "parameters"] > 5e6
     assert facts["train_gflops_per_image"] == round(counted / 1e9, 4)
     assert facts["flops_method"] == flops.METHODS["tensorflow"]
+    # what an image keeps for the gradient, in float32: its 5 tokens (4 patches of 16 px
+    # and the class token), 192 values each, for each of the ~59 layer outputs kept
+    assert 5 * 192 * 4 * 50 < facts["kept_bytes_per_image"] < 5 * 192 * 4 * 70
 
 
 def test_counting_leaves_keras_attention_setting_as_it_was():

@@ -9,11 +9,12 @@ from app.engine import catalog as price_catalog
 from callbacks.profiling import bandwidth
 
 # Device kinds as JAX names them (and TensorFlow's device_name on a GPU).
-KINDS = {"NVIDIA H100 80GB HBM3": 3350.0, "NVIDIA H100 PCIe": None, "NVIDIA H100 NVL": None,
+KINDS = {"NVIDIA H100 80GB HBM3": 3350.0, "NVIDIA H100 PCIe": 2000.0, "NVIDIA H100 NVL": None,
          "NVIDIA H200": 4800.0, "NVIDIA B200": 8000.0, "NVIDIA A100-SXM4-80GB": 2039.0,
          "NVIDIA A100-SXM4-40GB": 1555.0, "Tesla V100-SXM2-16GB": 900.0,
          "TPU v2": 350.0, "TPU v3": 450.0, "TPU v4": 1200.0, "TPU v5 lite": 819.0,
-         "TPU v5": 2765.0, "TPU v5p": 2765.0, "TPU v6 lite": 1640.0, "NVIDIA L4": None,
+         "TPU v5": 2765.0, "TPU v5p": 2765.0, "TPU v6 lite": 1640.0, "NVIDIA L4": 300.0,
+         "Tesla T4": 320.0, "AMD Instinct MI300X": 5300.0,
          "cpu": None, None: None}
 
 
