@@ -121,12 +121,16 @@ SPREAD_CAVEAT = 1.2  # a probe whose windows' fastest is this much its slowest: 
 
 
 def caveats(machine: dict) -> list[str]:
-    """What to distrust in one machine's figures, a line each."""
+    """What to distrust in one machine's figures, a line each. A machine never probed
+    has none of its own: its epochs, overhead and start-up are the folder's it was
+    predicted from (whose caveats are said), its rate the model's (the "predicted:" line)."""
     label, out = machine["label"], []
+    if machine["kind"] == "predicted":
+        return out
     if machine.get("busy"):
         out.append(f"caveat: {label} was measured on a busy machine ({machine['busy']}): its "
                    "rate may be low and its start-up long; probe it again when it is idle")
-    if machine.get("startup_note") and machine["kind"] != "predicted":  # said once, below
+    if machine.get("startup_note"):
         out.append(f"caveat: {label}: {machine['startup_note']}")
     if machine.get("overhead_whose"):
         out.append(f"caveat: {label}: its epoch overhead ({machine['overhead']:.2f}x) is "

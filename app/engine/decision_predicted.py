@@ -200,24 +200,25 @@ def dollars_range(option: dict) -> tuple[float, float]:
 
 
 def settle(options: list[dict]) -> str | None:
-    """Where the two cheapest machines' dollars overlap within a prediction's measured
-    error, the probe that would settle which is cheaper: one line, or None."""
-    seen, two = set(), []
-    for option in options:
-        if option["dollars"] is None or option["machine_label"] in seen:
-            continue
-        seen.add(option["machine_label"])
-        two.append(option)
-        if len(two) == 2:
-            break
-    if len(two) < 2 or not any(o.get("predicted") for o in two):
+    """Whether a machine never probed could beat the verdict (the cheapest measured
+    option, decision_why.pick), in one line: the cheapest predicted option, its dollars
+    at both ends of the model's measured error against the verdict's, and the probe that
+    would tell; or that none could. None where nothing was predicted or measured."""
+    from app.engine import decision_why
+
+    best, _ = decision_why.pick(options, "dollars")
+    predicted = [o for o in options if o.get("predicted") and o["dollars"] is not None]
+    if best is None or not predicted:
         return None
-    (low_a, high_a), (low_b, high_b) = (dollars_range(o) for o in two)
-    if high_a < low_b:
-        return None
-    probe = next(o for o in two if o.get("predicted"))
-    spans = " against ".join(usd(a, 4) if a == b else f"{usd(a, 4)}-{usd(b, 4)}"
-                             for a, b in ((low_a, high_a), (low_b, high_b)))
-    return (f"settle: the two cheapest ({two[0]['row']} and {two[1]['row']}) are within the "
-            f"prediction's error ({spans}): probe {probe['device_kind']} "
-            "(`--benchmark=probe`) to decide")
+    cheapest = min(predicted, key=lambda o: dollars_range(o)[0])
+    low, high = dollars_range(cheapest)
+    span = usd(low, 4) if usd(low, 4) == usd(high, 4) else f"{usd(low, 4)}-{usd(high, 4)}"
+    named = (f"{cheapest['machine_label']} as {cheapest['row']} ({span} within the model's "
+             f"measured error, its start-up borrowed)")
+    if low >= best["dollars"]:
+        return (f"settle: no machine never probed beats the verdict's {usd(best['dollars'], 4)} "
+                f"within the model's error; the nearest, {named}")
+    verdict = "could beat" if high >= best["dollars"] else "beats even at its worst"
+    return (f"settle: {named} {verdict} the verdict's {usd(best['dollars'], 4)} "
+            f"({best['machine_label']}): probe a {cheapest['device_kind']} "
+            "(`--benchmark=probe`) before renting it for the job")

@@ -31,7 +31,9 @@ ALSO = 0.5  # a second term in the winner's favour this large against the first 
 
 
 def duration(seconds: float) -> str:
-    """'6.8 s', '41.2 min', '3.42 h'."""
+    """'0.012 s', '6.8 s', '41.2 min', '3.42 h'."""
+    if seconds < 1:
+        return f"{seconds:.2g} s"
     if seconds < 120:
         return f"{seconds:,.1f} s"
     if seconds < 7200:
@@ -115,9 +117,13 @@ KEYS = {"dollars": lambda o: (o["dollars"], o["hours"]),
 
 
 def pick(options: list[dict], by: str) -> tuple[dict | None, dict | None]:
-    """The best option by `by` ("dollars": the cheapest; "hours": the fastest) and the
-    runner-up (the best option of another machine); (None, None) where none is priced."""
-    priced = [o for o in options if o["dollars"] is not None and o["hours"] is not None]
+    """The best measured option by `by` ("dollars": the cheapest; "hours": the fastest)
+    and the runner-up (the best option of another machine); (None, None) where none is
+    priced. A machine never probed (predicted) is no verdict: its rate is a model's, its
+    start-up borrowed; app/engine/decision_predicted.py's `worth_probing` says whether
+    one could beat the verdict and which probe would tell."""
+    priced = [o for o in options if o["dollars"] is not None and o["hours"] is not None
+              and not o.get("predicted")]
     if not priced:
         return None, None
     best = min(priced, key=KEYS[by])

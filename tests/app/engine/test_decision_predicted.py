@@ -77,7 +77,9 @@ def test_a_cpu_run_predicts_the_catalogs_other_devices_by_hand(tmp_path):
     predicted = [o for o in result["options"] if o["predicted"]]
     assert {o["row"] for o in predicted} == {"h100-row", "v100-row"}
     assert all(o["error_range"] == (-0.2, 0.1) for o in predicted)
-    assert lines[-1] == ("predicted: 2 device(s) never probed, from run (cpu)'s work by "
+    assert lines[-1].startswith("settle: no machine never probed beats the verdict's $0.001111 "
+                                "within the model's error; the nearest, ")
+    assert lines[-2] == ("predicted: 2 device(s) never probed, from run (cpu)'s work by "
                          "kind, each start-up borrowed from it (a start-up is not predicted); "
                          "the model's measured error -20% to +10% of images/sec from a CPU "
                          "run of a family no device of the table measured "
@@ -109,15 +111,21 @@ def test_the_probe_that_would_settle_the_two_cheapest(tmp_path):
     start-up, 60.6 s: $0.001178 at $0.07 an hour, above the CPU's $0.001111 (20 s at
     $0.20). Off by the error's +10%, training and evaluation take 50.6 / 1.1 s: 56.0 s in
     all, $0.001088, below the CPU's (off by -20%, 73.2 s: $0.001423): a probe of the H100
-    would settle it. At $0.08 an hour the least is $0.001244: no line."""
-    _, lines = decide(tmp_path, [cpu_run(tmp_path)], h100_price=0.07, convolutions=1e-6)
-    assert lines[-1] == ("settle: the two cheapest (cpu-row and h100-row) are within the "
-                         "prediction's error ($0.001111 against $0.001088-$0.001423): probe "
-                         "H100 80GB SXM (`--benchmark=probe`) to decide")
+    would settle it. At $0.08 an hour the least is $0.001244: it cannot beat the verdict
+    (the measured cheapest), and the line says so. The verdict stays the measured one."""
+    result, lines = decide(tmp_path, [cpu_run(tmp_path)], h100_price=0.07, convolutions=1e-6)
+    assert lines[-1] == ("settle: 1 x H100 80GB SXM (predicted from run (cpu)) as h100-row "
+                         "($0.001088-$0.001423 within the model's measured error, its start-up "
+                         "borrowed) could beat the verdict's $0.001111 (1 x cpu (jax, run run)): "
+                         "probe a H100 80GB SXM (`--benchmark=probe`) before renting it for "
+                         "the job")
+    assert result["cheapest"].startswith("cheapest: 1 x cpu (jax, run run) as cpu-row")
     (tmp_path / "b").mkdir()
     _, lines = decide(tmp_path / "b", [cpu_run(tmp_path / "b")], h100_price=0.08,
                       convolutions=1e-6)
-    assert not any(line.startswith("settle:") for line in lines)
+    assert lines[-1].startswith("settle: no machine never probed beats the verdict's "
+                                "$0.001111 within the model's error; the nearest, 1 x H100 "
+                                "80GB SXM (predicted from run (cpu)) as h100-row ($0.001244-")
 
 
 def test_a_run_without_a_breakdown_is_refused_in_one_line(tmp_path):

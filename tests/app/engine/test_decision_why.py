@@ -81,7 +81,7 @@ def test_spot_interruptions_decide_against_a_spot_only_machine(tmp_path):
     assert spot["hours"] * 3600 == pytest.approx(10 / 0.75)
     assert spot["terms"]["interruptions"] == pytest.approx(10 / 0.75 - 10)
     assert result["fastest"].endswith(
-        "decided by spot interruptions 0.0 s against 3.3 s, which outweighs start-up 6.0 s "
+        "decided by spot interruptions 0 s against 3.3 s, which outweighs start-up 6.0 s "
         "against 5.0 s; runner-up 1 x B (jax, probe b) as b-row spot, 0.003704 h")
 
 
