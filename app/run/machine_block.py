@@ -34,18 +34,8 @@ def block(topology, backend: str, sampled) -> dict:
             **(sampled.facts() if sampled is not None else
                {"driver": None, "cuda_driver": None, "devices": []}),
             "timed_window": sampled.callback.summary() if sampled is not None else None,
-            "not_sampled": None if sampled is not None else why_not_sampled(topology)}
-
-
-def why_not_sampled(topology) -> str:
-    """Why a point's GPUs were not sampled (provenance's words)."""
-    if provenance.SAMPLE_SECONDS <= 0:
-        return "turned off (BENCH_STATE_SAMPLE_SECONDS=0)"
-    if topology.accelerator == "tpu":
-        return "the TPU runtime gives a program no clocks or throttle reasons"
-    if topology.accelerator == "cpu":
-        return "a CPU run: no accelerator to sample"
-    return "NVML (nvidia-ml-py) could not be read"
+            "not_sampled": (None if sampled is not None
+                            else provenance.why_not_sampled(topology))}
 
 
 def campaign_block(topology, backend: str) -> dict:

@@ -43,7 +43,7 @@ def fields(context, plan, parts, write: bool) -> dict:
              **(sampled.facts() if sampled is not None else
                 {"driver": None, "cuda_driver": None, "devices": []}),
              "timed_window": sampled.callback.summary() if sampled is not None else None,
-             "not_sampled": None if sampled is not None else _why_not_sampled(topology)}
+             "not_sampled": None if sampled is not None else why_not_sampled(topology)}
     if write and os.path.isdir(context.logdir):
         if found is not None:
             earlier = _earlier_digest(context.logdir)
@@ -74,7 +74,8 @@ def make_sampler(config, topology) -> Sampled | None:
     return Sampled(*made) if made is not None else None
 
 
-def _why_not_sampled(topology) -> str:
+def why_not_sampled(topology) -> str:
+    """Why a run's (a point's) GPUs were not sampled, in words."""
     if SAMPLE_SECONDS <= 0:
         return "turned off (BENCH_STATE_SAMPLE_SECONDS=0)"
     if topology.accelerator == "tpu":
