@@ -59,17 +59,20 @@ PROFILED_STEPS = 3  # traced after the timed ones (rounded up to whole host call
 
 
 def timed_steps(step_seconds: float | None, spe: int, asked: int = 0, windows: int = 1) -> int:
-    """The steps of each timed window: as many whole host calls of `spe` steps as
-    PROBE_SECONDS (shared by the `windows`) hold at `step_seconds` a step, at least
-    WINDOW_SECONDS' worth and MIN_EXECUTIONS calls, at most MAX_STEPS; never fewer than
-    `asked` (--steps_per_epoch): a short window's rate is the machine's noise (three
-    50-step probes of one job read 1,373, 705 and 822 images/sec on this CPU)."""
+    """The steps of each timed window: as many whole host calls of `spe` steps as its
+    share of PROBE_SECONDS holds at `step_seconds` a step (at most MAX_STEPS), or
+    `asked` (--steps_per_epoch) where that is fewer; never under WINDOW_SECONDS' worth
+    nor MIN_EXECUTIONS calls: a short window's rate is the machine's noise (three
+    50-step probes of one job read 1,373, 705 and 822 images/sec on this CPU), and a
+    job's long epoch would make the probe the job."""
     if not step_seconds or step_seconds <= 0:
         return max(asked, MIN_EXECUTIONS * spe)
-    seconds = max(PROBE_SECONDS / max(windows, 1), WINDOW_SECONDS)
-    calls = int(seconds / (step_seconds * spe))
-    steps = spe * max(MIN_EXECUTIONS, min(calls, MAX_STEPS // spe))
-    return max(asked, steps)
+
+    def calls(seconds):
+        return spe * max(MIN_EXECUTIONS, min(int(seconds / (step_seconds * spe)),
+                                             MAX_STEPS // spe))
+    budget = calls(max(PROBE_SECONDS / max(windows, 1), WINDOW_SECONDS))
+    return max(calls(WINDOW_SECONDS), min(asked or budget, budget))
 
 
 def machine_snapshot(backend_gpus: list[int] | None, nvml=None) -> dict:

@@ -19,8 +19,9 @@ from app.modes import probe
     (0.1, 1, 0, 10, 80),  # ten: each at least its floor of 8 s
     (20.0, 1, 0, 1, probe.MIN_EXECUTIONS),  # a slow step: still 4 calls
     (1e-6, 2, 0, 1, probe.MAX_STEPS),  # a fast one: at most MAX_STEPS
-    (0.1, 1, 500, 3, 500),  # --steps_per_epoch, where it is more, wins
-    (0.1, 1, 12, 3, 100),  # a 50-step probe read 1.5x its job's rate: the floor wins
+    (0.1, 1, 90, 3, 90),  # --steps_per_epoch, where fewer than the share
+    (0.1, 1, 500, 3, 100),  # a job's long epoch: the probe's share of its minute
+    (0.1, 1, 12, 3, 80),  # a 50-step probe read 1.5x its job's rate: the floor wins
 ])
 def test_the_timed_steps_fill_the_budget_in_whole_calls(step_seconds, spe, asked, windows,
                                                         steps):
