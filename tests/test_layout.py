@@ -221,6 +221,8 @@ COVERED_ELSEWHERE = {
     "tests/test_real_data.py": ("app.modes.input_benchmark", "preprocessing.tfdata.pipeline"),
     "tests/test_sweep.py": ("app.modes.bench", "app.modes.point_folders"),
     "tests/app/test_report.py": ("app.engine.plots",),
+    # the decision's epochs, overhead and start-up, through the lines that name them
+    "tests/app/engine/test_decision_why.py": ("app.engine.decision_basis",),
     "tests/test_steps.py": ("callbacks.profiler",),
     # the run folder's life: resumes, kills, stops, damage, its one writer
     "tests/test_run_folder.py": ("app.run.context", "app.run.resume"),

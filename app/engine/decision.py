@@ -1,5 +1,5 @@
 """The decision: which machine and pricing option reach a target top-1 for the fewest
-dollars, and which the soonest, predicted from probes and full runs (issue 47).
+dollars, and which the soonest, predicted from probes and full runs.
 
 For each measured machine (a probe's, or a full run's own) and each catalog row that
 sells its device (and the row it was billed as), under each pricing option the row
@@ -7,7 +7,8 @@ sells, the hours and dollars to the target:
 
     epochs E       the first epoch a full run of the same model, dataset, image size
                    and global batch reached the target (any machine: convergence does
-                   not depend on where the same recipe ran); several runs: the median
+                   not depend on where the same recipe ran; the machine's own backend's
+                   runs first, decision_basis.py); several runs: the median
     epoch_seconds  images_per_epoch / rate x overhead: the run's images an epoch
                    (steps_per_epoch x global batch) at the machine's measured steady
                    rate, times how much longer the run's epochs took than their images
@@ -25,24 +26,31 @@ sells, the hours and dollars to the target:
 
 Given the rates table, each priced catalog device that no folder measured is predicted
 too, its rate from the job's breakdown (decision_predicted.py, device_model.py).
-Every prediction carries what it was predicted from ("from"). Rankings: the cheapest
-and the fastest, each in one line with why (rate and price ratios against the best
-other machine); the Pareto frontier of (hours, dollars). Pure Python: the catalog is
-app/engine/catalog.py's; the files are read by decision_inputs.py.
+Every prediction carries what it was predicted from ("from") and its hours split into
+terms (start-up, training, evaluation and checkpoints, interruptions). The verdict: the
+cheapest and the fastest measured machine, each in one line naming the term that
+decides (decision_why.py); the Pareto frontier of (hours, dollars). Pure Python: the
+catalog is app/engine/catalog.py's; the files are read by decision_inputs.py.
 """
 
 from __future__ import annotations
 
 import datetime
-import statistics
 
 from app.engine import catalog as price_catalog
 from app.engine import decision_predicted, decision_why
-from app.engine.decision_inputs import first_epoch_at, run_timing
+from app.engine.decision_basis import (  # what each machine's prediction rests on
+    SAME_JOB,
+    convergence,
+    epoch_overhead,
+    measured_startup,
+    startup_note,
+)
+from app.engine.decision_inputs import first_epoch_at
 from callbacks.figures.bill import OPTION_WORDS, SECONDS_PER_HOUR, dollars, hours, usd_per_hour
 
-SAME_JOB = ("model", "dataset", "image_size", "global_batch_size")
-SAME_RECIPE = ("epochs", "recipe")  # the schedule runs over the epochs: part of the recipe
+__all__ = ["SAME_JOB", "convergence", "epoch_overhead", "machine_label", "measured_startup",
+           "on_frontier", "predict", "rows_for", "startup_note"]
 
 
 def machine_label(found: dict) -> str:
@@ -53,101 +61,6 @@ def machine_label(found: dict) -> str:
                 f"(predicted from {found['predicted_from']})")
     return (f"{found['billed_devices']} x {found['device_kind']} ({found['backend'] or '?'}, "
             f"{found['kind']} {found['name']})")
-
-
-def convergence(runs: list[dict], found: dict, target: float) -> dict:
-    """Epochs to `target` for `found`'s job, from the full runs of the same job, and the
-    epoch overhead `found`'s machine is predicted with (`epoch_overhead`).
-
-    Returns {"epochs", "images_per_epoch", "overhead", "overhead_run", "overhead_whose"
-    (None: the machine's own backend's run; else the words naming whose it borrowed),
-    "runs" (what each said)} or {"why": ...} where no run of the job reached it.
-    """
-    job = [r for r in runs if all(r[k] == found[k] for k in SAME_JOB)]
-    if not job:
-        return {"why": (f"no full run of {found['model']} on {found['dataset']} at "
-                        f"{found['image_size']} px and global batch {found['global_batch_size']} "
-                        "was given: train one on any machine")}
-    same = [r for r in job if all(r[k] == found[k] for k in SAME_RECIPE)]
-    if not same:
-        differ = sorted({k for r in job for k in ("epochs", *found["recipe"])
-                         if (r[k] if k == "epochs" else r["recipe"].get(k))
-                         != (found[k] if k == "epochs" else found["recipe"].get(k))})
-        return {"why": (f"the full runs of this job trained another recipe ({', '.join(differ)} "
-                        "differ): its convergence is another; give a run of the same flags")}
-    reached = [(r, first_epoch_at(r, target), run_timing(r)) for r in same]
-    usable = [(r, e, t) for r, e, t in reached if e is not None and t is not None]
-    if not usable:
-        best = max((e["top1"] for r in same for e in r["epochs_logged"]
-                    if e["top1"] is not None), default=None)
-        if best is not None and best < target:
-            return {"why": f"no full run of this job reached {target:g}: the best top-1 "
-                           f"logged was {best:.4f}; train longer or aim lower",
-                    "unreached": best}
-        return {"why": f"no full run of this job reached {target:g} over two epochs or "
-                       "more: train longer"}
-    run, timing = epoch_overhead(usable, found)
-    epochs = statistics.median_low([e["epoch"] for _, e, _ in usable])
-    said = [f"{r['name']}: epoch {e['epoch']} (top-1 {e['top1']:.4f})" for r, e, _ in usable]
-    lost = [t["lost_epochs"] for _, _, t in usable if t["lost_epochs"] is not None]
-    whose = None
-    if run["backend"] != found["backend"]:
-        whose = (f"borrowed from {run['name']} ({run['backend']}): no full run on "
-                 f"{found['backend']} was given")
-    return {"epochs": epochs, "images_per_epoch": run["steps_per_epoch"] * run["global_batch_size"],
-            "steps_per_epoch": run["steps_per_epoch"], "overhead": timing["overhead"],
-            "overhead_run": run["name"], "overhead_whose": whose, "runs": said,
-            "precision": run["precision"],
-            "lost_epochs": statistics.mean(lost) if lost else None,
-            "interruptions_measured": sum(t["interruptions"] for _, _, t in usable)}
-
-
-def epoch_overhead(usable: list, found: dict) -> tuple[dict, dict]:
-    """The full run whose epoch overhead (evaluation, checkpoints, logs over the steady
-    rate) predicts `found`'s machine, and its timing: a run of the same device kind and
-    backend, else of the same backend (the overhead is mostly the backend's evaluation
-    and saving: on this CPU TensorFlow's epochs took 1.26x their images, JAX's 1.10x),
-    else the first (borrowed, and said so)."""
-    for same in (("device_kind", "backend"), ("backend",)):
-        for run, _, timing in usable:
-            if all(run[k] == found[k] for k in same):
-                return run, timing
-    run, _, timing = usable[0]
-    return run, timing
-
-
-def measured_startup(found: dict) -> float | None:
-    """The start-up a machine's first rented hour pays: a probe's from empty compile
-    caches (measured, or its warm start-up plus a fresh compile's difference); a full
-    run's, from its first epoch (as its own process found the caches)."""
-    if found["kind"] == "predicted":  # borrowed from the folder it was predicted from
-        return found["startup_seconds"]
-    if found["kind"] == "probe":
-        cold = found.get("startup_cold_seconds")
-        return cold if cold is not None else found["startup_seconds"]
-    timing = run_timing(found)
-    return timing["startup_seconds"] if timing else None
-
-
-def startup_note(found: dict) -> str | None:
-    """What a machine's start-up was measured with, where a reader must know: a warm
-    compile cache (a fresh machine pays more), or a probe that could not say."""
-    if found["kind"] == "predicted":
-        return (f"its start-up is {found['predicted_from']}'s, borrowed: a start-up is not "
-                "predicted")
-    if found["kind"] == "probe":
-        if found.get("compile_cache") == "warm" and found.get("startup_cold_seconds") is not None:
-            return (f"its process found its step in the compile cache (start-up "
-                    f"{found['startup_seconds']:,.1f} s); from empty caches, as a fresh "
-                    f"machine starts, {found['startup_cold_seconds']:,.1f} s: the decision "
-                    "uses the cold one")
-        if found.get("compile_cache") is None and found["backend"] == "jax":
-            return "it does not say whether its compile cache was warm (a probe from before)"
-        return None
-    if found.get("compile_cache") == "warm":
-        return ("its start-up came from a warm compile cache (JAX read its programs from "
-                "it): a fresh machine's first hour starts colder; probe one from empty caches")
-    return None
 
 
 def rows_for(found: dict, table: dict) -> list:

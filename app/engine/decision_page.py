@@ -135,6 +135,9 @@ def caveats(machine: dict) -> list[str]:
     if machine.get("overhead_whose"):
         out.append(f"caveat: {label}: its epoch overhead ({machine['overhead']:.2f}x) is "
                    f"{machine['overhead_whose']}")
+    if machine.get("epochs_whose"):
+        out.append(f"caveat: {label}: its {machine['epochs']} epochs to the target are "
+                   f"{machine['epochs_whose']}")
     if machine.get("from", {}).get("precision"):
         out.append(f"caveat: {label}: {machine['from']['precision']}")
     low, high = machine.get("images_per_sec_min"), machine.get("images_per_sec_max")
