@@ -96,7 +96,8 @@ def predict(found: list[dict], target: float, table: dict,
         errors: the device model's measured error (decision_predicted.measured_error).
 
     Returns:
-        {"target", "options" (one dict per machine x row x option, cheapest first, each
+        {"target", "options" (one dict per machine x row x option, the measured machines'
+        cheapest first, then the predicted ones', each
         with its hours split into `terms`), "machines" (per measured machine: its figures
         and what they came from, or why it has no prediction; a full run's `checks`),
         "cheapest", "fastest" (the lines, each naming the term that decides), "headline"
@@ -158,7 +159,8 @@ def predict(found: list[dict], target: float, table: dict,
                 stale = bool(row.date) and price_catalog.stale(row, today)
                 options.append({
                     "machine_label": label, "folder": item["folder"],
-                    "device_kind": item["device_kind"],
+                    "device_kind": item["device_kind"], "machine": [
+                        item["device_kind"], item["backend"], item["billed_devices"]],
                     "row": row.machine, "option": option, "hours": option_hours,
                     "terms": option_terms, "epochs": basis["epochs"],
                     "dollars": dollars(option_hours, price) if option_hours is not None
@@ -177,7 +179,9 @@ def predict(found: list[dict], target: float, table: dict,
                                    f"machine(s), read {row.date or 'with the run'}"
                                    f"{' (' + price_catalog.stale_why(row) + ')' if stale else ''}"
                                    f" from {row.source_short()}")})
-    options.sort(key=lambda o: (o["dollars"] is None, o["dollars"] or 0.0, o["hours"] or 0.0))
+    # Measured machines first: the verdict heads the table; a never-probed one follows.
+    options.sort(key=lambda o: (o["predicted"], o["dollars"] is None, o["dollars"] or 0.0,
+                                o["hours"] or 0.0))
     for option in options:
         option["frontier"] = on_frontier(option, options)
     for entry in machines:

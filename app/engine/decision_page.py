@@ -38,8 +38,9 @@ def _md(text) -> str:
 
 
 def table(result: dict, limit: int = TABLE_ROWS) -> str:
-    """The options, cheapest first: what ran, the row and option, hours and dollars to
-    the target, the price, when it was read (* stale) and whether it is on the frontier."""
+    """The options, the measured machines' cheapest first, then the predicted: what ran,
+    the row and option, hours and dollars to the target, the price, when it was read
+    (* stale) and whether it is on the frontier."""
     header = ("rank", "machine measured", "sold as", "option", "hours", "dollars", "$/h",
               "read", "frontier")
     rows = [header]
@@ -263,8 +264,8 @@ def text(result: dict, written: dict) -> str:
     """What app/report.py --target prints: the verdict's table and lines (or, where
     nothing could be predicted, why, first), and where the files are."""
     head = [] if result.get("headline") else [
-        f"decision: hours and dollars to top-1 {result['target']:g}, cheapest first "
-        f"(prices: {result['catalog']})", table(result)]
+        f"decision: hours and dollars to top-1 {result['target']:g}, the machines measured "
+        f"cheapest first, then those predicted (prices: {result['catalog']})", table(result)]
     return "\n".join([*head, *lines(result),
                       f"decision: {written['decision.md']} (and "
                       f"{', '.join(n for n in written if n != 'decision.md')})"])

@@ -7,7 +7,8 @@ Each option's hours to the target are a sum of terms (app/engine/decision.py):
     evaluation    what the epochs take beyond that (evaluation, checkpoints, logs)
     interruptions what expected spot interruptions add (spot, --interruptions_per_hour)
 
-The fastest option and the runner-up (the best option of another machine) differ by
+The fastest option and the runner-up (the best option of another device, backend or
+device count: a probe of the winner's machine is no rival) differ by
 the sum of their terms' differences; the term whose difference favours the winner
 most decides, and the one that favours the runner-up most is what it outweighs:
 
@@ -97,8 +98,9 @@ def _name(option: dict) -> str:
 
 
 def _runner_up(options: list[dict], best: dict, key) -> dict | None:
-    """The best option of another machine than `best`'s."""
-    others = [o for o in options if o["machine_label"] != best["machine_label"]
+    """The best option of another machine than `best`'s: another device, backend or
+    device count (a probe and a full run of one machine are one choice, measured twice)."""
+    others = [o for o in options if o.get("machine") != best.get("machine")
               and o["dollars"] is not None and o["hours"] is not None]
     return min(others, key=key) if others else None
 

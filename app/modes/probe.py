@@ -6,9 +6,8 @@ measuring function the sweep and the ladder share (app/engine/measure.py's timed
   1. start-up: from the process's start (as a run is billed from it) through the
      data, the model's build and a warm-up fit that compiles its step, measured;
   2. a short calibration (CALIBRATION_EXECUTIONS host calls) that times a step, then
-     the timed steps: --steps_per_epoch where given, else as many as PROBE_SECONDS
-     hold (at least MIN_EXECUTIONS calls), so the measuring after the compile takes at
-     most about a minute; the rate is the Throughput callback's steady window;
+     --repeats timed windows (3 by default), each its share of PROBE_SECONDS or
+     --steps_per_epoch where fewer (timed_steps); the rate is their median;
   3. a few more steps traced and split by kind of work (PROFILED_STEPS), as a sweep's
      point is: the step breakdown;
   4. the machine's state where it can be read (its CPU load and cores; each GPU's
@@ -47,9 +46,8 @@ from callbacks.stop_on_request import StopOnRequest
 from callbacks.stops import PROCESS_STOP
 
 PROBE_FILE = "probe.json"
-# The timed windows' share of the minute after the compile, and the floor of one
-# window's seconds however many windows; BENCH_PROBE_SECONDS scales both down for the
-# test suite's probes, whose rates are not what they test.
+# The timed windows' seconds after the compile, and one window's floor however many;
+# BENCH_PROBE_SECONDS scales both down for the test suite's probes.
 PROBE_SECONDS = float(os.environ.get("BENCH_PROBE_SECONDS", 30.0))
 WINDOW_SECONDS = PROBE_SECONDS * 8.0 / 30.0
 CALIBRATION_EXECUTIONS = 3  # host calls timed to size the timed steps (the first is left out)
@@ -284,9 +282,8 @@ def _summary(context, data, epoch_steps, flops, meter, energy, profiler, timing,
     bill, at = billing.bill(context.started_at), time.time()  # the probe's own bill
     steps = meter.step_time()
     traced = profiler.breakdown if profiler else None
-    # Set against the timed step, as a run's, a sweep point's and a rung's are: the traced
-    # step is slower (on a CPU 2.15x: 266.8 ms beside its rate's 124.1), and its excess is
-    # the profiler's, not the machine's idle (callbacks/profiling/timed.py).
+    # Set against the timed step, as a run's, sweep point's and rung's are: the traced one
+    # is the profiler's clock (on a CPU 2.15x the timed; callbacks/profiling/timed.py).
     breakdown = timed.reconcile(traced, steps.get("step_time_ms")) if traced else None
     return {
         "mode": "probe", **topology.describe(), "model": config.model,
@@ -352,8 +349,7 @@ def closing_lines(summary: dict) -> str:
                      "--price_per_hour_usd)")
     report = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "report.py")
-    if not os.path.relpath(report).startswith(".."):
-        report = os.path.relpath(report)
+    report = report if os.path.relpath(report).startswith("..") else os.path.relpath(report)
     lines.append("decide: " + shell_command(report, "FULL_RUN", summary["logdir"],
                                             "--target=TOP1", "--out", "decision")
                  + " (FULL_RUN: a training run of this model at this batch, on any machine)")

@@ -112,8 +112,8 @@ def build(runs: list[dict], targets=None, decision: dict | None = None) -> dict:
 
 def verdict_of(decision: dict, rows: list[dict], rankings: dict) -> dict:
     """What the report opens with: the decision's lines, and where the steady state
-    (images/sec; dollars per million images) ranks another run folder first than the
-    decision's fastest (cheapest), one sentence each: the term of the hours to the
+    (images/sec; dollars per million images) ranks another machine's folder first than
+    the decision's fastest (cheapest), one sentence each: the term of the hours to the
     target that the steady state leaves out decides (app/engine/decision_why.py)."""
     import os
 
@@ -122,6 +122,9 @@ def verdict_of(decision: dict, rows: list[dict], rankings: dict) -> dict:
     lines = ([f"decision: {decision['headline']}"] if decision.get("headline")
              else [decision["cheapest"], decision["fastest"]])
     by_folder = {os.path.realpath(r["folder"]): r["label"] for r in rows}
+    # the label of each folder's machine: a run and a probe of one machine are one choice
+    machine_of = {by_folder.get(os.path.realpath(o["folder"])): o.get("machine")
+                  for o in decision["options"]}
     differs = []
     for by, ranking, words in (("hours", "images_per_sec", "fastest"),
                                ("dollars", "usd_per_million_images", "cheapest")):
@@ -130,7 +133,8 @@ def verdict_of(decision: dict, rows: list[dict], rankings: dict) -> dict:
         # a machine predicted, never probed, is no folder's steady state to set it against
         chosen = by_folder.get(os.path.realpath(best["folder"])) if best and not best.get(
             "predicted") else None
-        if best is None or steady is None or chosen is None or chosen == steady:
+        if best is None or steady is None or chosen is None or chosen == steady \
+                or machine_of.get(steady, ()) == best.get("machine"):
             continue
         why = (decision_why.deciding(best, other, by)["words"] if other is not None
                and not other.get("predicted")

@@ -66,6 +66,26 @@ def test_the_report_opens_with_the_decisions_verdict(tmp_path, capsys):
     assert (tmp_path / "out" / "decision.md").exists()
 
 
+def test_a_probe_of_the_runs_own_machine_is_no_second_verdict(tmp_path, capsys):
+    """A probe of the run's machine (Slow Y, TensorFlow) starts sooner, so it is the
+    decision's fastest while the run is the steady state's: one machine, measured twice,
+    so no sentence sets them against each other (the README's CPU trial read "The steady
+    state below ranks TensorFlow [digits] fastest; ... the decision's fastest is
+    TensorFlow [probe-tf]")."""
+    run = write_run(tmp_path / "run", rate=700.0)
+    probe = write_probe(tmp_path / "probe", rate=690.0, startup=2.0, device_kind="Slow Y",
+                        backend="tensorflow")
+    assert command.main([run, probe, "--target=0.9", "--out", str(tmp_path / "out"),
+                         f"--price_catalog={catalog(tmp_path)}"]) == 0
+    fastest = next(line for line in capsys.readouterr().out.splitlines()
+                   if line.startswith("fastest: "))
+    assert fastest.startswith("fastest: 1 x Slow Y (tensorflow, probe probe)")
+    assert fastest.endswith("; the only machine measured")
+    page = (tmp_path / "out" / "report.html").read_text()
+    verdict = re.search(r"<ul id='decision'>(.*?)</ul>", page).group(1)
+    assert len(re.findall(r"<li>", verdict)) == 2 and "steady state below" not in verdict
+
+
 def test_without_a_target_the_report_has_no_verdict(tmp_path):
     run = write_run(tmp_path / "run", rate=700.0)
     probe = write_probe(tmp_path / "probe", rate=640.0, startup=2.0)

@@ -106,6 +106,24 @@ def test_one_machine_measured_says_so(tmp_path):
     assert result["cheapest"].endswith("; the only machine measured")
 
 
+def test_the_runner_up_is_another_machine_not_a_probe_of_the_winners(tmp_path):
+    """The run and a probe of its machine (A, TensorFlow, one device) are one choice: the
+    runner-up is B (27.3 s to the target), though A's run comes second (20 s, its probe
+    11 s); with A alone, A is the only machine measured, however many folders measured it."""
+    folders = [write_run(tmp_path / "run", device_kind="A", backend="tensorflow"),
+               write_probe(tmp_path / "a", device_kind="A", backend="tensorflow", rate=641.0),
+               write_probe(tmp_path / "b", device_kind="B", rate=150.0)]
+    result = decide(folders)
+    by_hours = sorted(result["options"], key=lambda o: o["hours"])
+    assert list(dict.fromkeys(o["machine_label"] for o in by_hours)) == [
+        "1 x A (tensorflow, probe a)", "1 x A (tensorflow, run run)", "1 x B (jax, probe b)"]
+    assert result["fastest"].startswith("fastest: 1 x A (tensorflow, probe a): ")
+    assert "runner-up 1 x B (jax, probe b)" in result["fastest"]
+    assert "runner-up 1 x B (jax, probe b)" in result["cheapest"]
+    alone = decide(folders[:2])
+    assert alone["fastest"].endswith("; the only machine measured")
+
+
 def test_a_borrowed_overhead_is_named_and_a_warm_cache_said(tmp_path):
     """A JAX probe predicted with the TensorFlow run's overhead says whose it borrowed;
     a JAX run whose programs came from the compile cache says its start-up was warm."""
