@@ -1,5 +1,6 @@
 """A profiled family's step breakdown, as the models recipe's result keeps it, and
-issue 48's two checks of it (benchmarks/collect.py's models).
+two checks that its idle is the model's, not the profiler's (benchmarks/collect.py's
+models).
 
 The profiled run traces steps dispatched synchronously; its unprofiled twin run of the
 same model times the model's own step. So the breakdown is set against that step (its

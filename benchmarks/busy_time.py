@@ -10,7 +10,7 @@ ops XLA names; this reads the same trace by other lines: the device's "XLA Modul
 kernels and copies, and takes for each execution the union of the streams' busy time
 inside it. The models recipe of benchmarks/device_run.sh sets that against the
 unprofiled run's timed step (the step time less the busy time is the idle the
-breakdown must find, within 2 points: issue 48). Needs xprof (with
+breakdown must find, within 2 points: benchmarks/breakdown_checks.py). Needs xprof (with
 tensorboard-plugin-profile).
 """
 

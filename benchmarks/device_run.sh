@@ -325,7 +325,7 @@ case "$RECIPE" in
       rc=$?; echo "eager$turn $rc" >> "$R/exits.txt"; echo "eager$turn exit $rc"
     done
     ;;
-  coldstart)  # issue 49: where a cold start goes, and what each cut takes off it
+  coldstart)  # where a cold start goes, and what each cut takes off it
     fashion_setup || exit 1
     JOB="--model=small_resnet --dataset=fashion_mnist --data_dir=/tmp/fashion
       --global_batch_size=512 --epochs=15 --target_top1=0.93"

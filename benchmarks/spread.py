@@ -1,5 +1,6 @@
-"""A model family's repeated runs side by side (the models recipe, issue 46): each run's
-images/sec, kernels and GPU window, and the spread, for benchmarks/collect.py.
+"""A model family's repeated runs side by side (the models recipe: XLA's autotuner may
+pick other kernels each run, benchmarks/results/2026-12-06-h100-autotune-spread.json):
+each run's images/sec, kernels and GPU window, and the spread, for benchmarks/collect.py.
 
 Each run of a family (NAME, NAME.run2, ...) autotuned from an empty JAX cache of its own
 and kept its kernels (benchmarks/device_run.sh): NAME.json (its summary) and
@@ -31,7 +32,7 @@ def repeat(folder, name: str) -> dict | None:
 
 
 def spread(folder, runs: list[dict]) -> dict:
-    """A family's runs side by side (issue 46): min, max and max/min of images/sec, and
+    """A family's runs side by side: min, max and max/min of images/sec, and
     each later run's kernels against the first's (equal digests, or how many of the
     kernels differ, from both kernels.json)."""
     from app.engine.kernels import differing

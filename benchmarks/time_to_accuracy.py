@@ -1,6 +1,6 @@
 """The time-to-accuracy recipes' figures (benchmarks/collect.py): fashion_mnist (the app
 against its PyTorch peers, turn by turn) and coldstart (the app's start-up timelines,
-cut by cut: issue 49)."""
+cut by cut: app/engine/cold_start.py's CUTS)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def fashion_mnist(folder: Folder, target: float = 0.93) -> dict:
             "app_first_epoch_ends_at_seconds": app_epochs[0]["seconds"] if app_epochs else None,
             # the same figures from the app's process start (/proc), not its first line
             **_from_process_start(summary, app_epochs, app_seconds),
-            "app_startup": summary and summary.get("startup"),  # its timeline (issue 49)
+            "app_startup": summary and summary.get("startup"),  # app/engine/startup.py's parts
             "peer_first_epoch_ends_at_seconds": peer_epochs[0]["seconds"] if peer_epochs else None,
             "app_epochs": app_epochs, "peer_epochs": peer_epochs})
     return {

@@ -1,6 +1,7 @@
 """The machine's state through the timed window: clocks, power, heat, throttling, neighbours.
 
-Issue 46: the same model and command gave 27% apart on two H100s of one kind; a
+The same model and command gave 27% apart on two H100s of one kind (XLA's autotuner's
+kernel choice, as it turned out: benchmarks/results/2026-12-06-h100-autotune-spread.json); a
 reader of the figure must be able to tell a slow machine from a slow program. So
 each GPU's SM and memory clocks, board power, temperature, NVML's clock throttle
 reasons and the other processes on it are sampled by a background thread a few

@@ -37,7 +37,8 @@ COLUMNS = ("machine", "accelerator", "device", "devices_per_machine", "device_ki
            "date", "note")
 # What one device-hour costs, US dollars: a small CPU VM's vCPU-hours cost cents, the
 # dearest accelerator a few tens of dollars (an H100 on Azure, $12.29 a GPU); a price
-# past these bounds per device is a typo or a damaged file (1e300: issue 51 item 9).
+# past these bounds per device is a typo or a damaged file (a row at $1e300 an hour was
+# billed: tests/test_catalog.py).
 PRICE_PER_DEVICE_HOUR_USD = (0.001, 1000.0)
 HOST_USD_PER_HOUR_MAX = 1000.0  # a host VM billed apart, per machine-hour
 # The sellers whose list prices hold for a year or more, and how old a price may be

@@ -139,8 +139,8 @@ def reserve_memory(jax, devices) -> None:
         pass
 
 
-# ------------------------------------------------------------- the start's cuts (issue 49)
-# Each measure of issue 49 that shortens a cold start, by name: (on by default, what it
+# ------------------------------------------------------------------------ the start's cuts
+# Each measure that shortens a cold start, by name: (on by default, what it
 # does). BENCH_STARTUP_CUTS turns them on and off one by one, so that one device call
 # can time each from cold (benchmarks/device_run.sh coldstart): a comma-separated list
 # read in order, of "all", "none", NAME (on) and -NAME (off), from the defaults. Those

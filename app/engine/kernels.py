@@ -1,6 +1,6 @@
 """The GPU kernels a run's training step runs, read from its compiled program.
 
-Why (issue 46): three ConvNeXt-T runs on one H100, same command, each autotuned from an
+Why: three ConvNeXt-T runs on one H100, same command, each autotuned from an
 empty cache, gave 3,290 / 3,286 / 4,440 images/sec with the SM clock at its maximum
 throughout; the slow run's autotune results loaded into a fresh run gave 3,300, the
 fast run's 4,463 (benchmarks/results/2026-12-06-h100-autotune-spread.json, added at
@@ -13,8 +13,9 @@ Where the list comes from: the training step's optimized HLO
 library call's chosen kernel in its backend_config: cuDNN's "algorithm" {algo_id,
 tuning knobs, workspace}, cuBLAS's "selected_algorithm", and each fusion's
 block-level or Triton tiling. Not XLA's own autotune dump: JAX's compilation cache
-keys on XLA_FLAGS, so a dump path per run folder would end warm starts (issue 49),
-and a program served from that cache autotunes nothing, so its dump is empty.
+keys on XLA_FLAGS, so a dump path per run folder would end warm starts (each run would
+compile afresh), and a program served from that cache autotunes nothing, so its dump is
+empty.
 
 The digest is the sha256 of the canonical list: each entry's op_name (the model's
 name for the operation, from JAX), its target, its result's shape and the chosen

@@ -1,6 +1,7 @@
 """What a run ran on and with: the devices, their driver and the libraries' versions.
 
-Issue 46: one command gave 27% apart on two H100s of one kind. Each run records what
+One command gave 27% apart on two H100s of one kind (XLA's autotuner's kernel choice,
+benchmarks/results/2026-12-06-h100-autotune-spread.json). Each run records what
 could differ between two machines of a kind, so that a report of two runs can name
 it: the device's name; the NVIDIA driver and the CUDA version it supports; the CUDA
 runtime, cuDNN and cuBLAS the framework loaded; jaxlib (which carries XLA, its

@@ -7,7 +7,8 @@ a warm-up fit.
 
 `--repeats=N` (`repeats`): N timed windows, each after a compile of its own, so a
 point's figure says how far it moves from one compile to the next (on a GPU, XLA's
-autotuner may pick other kernels each time: issue 46). With N > 1 no window's
+autotuner may pick other kernels each time:
+benchmarks/results/2026-12-06-h100-autotune-spread.json). With N > 1 no window's
 program comes from JAX's persistent compilation cache (nor its kernel choices from
 XLA's autotuning cache beside it): each compile is fresh. The point's figure is the
 median window's rate and its spread the min-max (callbacks/figures/spread.py).

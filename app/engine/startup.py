@@ -1,4 +1,4 @@
-"""The start-up timeline: where a run's seconds went before its first step (issue 49).
+"""The start-up timeline: where a run's seconds went before its first step.
 
 The run marks, on its main thread, the moment each part of its start ends
 (app/main.py, app/run/context.py, app/engine/distribute.py, app/modes/train.py; the

@@ -299,9 +299,10 @@ def _run(bench, settings, row, progress, sampled=None) -> tuple[str, dict]:
         "compile_and_warmup_seconds": round(warmup_seconds, 2),
         **{k: round(v, 3) for k, v in meter.step_time().items()},
     }
-    # The traced steps' split set against the timed window's step (issue 52 item 3: the
-    # "why" and the speed agree): idle is the timed step's, what tracing added the
-    # profiler's (callbacks/profiling/timed.py).
+    # The traced steps' split set against the timed window's step (a CPU sweep point's
+    # traced ops ran slower than its timed step; now the "why" and the speed agree):
+    # idle is the timed step's, what tracing added the profiler's
+    # (callbacks/profiling/timed.py).
     figures["breakdown"] = (reconcile(profiled[1].breakdown, figures.get("step_time_ms"))
                             if profiled[1] and profiled[1].breakdown else None)
     return "ok", figures

@@ -1,6 +1,7 @@
 """What differed between two runs of the same model and settings whose speeds differ.
 
-Issue 46: the same command gave 3,290 and 4,440 images/sec on two H100s. The report of
+The same command gave 3,290 and 4,440 images/sec on two H100s (XLA's autotuner's kernel
+choice: benchmarks/results/2026-12-06-h100-autotune-spread.json). The report of
 such a pair (app/report.py: same work, same settings, images/sec more than APART apart)
 says what the runs' records show differed between them, in one line: the device, the
 NVIDIA driver, the libraries' versions (app/engine/machine.py), the kernels the training

@@ -3,9 +3,10 @@
 A traced step is not a timed one. Tracing slows what it traces: on JAX the Profiler
 callback is not `async_safe`, so a profiled fit dispatches each step only once the one
 before has finished, and the trace's own bookkeeping adds to every op on a CPU (there
-the traced steps ran 0.85x-2.44x the timed ones, issue 52). Measured on one H100, a
+a sweep point's traced steps ran 0.85x-2.44x the timed ones). Measured on one H100, a
 profiled ConvNeXt-T step took 69.8 ms where an unprofiled one took 57.1, and the
-breakdown called the 12.7 ms difference the model's idle time (issue 48).
+breakdown called the 12.7 ms difference the model's idle time (both by hand in
+tests/callbacks/profiling/test_timed.py).
 
 So the breakdown is reconciled with the step the speed comes from (the timed window's
 step time, callbacks/throughput.py): each kind's device time stays as the trace measured

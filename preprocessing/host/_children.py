@@ -1,4 +1,4 @@
-"""Worker processes that end with the run, however it ends (issue 38).
+"""Worker processes that end with the run, however it ends (tests/test_workers.py).
 
 Grain starts a pipeline's decoding workers itself (spawned processes); this module
 makes them die with the run and stops them in order, in bounded time:
