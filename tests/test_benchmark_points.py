@@ -1,10 +1,9 @@
 """A benchmark point as a user meets it (sweep and ladder, real processes on the CPU):
 --repeats' windows with their median and spread, computed again by hand from their
-step series (issue 46 item 4); progress while a point would be silent, to a pipe and
-on a terminal (issue 52 item 7); a rerun after a SIGKILL that writes nothing twice
-(issue 51 item 3); a point on other data refused in one line (item 2); edited
-sweep.json rows measured again, with no traceback (item 10); and the effort ladder
-not building on a rung that loses (issue 52 item 6).
+step series; progress while a point would be silent, to a pipe and on a terminal; a
+rerun after a SIGKILL that writes nothing twice; a point on other data refused in one
+line; edited sweep.json rows measured again, with no traceback; and the effort ladder
+not building on a rung that loses.
 
 The model sleeps a fixed time a step (tests/sleepy_model.py), so its figures are known
 beforehand and a point costs about a second past its compile.
@@ -84,7 +83,7 @@ def test_repeats_give_windows_whose_median_and_spread_are_their_step_series_by_h
         for key in ("images_per_sec", "images_per_sec_min", "images_per_sec_max"):
             assert metrics[f"run/{key}"] == pytest.approx(row[key])
     header = next(line for _, line in lines if line.startswith("global batch"))
-    assert header.count("per device") == 1  # issue 52 item 8: it was there twice
+    assert header.count("per device") == 1  # it was there twice
     assert "global batch per device  images/sec     min-max" in header
     assert "each point's median of 3 timed windows (each after a fresh compile)" in text
     # progress: the phases were said, and the sweep was never silent for long
@@ -129,9 +128,9 @@ def breakdown_points(folder) -> list:
 
 def test_a_sigkill_after_a_point_printed_writes_nothing_twice_and_edited_rows_are_redone(
         tmp_path):
-    """Issue 51 item 3: SIGKILL just after the first point printed its result (its row
+    """SIGKILL just after the first point printed its result (its row
     not kept yet), then the same command: the point is measured again into an empty
-    folder, so its step breakdown is there once at step 3, not twice. Item 10: the rows
+    folder, so its step breakdown is there once at step 3, not twice. Then the rows
     of the finished sweep edited (an images/sec that is text with markup, another
     1e308 with no step time), then the same command: one warning each, both measured
     again, no traceback."""
@@ -168,7 +167,7 @@ def test_a_sigkill_after_a_point_printed_writes_nothing_twice_and_edited_rows_ar
 
 
 def test_a_class_added_between_two_attempts_of_a_sweep_is_refused_in_one_line(tmp_path):
-    """Issue 51 item 2: a sweep on a folder dataset stopped (Ctrl-C) once its first
+    """A sweep on a folder dataset stopped (Ctrl-C) once its first
     point is done; a class is added to the folder; the same command refuses to measure
     the second point on other data than the first's, in one line, and keeps sweep.json."""
     from image_files import class_image, encode, write_folder_dataset
@@ -203,7 +202,7 @@ def test_a_class_added_between_two_attempts_of_a_sweep_is_refused_in_one_line(tm
 
 @pytest.mark.slow
 def test_the_ladder_does_not_build_on_a_rung_that_loses(tmp_path):
-    """Issue 52 item 6: a model four times slower in mixed bfloat16 (as on a CPU): that
+    """A model four times slower in mixed bfloat16 (as on a CPU): that
     rung is reported, marked not built on, and the next rung starts from float32; the
     largest batch kept is the fastest one tried; the total is the best rung's."""
     logdir = tmp_path / "ladder"

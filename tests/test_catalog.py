@@ -1,6 +1,6 @@
 """The price catalog's reader (app/engine/catalog.py), which trusts none of it.
 
-A missing column, "call us" as a price, a NaN, $1e300 an hour (issue 51 item 9), a
+A missing column, "call us" as a price, a NaN, $1e300 an hour (once billed), a
 duplicate machine, bytes that are not text... each is one ConfigError line naming the
 file, the line and the field, never another exception nor a figure out of range
 (fuzzed with Hypothesis), and a real `python app/main.py` exits 2 with it, before
@@ -64,7 +64,7 @@ def test_the_real_rows_round_trip_through_the_reader():
     ("on_demand_usd_per_hour", "1e400", "is '1e400'"),
     ("on_demand_usd_per_hour", "-1", "is '-1'"),
     ("on_demand_usd_per_hour", "1_000", "is '1_000'"),
-    # Prices have a range: a device-hour costs a tenth of a cent to $1,000 (issue 51 item 9).
+    # Prices have a range: a device-hour costs a tenth of a cent to $1,000.
     ("on_demand_usd_per_hour", "1e300", "on_demand_usd_per_hour is '1e300'; accepted: empty "
                                         "or $0.001 to $1,000 an hour"),
     ("spot_usd_per_hour", "0", "spot_usd_per_hour is '0'; accepted: empty or $0.001"),
@@ -198,7 +198,7 @@ def test_a_run_with_a_damaged_catalog_exits_2_with_one_line_and_touches_nothing(
 
 
 def test_a_price_out_of_range_in_price_catalog_is_one_line_before_anything(tmp_path):
-    """Issue 51 item 9: a row priced $1e300 an hour was billed (exit 0, $3.5e297, values
+    """A row priced $1e300 an hour was billed (exit 0, $3.5e297, values
     not finite in TensorBoard). Now --price_catalog's file is checked at the door: exit
     2, one line naming the file, the line and the field, no run folder; --list_machines
     reads the same file and says the same."""

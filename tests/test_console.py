@@ -103,7 +103,7 @@ def test_a_terminal_gets_a_bar_redrawn_in_place(digits_dir, tmp_path):
 def test_ctrl_c_on_a_terminal_ends_the_bar_before_the_closing_lines(digits_dir, tmp_path):
     """Ctrl-C while the bar is drawn on a real terminal (a pty, stdout and stderr on
     it as in a shell): the bar's line ends, "status: preempted" and the error line
-    each start a line of their own (issue 42, item 4)."""
+    each start a line of their own."""
     sent = []
 
     def interrupt_once_the_bar_is_drawn(process, output):
@@ -175,7 +175,7 @@ def test_the_closing_commands_work_as_printed(runs):
 
 
 def test_output_to_a_pipe_gets_a_progress_line_within_a_long_epoch(digits_dir, tmp_path):
-    """Issue 42, item 1: with stdout a pipe (nohup, CI, `| tee`) the epoch is not silent
+    """With stdout a pipe (nohup, CI, `| tee`) the epoch is not silent
     until it ends: a progress line every BENCH_PROGRESS_LINE_SECONDS (30 s by default;
     1 s here), each a whole line (no carriage return)."""
     done = run_cli(*tiny_flags(digits_dir, tmp_path / "pipe", "--epochs=1",
@@ -247,7 +247,7 @@ def test_synthetic_data_is_validated_only_when_asked(tmp_path):
 
 
 def test_an_epoch_of_synthetic_data_is_a_measurement_not_an_imagenet_pass(tmp_path):
-    """Issue 42, item 1: without --steps_per_epoch an epoch of synthetic data is 200
+    """Without --steps_per_epoch an epoch of synthetic data is 200
     steps (an ImageNet pass was 20,018 at batch 64: 28.7 h on a CPU), said in the
     banner with the run's epochs; --steps_per_epoch still sets it."""
     done = run_cli("--backend=jax", "--dataset=synthetic", "--image_size=8",
@@ -294,7 +294,7 @@ def make_model(num_classes, image_size):  # as Keras's tutorials write one
 
 
 def test_a_model_stuck_at_chance_is_told_the_input_range_and_the_rate(digits_dir, tmp_path):
-    """Issue 52 item 5: a 2-conv CNN with Rescaling(1/255.) stayed at chance for 15 epochs
+    """A 2-conv CNN with Rescaling(1/255.) stayed at chance for 15 epochs
     and was told "train longer"; the recipe (AdamW at 0.000125) was in no line. The banner
     names the optimizer and peak rate; the closing line, the input's range and the rate."""
     (tmp_path / "tutorial.py").write_text(RESCALING_MODEL)
@@ -316,8 +316,8 @@ def test_a_model_stuck_at_chance_is_told_the_input_range_and_the_rate(digits_dir
 
 
 def test_a_price_of_ones_own_closes_as_that_price(digits_dir, tmp_path):
-    """Issue 52 item 8: --price_per_hour_usd=2.5 closed with "at $2.5/h
-    (gcp-n2-standard-4, on_demand)", a catalog row and pricing it did not use."""
+    """--price_per_hour_usd=2.5 closed with "at $2.5/h (gcp-n2-standard-4,
+    on_demand)", a catalog row and pricing it did not use."""
     done = run_cli(*tiny_flags(digits_dir, tmp_path / "run", "--epochs=1",
                                "--price_per_hour_usd=2.5"))
     assert done.returncode == 0, done.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""A Ctrl-C before the run starts (issue 38): from the moment main.py's handlers are
+"""A Ctrl-C before the run starts: from the moment main.py's handlers are
 in, one line, exit 130, nothing written; before them (Python's own start-up) never a
 traceback of the app, and a Ctrl-C lost there is told apart by the run's own clock.
 Real processes, real SIGINTs."""

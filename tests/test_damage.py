@@ -1,7 +1,6 @@
 """Damaged run folders: what a resume meets is reported and kept aside, never silently
-dropped, and everything still good is used (issue 15, items 2, 5, 14); the run's own
-records are read back as untrusted, and what the folder holds elsewhere is rebuilt
-(issue 38).
+dropped, and everything still good is used; the run's own records are read back as
+untrusted, and what the folder holds elsewhere is rebuilt.
 
 One run is killed right after its fourth checkpoint commits (the end of epoch 2);
 each test damages a copy of that folder in one way and resumes it for real."""
@@ -78,7 +77,7 @@ def test_garbage_billing_and_a_bad_metrics_line_are_kept_aside_and_lose_nothing_
     assert f"{copy}/billing.json is damaged (not JSON" in shown and "; kept as" in shown
     assert f"{copy}/metrics.jsonl: line(s) 1 cannot be read" in shown
     assert f"{copy}/metrics.jsonl lacked epoch(s) 1 that the checkpoint covers; epoch(s) 1 " \
-           "rebuilt from the TensorBoard event files" in shown  # issue 38
+           "rebuilt from the TensorBoard event files" in shown
     kept = {n.split(".damaged-")[0]: n for n in os.listdir(copy) if ".damaged-" in n}
     assert (copy / kept["billing.json"]).read_bytes() == b"\x00\x13garbage"
     assert (copy / kept["metrics.jsonl"]).read_text().startswith("{not json")
@@ -93,7 +92,7 @@ def test_garbage_billing_and_a_bad_metrics_line_are_kept_aside_and_lose_nothing_
 
 
 def test_a_torn_ledger_gives_back_every_attempt_it_still_holds(tmp_path):
-    now = time.time()  # times before 2020 would be dropped (issue 38)
+    now = time.time()  # times before 2020 would be dropped (read as untrusted)
     attempts = [{"started_at": now - 50, "last_seen": now - 40, "resumed_from": {"epoch": 0}},
                 {"started_at": now - 30, "last_seen": now - 15, "resumed_from": {"epoch": 1}}]
     text = json.dumps({"attempts": attempts})

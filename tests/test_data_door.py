@@ -330,7 +330,7 @@ def test_a_run_on_one_class_is_one_line_and_no_run_folder(tmp_path):
     assert "Traceback" not in done.stderr and not (tmp_path / "run").exists()
 
 
-# ---- where the data comes from (issue 52, items 4 and 8) ------------------------------
+# ---- where the data comes from -----------------------------------------------------
 
 def test_a_data_dir_that_is_not_there_is_one_line_and_the_banner_names_what_was_read(
         tmp_path):
@@ -356,8 +356,8 @@ def test_a_data_dir_that_is_not_there_is_one_line_and_the_banner_names_what_was_
     banner = done.stdout.splitlines()[0]
     assert banner.startswith(f"[small_resnet on fashion_mnist from {home / 'fm'}] "), banner
     # A fresh machine: matplotlib, which Keras (and so TensorFlow) would import, built its
-    # font cache and said so in an absl line before the banner (issue 52 item 8). The run
-    # imports it no more (app/engine/cold_start.py): no font cache, no line.
+    # font cache and said so in an absl line before the banner. The run imports it no
+    # more (app/engine/cold_start.py): no font cache, no line.
     assert not (home / ".config" / "matplotlib").exists() and "fontManager" not in done.stderr
 
     write_classes(home / "photos")  # 12 training images

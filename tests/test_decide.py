@@ -1,4 +1,5 @@
-"""Issue 47, end to end on the CPU as a user would: a full run, two probes, the decision.
+"""The time-and-cost decision (app/report.py --target), end to end on the CPU as a user
+would: a full run, two probes, the decision.
 
 Two settings of one model stand for two machines: the TensorFlow backend (the full
 run's, probed again) and JAX, each billed as a row of a catalog of the test's own

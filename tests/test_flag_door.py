@@ -1,4 +1,4 @@
-"""Flags and files at the door (issue 38; --list_machines of issue 41): every number
+"""Flags and files at the door (and --list_machines): every number
 flag has a range, flagfiles are text without cycles, a user's model is built before
 the run folder exists, and each mistake is one `error:` line, exit 2, nothing written.
 Real processes where the door is the process. (A Ctrl-C before the run:
@@ -95,7 +95,7 @@ def test_list_machines_with_a_pattern_that_matches_nothing_is_one_line():
 
 
 def test_list_machines_bare_in_a_flagfile_is_the_whole_catalog(tmp_path):
-    """Issue 51 item 8: written bare in a flagfile, as --help shows it, it took the next
+    """Written bare in a flagfile, as --help shows it, it took the next
     flag as its pattern ("no machine in the price catalog matches '--logdir=...'")."""
     (tmp_path / "catalog.flags").write_text("--list_machines\n--logdir=runs/x\n")
     (tmp_path / "last.flags").write_text("# the action last\n--list_machines\n")
@@ -111,7 +111,7 @@ def test_list_machines_bare_in_a_flagfile_is_the_whole_catalog(tmp_path):
 
 
 def test_refusals_that_a_user_waited_for_come_before_any_framework_loads(tmp_path):
-    """Issue 51 item 12: --pricing=spot on the CPU, whose catalog row sells on-demand only,
+    """--pricing=spot on the CPU, whose catalog row sells on-demand only,
     was refused 15.4 s in (once the devices were found); a folder too small for the batch
     28.9 s in (once the data was built). Both come now with the other flag errors: with
     neither TensorFlow nor JAX importable, the same line, in about a second."""

@@ -30,7 +30,7 @@ def test_the_readme_prints_that_install():
 
 
 def test_the_license_is_an_spdx_expression_that_setuptools_reads_without_a_warning():
-    """Issue 52 item 8: `license = {text = ...}` made .ci/run's install print setuptools'
+    """`license = {text = ...}` made .ci/run's install print setuptools'
     deprecation box (three times). An SPDX string needs setuptools 77 (PEP 639), which
     the build requires; where such a setuptools is importable, pyproject.toml is read
     with every warning recorded."""

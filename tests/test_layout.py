@@ -323,7 +323,7 @@ def _over(paths) -> list[str]:
 
 
 def test_no_module_is_over_400_lines():
-    """Issue 50: a module over 400 lines holds more than one idea; split it where the
+    """A module over 400 lines holds more than one idea; split it where the
     ideas part (the product's packages and the tests alike)."""
     paths = list(_modules().values())
     for folder, _, files in os.walk(os.path.join(ROOT, "tests")):

@@ -1,5 +1,5 @@
 """Where one line is promised, one line comes, and what the app writes is strict JSON
-and honest figures (issue 15, items 14, 15, 16, 17, 18). Real processes, real files."""
+and honest figures. Real processes, real files."""
 
 import dataclasses
 import json
@@ -106,7 +106,7 @@ def test_corrupt_images_are_counted_once_each_and_an_unreadable_validation_has_n
     assert summary["corrupt_images_skipped"] == 15 + 2 + 12
     assert summary["val_top1"] is None and summary["best_val_top1"] is None
     assert "top-1: no validation" in done.stdout
-    # Issue 42 item 3: tf.data's libjpeg says "Input file read error" with no file name
+    # tf.data's libjpeg says "Input file read error" with no file name
     # for each; the user reads one warning that points at the closing line naming them.
     assert not re.search(r"^(Input file read error|Premature end of JPEG)", done.stderr,
                          re.MULTILINE), done.stderr[-2000:]
@@ -128,7 +128,7 @@ def test_a_nan_before_any_checkpoint_says_so_and_a_profile_past_the_end_is_warne
 
 
 def test_a_batch_larger_than_the_folder_names_the_flags_the_user_set(tmp_path):
-    """Issue 42, item 2: the automatic steps per execution (0) is not named as if the
+    """The automatic steps per execution (0) is not named as if the
     user had set it; the line says what fits. Then a batch that trains one step an
     epoch and leaves images unused says so up front, with a batch that would not."""
     root = tmp_path / "small"

@@ -131,9 +131,9 @@ def _bill_arithmetic(tree) -> list[str]:
 
 def test_only_the_bill_computes_billed_seconds_and_dollars():
     """Billed seconds were computed in four places (the cost callback, the checkpoint, the
-    summary, the ledger), dollars for hours in four, dollars written in three ways
-    (issue 50): each a place for the bill to disagree with itself. The Bill
-    (callbacks/figures/bill.py) computes them; the rest call it."""
+    summary, the ledger), dollars for hours in four, dollars written in three ways: each
+    a place for the bill to disagree with itself. The Bill (callbacks/figures/bill.py)
+    computes them; the rest call it."""
     found = []
     for module, path in _modules().items():
         if module != BILL_HOME:

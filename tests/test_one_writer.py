@@ -1,4 +1,4 @@
-"""One writer per run folder, decided under the lock (issue 38): runs racing on a new
+"""One writer per run folder, decided under the lock: runs racing on a new
 folder, a folder a kill left holding only run.lock, a run refused after its
 preflight leaving nothing behind. Real processes, real files (app/run/rundir.py)."""
 
@@ -88,7 +88,7 @@ def test_a_run_refused_after_its_preflight_leaves_nothing_behind(digits_dir, tmp
 
 
 def test_fresh_moves_aside_only_a_run_folder_and_refuses_anything_else(digits_dir, tmp_path):
-    """Issue 51 item 1: --fresh on a folder this app did not write (a dataset, another
+    """--fresh on a folder this app did not write (a dataset, another
     tool's output with a config.json of its own) renamed it DIR.old-<time> and left a
     run.lock in it. Now one line, exit 2, the folder as it was, nothing beside it;
     a run folder whose config.json was damaged is still a run's, and moves aside."""

@@ -5,9 +5,9 @@ source, with the date it was read; the figures read from a seller's own page or 
 (Google Cloud's price list, AWS's price files, Azure's Retail Prices API) equal what
 was recorded from that page, below, by hand (the pages cannot be fetched here); no
 two rows selling one device under one option differ by more than 2x without a note
-that says so and by how much; the machines a user rents (issue 41, issue 47's
-neoclouds) are there, each with a price or a note saying why it has none; and the
-one-GPU Google Cloud rows are not half their seller's price any more (issue 47).
+that says so and by how much; the machines a user rents (NAMED's and the neoclouds')
+are there, each with a price or a note saying why it has none; and the one-GPU Google
+Cloud rows are not half their seller's price any more.
 """
 
 import datetime
@@ -18,7 +18,7 @@ import pytest
 from app.engine import catalog, prices
 
 ISO_DATE = re.compile(r"\d{4}-\d{2}(-\d{2})?")
-# The machines issue 41 names, by the catalog row that sells each.
+# The big clouds' machines a user rents, by the catalog row that sells each.
 NAMED = {
     "TPU v4": "gcp-tpu-v4", "TPU v5e": "gcp-tpu-v5e", "TPU v5p": "gcp-tpu-v5p",
     "TPU v6e": "gcp-tpu-v6e",
@@ -31,7 +31,7 @@ NAMED = {
     "ND A100 v4": "azure-nd96asr-v4", "NDm A100 v4": "azure-nd96amsr-a100-v4",
     "ND H100 v5": "azure-nd96isr-h100-v5", "ND H200 v5": "azure-nd96isr-h200-v5",
 }
-# Issue 47's neoclouds: each sells these devices by the hour (MI300X at Crusoe).
+# The neoclouds: each sells these devices by the hour (MI300X at Crusoe).
 NEOCLOUDS = {"lambda": {"H100 80GB SXM", "B200"},
              "coreweave": {"H100 80GB SXM", "H200", "B200"},
              "nebius": {"H100 80GB SXM", "H200", "B200"},
@@ -141,7 +141,7 @@ def test_every_cloud_row_that_cites_its_sellers_page_is_checked_above():
 
 
 def test_the_one_gpu_google_cloud_rows_are_their_sellers_price_not_half_of_it():
-    """Issue 47: a3-highgpu-1g was $5.38/h (SkyPilot's GPU row + VM row) against the
+    """Google Cloud's a3-highgpu-1g was $5.38/h (SkyPilot's GPU row + VM row) against the
     page's $11.06 a GPU; it is sold through spot and DWS only, so it has no on-demand
     price and says why; a2-ultragpu-1g was $2.95 against $5.07."""
     table = catalog.load_catalog()

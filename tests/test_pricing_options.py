@@ -64,7 +64,7 @@ def test_the_closing_lines_give_every_option(priced_run):
 
 
 def test_the_banner_says_the_machine_is_not_this_one_and_its_prices_are_old(priced_run):
-    """Issue 41: a --machine the run is not on, and a price read over 12 months ago, are
+    """A --machine the run is not on, and a price read over 12 months ago, are
     said under the banner (Billing.notes), once each; MFU keeps this host's peak."""
     done, summary, _ = priced_run
     lines = done.stdout.splitlines()

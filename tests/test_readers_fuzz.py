@@ -1,6 +1,6 @@
-"""Property-based tests (Hypothesis) of every reader of the run folder's own records
-(issue 38): untrusted.loads / read_json, the billing ledger, metrics.jsonl and a
-checkpoint's state.json are fed arbitrary bytes and arbitrary well-formed but hostile
+"""Property-based tests (Hypothesis) of every reader of the run folder's own records:
+untrusted.loads / read_json, the billing ledger, metrics.jsonl and a checkpoint's
+state.json are fed arbitrary bytes and arbitrary well-formed but hostile
 JSON (huge, negative and float-extreme numbers, NaN and Infinity tokens, wrong
 types, deep nesting, text that is not UTF-8). Each outcome is a value the app can use,
 a file kept aside with one warning line, or a one-line RecordError: never a
@@ -325,9 +325,10 @@ TRACE_RECORDS = st.one_of(HOSTILE, st.fixed_dictionaries({}, optional={
 @example(record={"session": "../x", "traced_steps": [2], "host_seconds": [0.1],
                  "steps_per_call": 1})
 def test_a_checkpoints_record_of_the_trace_is_kept_whole_or_not_at_all(capsys, tmp_path, record):
-    """callbacks/profiler.py reads `run_figures.profile` back from a checkpoint (issue 51
-    item 4): a hostile one is dropped with one warning, never a traceback, and a kept one
-    names a folder inside the run's profile folder, steps and finite durations."""
+    """callbacks/profiler.py reads `run_figures.profile` back from a checkpoint (a resumed
+    run keeps its traced steps): a hostile one is dropped with one warning, never a
+    traceback, and a kept one names a folder inside the run's profile folder, steps and
+    finite durations."""
     from callbacks.profiler import Profiler
 
     try:  # as a checkpoint's state.json is read

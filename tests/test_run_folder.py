@@ -1,6 +1,6 @@
 """A run folder belongs to one run: held by one live process, resumed only by the same
 run on the same data, never made worse by a rerun, and its loss is an error.
-Real processes, real signals, real files (issue 15, items 1, 4, 6, 7, 9, 13)."""
+Real processes, real signals, real files."""
 
 import json
 import os
@@ -162,7 +162,7 @@ def test_a_batch_past_the_address_space_limit_is_one_line(tmp_path):
 
 
 def test_a_training_step_past_what_the_process_may_still_take_is_one_line(tmp_path):
-    """Issue 51 item 11: ResNet-50 at batch 256 and 224 px under a 6 GB address-space cap:
+    """ResNet-50 at batch 256 and 224 px under a 6 GB address-space cap:
     its input (154 MB) passed the batch check, and 2 minutes in an allocator killed the
     run (SIGABRT, no line). The step's lower bound (what its layers keep for the
     gradient, 11 GiB; app/engine/memory.py) is checked, at the door, against what the
@@ -242,7 +242,7 @@ def test_a_finished_run_whose_summary_is_gone_or_damaged_is_rebuilt_not_billed_a
 
 def test_a_resumed_run_keeps_the_steps_the_first_attempt_traced_and_reads_its_session(
         digits_dir, tmp_path):
-    """Issue 51 items 4 and 5: --profile_steps=2,3 traced in attempt 1, killed after epoch
+    """--profile_steps=2,3 traced in attempt 1, killed after epoch
     1's checkpoint, resumed to the end: the closing lines said "profile: steps 7-7
     traced" (the resumed attempt traced its own first step, compile included). And a
     session planted beside the run's, sorting after it (a clock skewed forward), was the

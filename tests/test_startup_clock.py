@@ -1,4 +1,4 @@
-"""The start-up timeline of a real run (issue 49), against clocks of the test's own.
+"""The start-up timeline of a real run, against clocks of the test's own.
 
 The app's parts (summary.json's `startup`) run from its process's start to the end of
 its first training call. The test reads the child's start from outside

@@ -131,7 +131,7 @@ def test_a_run_asked_to_log_every_5_steps_at_4_per_call_logs_every_8_and_says_so
 
 
 def test_a_trace_session_planted_after_the_runs_own_is_not_read(tmp_path):
-    """Issue 51 item 5: a valid trace of another run's steps 2-3, planted under a session
+    """A valid trace of another run's steps 2-3, planted under a session
     name that sorts after this run's (9999_...), was silently reported as this run's.
     The profiler reads the session that appeared while it traced (`session`), and a
     checkpoint's record of it (`state()`) makes a resumed attempt trace nothing again."""

@@ -1,7 +1,6 @@
 """Every way a run can be stopped ends in one line and a known exit code: signals at
 any moment (also while the input hangs), a stream that yields nothing, a disk that
-fills up or turns read-only (issue 15, items 10, 11, 12). Real processes, real
-signals, a real size-limited tmpfs."""
+fills up or turns read-only. Real processes, real signals, a real size-limited tmpfs."""
 
 import json
 import os
@@ -200,7 +199,7 @@ def test_a_run_folder_turned_read_only_mid_run_is_one_line_exit_74(digits_dir, t
 
 def test_a_run_folder_whose_permissions_are_taken_away_mid_run_is_one_line_exit_74(
         digits_dir, tmp_path):
-    """Issue 51 item 7: `chmod -R a-w` on the run folder once the run has opened its
+    """`chmod -R a-w` on the run folder once the run has opened its
     files. The metrics writer, making validation/ at the first epoch's end, died in a
     PermissionError traceback (exit 1); every errno the app cannot write through is
     one line, exit 74 (callbacks/stops.py's STORAGE_ERRNOS)."""

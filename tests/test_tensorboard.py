@@ -29,13 +29,13 @@ def runs(digits_dir, tmp_path_factory):
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_a_profiled_run_says_where_its_trace_went(runs, backend):
-    """Issue 42, item 8: the closing lines and summary.json name the traced steps and
+    """The closing lines and summary.json name the traced steps and
     the folder TensorBoard's Profile tab reads, and the trace is there."""
     summary = json.loads((runs / backend / "summary.json").read_text())
     folder = str(runs / backend / "plugins" / "profile")
     assert {k: v for k, v in summary["profile"].items() if k not in ("breakdown", "session")} == {
         "steps": [3, 5], "folder": folder}
-    # the session this run wrote (issue 51 item 5), where its trace is
+    # the session this run wrote (not one planted beside it: test_steps.py), where its trace is
     assert list((runs / backend / "plugins" / "profile" / summary["profile"]["session"]).glob(
         "*.xplane.pb"))
     assert (f"profile: steps 3-5 traced to {folder} (TensorBoard's Profile tab, with the view "
@@ -121,7 +121,7 @@ def test_hparams_set_every_run_against_the_same_columns_filled_with_its_figures(
     assert all("Unit:" in m["description"] for m in experiment["metricInfos"])
     assert sorted(sessions) == ["jax", "tensorflow"]
     for name, session in sessions.items():
-        # its own group (issue 52 item 1), named for its folder: never averaged with a
+        # its own group, named for its folder: never averaged with a
         # run of another folder
         assert session["group"].startswith(f"{name} (") and len(session["group"]) < 40
         summary = json.loads((runs / name / "summary.json").read_text())
@@ -179,7 +179,7 @@ def test_the_time_series_and_hparams_render_in_a_browser(server, tmp_path):
 
 def test_a_preempted_run_reads_preempted_in_hparams_and_its_batch_is_the_integer(
         digits_dir, tmp_path):
-    """Issue 52, item 8: a run stopped by SIGTERM says "preempted" in its status column,
+    """A run stopped by SIGTERM says "preempted" in its status column,
     and is not "Running" (no process trains it: TensorBoard has no status for a run
     whose rerun resumes it, so it has no session end, Unknown), as TensorBoard's own
     hparams plugin serves it; the batch shows as 32, not 32.000, and reads back as the
@@ -209,9 +209,9 @@ def test_a_preempted_run_reads_preempted_in_hparams_and_its_batch_is_the_integer
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_the_step_breakdown_card_is_served(server, runs, backend):
-    """Issue 39: the profiled steps' breakdown as scalars (ms per step by kind of work)
+    """The profiled steps' breakdown as scalars (ms per step by kind of work)
     and a table under the Text tab, read back by the real server; each kind's achieved
-    rate, or why it has none (issue 52: TensorFlow's column was blank)."""
+    rate, or why it has none (TensorFlow's column was blank)."""
     from urllib.parse import quote
 
     from callbacks.profiling import breakdown
@@ -239,7 +239,7 @@ def test_the_step_breakdown_card_is_served(server, runs, backend):
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_the_startup_card_is_served(server, runs, backend):
-    """Issue 49: the start-up timeline's card under the Text tab, read back by the real
+    """The start-up timeline's card under the Text tab, read back by the real
     server: each part of summary.json's startup, with its seconds."""
     from urllib.parse import quote
 

@@ -1,8 +1,8 @@
-"""grain's decoding workers end with the run, however it ends (issue 38, "worker
-processes"): a SIGKILLed run leaves none, a SIGTERM stops them and a resumed run
-ends without multiprocessing's late tracebacks, and stopped (SIGSTOP) workers do not
-hold a stop past the grace. Real processes, real signals; the workers are found as
-the run's descendants in /proc (preprocessing/host/_children.py)."""
+"""grain's decoding workers end with the run, however it ends: a SIGKILLed run leaves
+none, a SIGTERM stops them and a resumed run ends without multiprocessing's late
+tracebacks, and stopped (SIGSTOP) workers do not hold a stop past the grace. Real
+processes, real signals; the workers are found as the run's descendants in /proc
+(preprocessing/host/_children.py)."""
 
 import os
 import signal
@@ -140,7 +140,7 @@ def test_sigterm_stops_the_workers_and_a_resumed_run_ends_without_tracebacks(fol
 
 @pytest.mark.slow
 def test_ctrl_c_to_the_process_group_ends_the_run_without_worker_tracebacks(folder, tmp_path):
-    """Issue 51 item 6: a terminal's Ctrl-C goes to the whole process group, grain's
+    """A terminal's Ctrl-C goes to the whole process group, grain's
     workers too; each printed a KeyboardInterrupt traceback (grain's ipc/queue.py).
     They ignore SIGINT and leave when the run closes them (preprocessing/host/_children.py)."""
     logdir = tmp_path / "ctrl-c"

@@ -269,7 +269,7 @@ def test_dollars_per_million_images_mean_one_thing_everywhere(digits_dir, tmp_pa
 
 def test_a_run_stopped_early_shows_its_status_and_epochs_and_is_named_in_the_caveats(
         tmp_path):
-    """Issue 42 item 5: a run stopped at 4 of its 15 epochs is not compared as if
+    """A run stopped at 4 of its 15 epochs is not compared as if
     complete: its status and epochs done of planned are shown, the caveats name it,
     and a target it did not reach says it stopped. The folders have the app's hashed
     names, so the runs are labelled by the setting that differs, not by the hash."""
@@ -322,7 +322,7 @@ def test_runs_in_hashed_folders_are_labelled_by_the_settings_that_differ(tmp_pat
 
 def test_real_runs_one_preempted_are_reported_with_status_epochs_and_labels_by_batch(
         digits_dir, tmp_path):
-    """Issue 42 item 5, as a user meets it: two real runs (batch 32 finished, batch 64
+    """The same, as a user meets it: two real runs (batch 32 finished, batch 64
     stopped by SIGTERM after some of its 15 epochs), then `python app/report.py A B
     --out DIR`: each run is labelled by the setting that differs, its status and
     epochs done of planned are those of its summary.json, and the caveats name the

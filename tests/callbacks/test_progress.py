@@ -82,7 +82,7 @@ def test_a_stop_asked_for_after_the_last_hook_of_a_boundary_still_ends_the_bar(m
 
 
 def test_a_point_with_no_hook_for_a_while_still_writes_a_line_to_a_pipe():
-    """A benchmark point's compile has no batch hook (issue 52 item 7): its progress
+    """A benchmark point's compile has no batch hook (a point was silent through it): its progress
     thread writes a whole line every `line_every_seconds` all the same, naming the
     phase and the time; close() stops it."""
     import io

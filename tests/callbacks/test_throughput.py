@@ -163,7 +163,7 @@ class TracedSteps(keras.callbacks.Callback):
 
 
 def test_the_steps_the_profiler_slows_are_left_out_of_the_untraced_step_time():
-    """Issue 48 on one H100: a profiled ConvNeXt-T run timed 104.0 ms a step where its
+    """On one H100, a profiled ConvNeXt-T run timed 104.0 ms a step where its
     untraced steps ran about 80 ms, and the breakdown set against it called 26% of the
     step idle. Here the trace's start and stop cost 0.25 s each in a 16-step epoch of
     20 ms steps: the run's step time counts them (what the run did), the untraced step

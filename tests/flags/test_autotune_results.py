@@ -17,8 +17,9 @@ from flags.autotune_results import (
     text_form,
 )
 
-# The head of XLA's dump on an H100 (issue 46's run cx1): two emitter entries, a cuDNN
-# convolution's and a cuBLASLt call's.
+# The head of XLA's dump on an H100 (run cx1 of
+# benchmarks/results/2026-12-06-h100-autotune-spread.json): two emitter
+# entries, a cuDNN convolution's and a cuBLASLt call's.
 DUMPED = os.path.join(ROOT, "tests", "fixtures", "autotune_h100_head.textproto")
 # XLA's older text form (autotune_results.proto): a version, then results.
 OLD_FORM = b"""# proto-file: xla/autotune_results.proto

@@ -196,7 +196,7 @@ def test_gpu_runs_on_jax_get_32_hardware_queues_unless_the_user_chose(accelerato
 
 
 def test_mirrored_val_top1_is_the_top1_of_the_model_the_run_saves(digits_dir, tmp_path):
-    """#31: with two replicas each kept its own BatchNorm moving statistics, fit's
+    """With two replicas each kept its own BatchNorm moving statistics, fit's
     evaluation used both and the checkpoint replica 0's (1 image in 360 differed).
     The last checkpoint, evaluated apart on one device, gives the printed figures."""
     import numpy as np

@@ -1,7 +1,8 @@
 """The kernels a training step runs (app/engine/kernels.py), read from compiled programs:
-ConvNeXt-T's training step as XLA compiled it for an H100 (issue 46's run cx3,
-tests/fixtures/), whose choices are counted here a second way (the text's own markers),
-and a CPU program, which chooses none."""
+ConvNeXt-T's training step as XLA compiled it for an H100 (run cx3 of
+benchmarks/results/2026-12-06-h100-autotune-spread.json; tests/fixtures/), whose
+choices are counted here a second way (the text's own markers), and a CPU program,
+which chooses none."""
 
 import gzip
 import hashlib

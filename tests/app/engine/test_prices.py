@@ -80,12 +80,12 @@ def test_auto_machine_follows_the_device_kind():
     ("NVIDIA H100 PCIe", "nvidia-h100-pcie", 756),  # not the SXM part's 989
     ("NVIDIA B200", "aws-b200-per-gpu", 2250),
     ("NVIDIA GB200", None, None),
-    ("NVIDIA L4", "aws-g6.xlarge", 121),  # priced now (issue 41): AWS first, see PROVIDER_ORDER
+    ("NVIDIA L4", "aws-g6.xlarge", 121),  # priced now: AWS first, see PROVIDER_ORDER
     ("NVIDIA L40S", None, None),
     ("Tesla T4", "nvidia-t4", 65),
     ("NVIDIA A100-SXM4-80GB", "aws-a100-80gb-per-gpu", 312),
     ("NVIDIA A100-SXM4-40GB", "aws-a100-40gb-per-gpu", 312),
-    ("TPU7x", "gcp-tpu7x", 2307),  # JAX's name for Ironwood (issue 47)
+    ("TPU7x", "gcp-tpu7x", 2307),  # JAX's name for Ironwood (app/engine/PRICES.md)
     ("AMD Instinct MI300X", "crusoe-mi300x", 1307.4),
 ])
 def test_device_patterns_match_the_right_part(device_kind, machine, peak):
@@ -150,7 +150,7 @@ def test_a_pricing_the_row_does_not_sell_is_refused_once_named_or_found():
 
 def test_a_named_machine_that_is_not_the_device_is_billed_with_one_note(capsys):
     """--machine=aws-p3.8xlarge on a CPU host: billed $12.24/h as asked, one line says
-    so, and MFU is not taken against the V100s' peak (issue 41: it printed one)."""
+    so, and MFU is not taken against the V100s' peak (it printed one)."""
     p3 = prices.resolve_billing("aws-p3.8xlarge", "on_demand", None, None, "cpu", 1)
     assert p3.price_per_hour_usd == pytest.approx(12.24)  # what the user asked
     assert p3.peak_tflops_per_device is None  # this host's own: a CPU has none
@@ -188,7 +188,7 @@ def test_logical_cpu_devices_are_one_machine_and_accelerators_count_one_by_one()
     assert billing.machines == 1 and billing.price_per_hour_usd == pytest.approx(0.194236)
 
 
-# --- The machine is found, not assumed (issue 41). -----------------------------------
+# --- The machine is found, not assumed. ----------------------------------------------
 
 @pytest.mark.parametrize("device_kind, count, machine, machines, others", [
     # Device kinds as JAX and TensorFlow name them; counts as a host of each has them.

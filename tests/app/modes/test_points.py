@@ -1,4 +1,4 @@
-"""The campaign's records read back as untrusted input (issue 51, item 10): sweep.json
+"""The campaign's records read back as untrusted input: sweep.json
 and ladder.json rows that were edited, cut or forged (markup as images/sec, 1e308,
 missing fields, nested junk) are checked row by row; what passes prints in the
 tables, the ladder's gains and "why" lines and the summary without a traceback, and
@@ -44,7 +44,7 @@ def test_a_good_row_is_kept_and_fields_not_listed_are_left_out(tmp_path, capsys)
     assert capsys.readouterr().err == ""
 
 
-def test_the_rows_of_issue_51_are_said_and_measured_again(tmp_path, capsys):
+def test_edited_cut_or_forged_rows_are_said_and_measured_again(tmp_path, capsys):
     """Markup as images/sec, 1e308 with no step time, a field missing: each row one
     warning naming the field, none kept (so each is measured again)."""
     rows = [{**GOOD, "images_per_sec": "<b>fast</b>"},

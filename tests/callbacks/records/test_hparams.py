@@ -1,5 +1,5 @@
 """HParams as a user sees it through a real TensorBoard server and its own hparams
-plugin (issue 52 items 1, 2, 8): two sweeps of the same points under one folder are
+plugin: two sweeps of the same points under one folder are
 never averaged into one row; a sweep's axis is its first column; a batch reads "16",
 not "16.000", and sorts as a number; each point says how it ended.
 
@@ -53,7 +53,7 @@ def shown(value) -> str:
 
 
 def test_two_sweeps_of_the_same_points_are_four_rows_each_its_own(sweeps):
-    """Issue 52 item 1: `tensorboard --logdir runs` over two sweeps with the same point
+    """`tensorboard --logdir runs` over two sweeps with the same point
     names: four groups of one session each, each group's images/sec its own sweep's
     (before, two groups averaged two sweeps' points); each group is named for the
     point, then its folder."""
@@ -74,7 +74,7 @@ def test_two_sweeps_of_the_same_points_are_four_rows_each_its_own(sweeps):
 
 
 def test_a_sweeps_axis_comes_first_and_reads_as_an_integer_in_numeric_order(sweeps):
-    """Issue 52 items 2 and 8: served as its `view:` line serves it, a sweep's table
+    """Served as its `view:` line serves it, a sweep's table
     lists its axis first (the dashboard ticks the first five columns), the batch reads
     "4" and "16" (not "4.0000") and sorts 4 before 16 (as text, "16" < "4"); each point
     says how it ended."""

@@ -1,6 +1,6 @@
 """callbacks/records/untrusted.py, the one validating reader of what a run folder
-holds: each of its rules met by a real file or text (issue 38, records read back as
-untrusted). Property-based tests of it and its callers: tests/test_readers_fuzz.py."""
+holds: each of its rules met by a real file or text (records read back as untrusted).
+Property-based tests of it and its callers: tests/test_readers_fuzz.py."""
 
 import os
 import threading

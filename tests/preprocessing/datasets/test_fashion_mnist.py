@@ -140,7 +140,7 @@ print(json.dumps(found))
 @pytest.mark.parametrize("backend, seeds", [("jax", [0, 1, 2]), ("tensorflow", [0])])
 def test_one_epoch_of_300_steps_validates_meaningfully_on_each_seed(backend, seeds,
                                                                    tmp_path):
-    """Issues 42 item 7 and 49: one epoch of 300 steps at the default batch (19,200
+    """Short runs learn: one epoch of 300 steps at the default batch (19,200
     images) reaches val top-1 0.75 on each of seeds 0-2. Warmed up for all 300 steps and
     ended at the peak rate, with BatchNorm's moving statistics behind the weights: 0.43-0.62.
     With the warm-up a fifth of the run and the rate decaying to zero: 0.736-0.750 over

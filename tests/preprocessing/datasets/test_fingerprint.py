@@ -1,6 +1,6 @@
 """A run resumes only on the same data, by content: two classes swapped or one image
-replaced between a kill and the rerun is refused in one line, the same data resumes
-(issue 38). The fingerprint itself: preprocessing/datasets/fingerprint.py."""
+replaced between a kill and the rerun is refused in one line, the same data resumes.
+The fingerprint itself: preprocessing/datasets/fingerprint.py."""
 
 import os
 import random

@@ -127,7 +127,7 @@ def _grain_workers() -> int:
 
 @pytest.mark.parametrize("resumed", [False, True])
 def test_every_worker_runs_once_the_first_batch_is_out(records, resumed):
-    """Issue 29: grain's first epoch ran at 786 images/sec against 4,955 in its second,
+    """Grain's first epoch ran at 786 images/sec against 4,955 in its second,
     because its 16 workers started one at a time, as the round robin reached each.
     Here all of them run once the first batch is handed out (fresh, and resumed
     mid-epoch), which is what lets the first epoch go at the second's pace."""
