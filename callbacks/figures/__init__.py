@@ -1,4 +1,10 @@
-"""The plain arithmetic the callbacks, the summary and the report share: the bill
-(bill.py: billed seconds, hours and dollars under each pricing option, the one money
-format), step numbers, the steady-state window, target top-1s, a figure's spread.
-Pure Python, no framework."""
+"""The plain arithmetic the callbacks, the summary and the report share. Pure Python,
+no framework.
+
+- bill.py: billed seconds, hours and dollars under each pricing option, the one money
+  format;
+- steps.py: the one rule for numbering training steps across epochs, fits and attempts;
+- window.py: the steady-state window: which training steps are timed;
+- targets.py: when a target top-1 was first reached, from a run's per-epoch history;
+- spread.py: repeated measurements of one figure: their median and spread, said one way.
+"""

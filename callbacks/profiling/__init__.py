@@ -9,7 +9,11 @@
   XLA's rules for a dot and a convolution (contractions.py) and for the GPU's library
   calls that do their work (library_calls.py: cuDNN, cuBLAS);
 - breakdown.py: the traced steps split by kind of work, each kind's achieved rate,
-  and the line that says so.
+  and the line that says so;
+- bandwidth.py: each accelerator's memory bandwidth, what a kind bound by memory is
+  measured against;
+- timed.py: the breakdown set against the timed steps' time: idle that is real;
+- difference.py: two runs' breakdowns side by side: which kind of work made one slower.
 
 The Profiler callback (callbacks/profiler.py) writes the trace and calls the breakdown;
 the summary, the report and the benchmarks read what it found. Nothing here imports a

@@ -1,10 +1,15 @@
 """The `--dataset` builders and their registry: one module per kind of dataset.
 
-`synthetic` (random images made on the device), `digits` (scikit-learn's 1,797 real
-handwritten digits written once as PNG files), `fashion_mnist` (Zalando's 70,000
-clothes from their IDX files), `folder` (PATH/train/<label>/*.jpg),
-`tfds_data` (a prepared TFDS dataset, and ImageNet 2012 from its manual download;
-what a prepared one's files say: `tfds_prepared`).
+- `synthetic.py`: random images made on the device;
+- `digits.py`: scikit-learn's 1,797 real handwritten digits, written once as PNG files;
+- `fashion_mnist.py`: Zalando's 70,000 clothes, from their IDX files;
+- `folder.py`: PATH/train/<label>/*.jpg;
+- `tfds_data.py`: a prepared TFDS dataset, and ImageNet 2012 from its manual download;
+  `tfds_prepared.py`: what a prepared one's files say; `tfds_records.py`: random access
+  to a prepared split without TensorFlow (for grain);
+- `fingerprint.py`: what identifies a dataset's content, so that a run resumes only on
+  the data it began on.
+
 Each has `check(dataset, spec)` (fails fast, writes nothing) and `make(dataset, spec)
 -> Datasets`. The real-image builders hand their records to preprocessing/streams.py,
 which picks the input pipeline. This module imports no framework: each function

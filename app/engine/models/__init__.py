@@ -10,8 +10,10 @@
 `check_model(config)` checks what can be checked before any device starts; it
 imports Keras only for the values that need it (no array is made). `make_model` builds
 (inside the distribution scope, after the dtype policy is set). Models the app did not
-write get its BatchNorm and logits (adapt.py). This file imports no Keras: the run's
-checks import it before the backend starts.
+write get its BatchNorm and logits (adapt.py). The app's own models draw their initial
+weights with numpy on the host (host_init.py) and build the layers that dominate a step
+from one implementation or another (layer_set.py: FAST, KERAS). This file imports no
+Keras: the run's checks import it before the backend starts.
 """
 
 from __future__ import annotations
