@@ -11,7 +11,8 @@ pipeline wings (tfdata, host, gpu) and feed <- streams <- datasets. Only gpu/ im
 gpu/native and only host/ host/native, the two places that call C libraries; the top
 level holds the contract's few files and nothing else.
 
-Each product module has its tests findable by name, and none is over 400 lines.
+Each product module has its tests findable by name, and none is over 400 lines. Each
+package's docstring names what it holds, and no file cites an issue by its number.
 What has one owner (the batch's shares, the bill) is checked in test_one_owner.py.
 """
 
@@ -337,3 +338,62 @@ def test_the_size_check_sees_a_long_module(tmp_path):
     short = tmp_path / "short.py"
     short.write_text("x = 1\n" * MAX_LINES)
     assert _over([str(long), str(short)]) == [f"{os.path.relpath(long, ROOT)}: 401 lines"]
+
+
+# ---- each package's docstring names what it holds ---------------------------------------
+# Rule: every module as `name.py` (private `_name.py` too; not __init__.py) and every
+# subpackage as `name/`, bare or from the repository root (app/engine/kernels.py).
+def _unnamed(folder: str) -> list[str]:
+    doc = ast.get_docstring(ast.parse(open(os.path.join(folder, "__init__.py")).read())) or ""
+    held = sorted(n if n.endswith(".py") else n + "/" for n in os.listdir(folder)
+                  if n.endswith(".py") and n != "__init__.py"
+                  or os.path.isfile(os.path.join(folder, n, "__init__.py")))
+    here = re.escape(os.path.relpath(folder, ROOT).replace(os.sep, "/"))
+    return [n for n in held if not re.search(rf"(?<![\w/.])(?:{here}/)?{re.escape(n)}(?!\w)", doc)]
+
+
+def test_each_package_docstring_names_its_modules_and_subpackages():
+    unnamed = [f"{os.path.relpath(folder, ROOT)}: {', '.join(_unnamed(folder))}"
+               for package in PACKAGES for folder, _, files in os.walk(os.path.join(ROOT, package))
+               if "__init__.py" in files and _unnamed(folder)]
+    assert not unnamed, "package docstrings missing what they hold:\n" + "\n".join(unnamed)
+
+
+def test_the_docstring_check_sees_an_unnamed_module(tmp_path):
+    (tmp_path / "__init__.py").write_text('"""Holds a.py, _p.py and sub/; not b."""\n')
+    for name in ("a.py", "_p.py", "b.py", "sub/__init__.py", "data/x.csv"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).touch()
+    assert _unnamed(str(tmp_path)) == ["b.py"]
+    (tmp_path / "__init__.py").write_text('"""Holds a.py, _p.py and b.py."""\n')
+    assert _unnamed(str(tmp_path)) == ["sub/"]
+
+
+# ---- citations a reader can follow ------------------------------------------------------
+# The issue tracker is not in the repository: a comment says what an issue found, the
+# result JSON (benchmarks/results/) or the test that guards it, never its number.
+CITATION = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
+CITING = ("app", "callbacks", "flags", "preprocessing", "benchmarks", "tests")
+# device_run.sh prints its header as its usage text: program output, left as it is.
+PRINTED = {"benchmarks/device_run.sh": 2}
+
+
+def _citations(path: str) -> list[str]:
+    text = open(path, encoding="utf-8").read()
+    return [f"{os.path.relpath(path, ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: "
+            f"{m.group(0)}" for m in CITATION.finditer(text)]
+
+
+def test_no_file_cites_an_issue_by_its_number():
+    paths = [os.path.join(ROOT, "app", "engine", "PRICES.md")] + [
+        os.path.join(folder, n) for top in CITING for folder, _, files in
+        os.walk(os.path.join(ROOT, top)) for n in files if n.endswith((".py", ".sh"))]
+    found = [c for p in paths if len(cs := _citations(p)) > PRINTED.get(os.path.relpath(p, ROOT), 0)
+             for c in cs]
+    assert not found, "say what it found, or its result JSON or test:\n" + "\n".join(found)
+
+
+def test_the_citation_check_sees_a_number(tmp_path):
+    cited = tmp_path / "cited.py"
+    cited.write_text("# see Issue " + "47's run\n# (issue #" + "3)\n# issues, 2 of them\n")
+    assert [c.split(":")[1] for c in _citations(str(cited))] == ["1", "2"]  # "issues, 2": none
