@@ -32,7 +32,7 @@
 #                     cold, later turns warm from its caches); the
 #                     IDX files from $FASHION (default .data/fashion-mnist:
 #                     carry it; .xz or .gz files are unpacked to /tmp)
-# coldstart     1     the fashion_mnist job's start-up (issue 49): each run   (startup)
+# coldstart     1     the fashion_mnist job's start-up, cut by cut: each run  (startup)
 #                     from empty caches of its own, with the defaults, every
 #                     cut of app/engine/cold_start.py on, none, and each cut
 #                     turned from its default (BENCH_STARTUP_CUTS), then one
@@ -53,9 +53,9 @@
 #                     $PROFILE's families profiled again for their step
 #                     breakdown, the GPU's busy time read apart
 #                     (busy_time.py) to check its idle
-# decide        1     issue 47: --benchmark=probe, then the full run of the   (run folders, for
-#                     same flags (Fashion-MNIST, batch 512, 15 epochs, 0.93  app/report.py
-#                     target), each from empty compile caches; their        --target: README's
+# decide        1     a decision checked: --benchmark=probe, then a full run  (run folders, for
+#                     of the same flags (Fashion-MNIST, batch 512, 15       app/report.py
+#                     epochs, 0.93 target), each from empty compile caches; --target: README's
 #                     folders come back as probe/ and full/                 first section)
 #
 # Settings (environment): B (256) the batch of step's trace and of real_data, TRAIN
