@@ -83,7 +83,7 @@ def run(config, started_at: float | None = None) -> dict:
         ConfigError, TopologyError, RunDirError, DataError: user mistakes (`_user_errors`).
         callbacks.stops.Preempted, callbacks.stops.Diverged: see the exit codes.
     """
-    from app.engine import prices
+    from app.pricing import prices
     from app.engine.startup import TIMELINE
     from app.run import context as run_context
 
@@ -177,7 +177,7 @@ def main(argv):
 def _list_machines(pattern: str) -> int:
     """--list_machines[=PATTERN]: the price catalog (--price_catalog's, else the app's) on
     stdout (pure Python: no framework)."""
-    from app.engine import catalog
+    from app.pricing import catalog
 
     try:
         text = catalog.list_machines(pattern or None, path=FLAGS.price_catalog)

@@ -51,7 +51,7 @@ def main():
                     validation_steps=-1, logdir=logdir, verbose="2")
     context = run_context.start(run_context.prepare(config, time.time()))
     run_context.create_folder(context)
-    from app.engine.recipe import make_compiled_model
+    from app.models.recipe import make_compiled_model
     from preprocessing.datasets import make_datasets
 
     data = make_datasets("synthetic", context.spec)

@@ -8,7 +8,7 @@ batch sizes and each backend (TensorFlow, JAX), it runs, every process from empt
 compile caches of its own (JAX_COMPILATION_CACHE_DIR), in turn:
   - the full run of the job (`python app/main.py ...`), and
   - a probe of the same flags (`--benchmark=probe`).
-Then, with app/engine/decision.py as app/report.py --target uses it, each full run R
+Then, with app/report/decision/predict.py as app/report.py --target uses it, each full run R
 (backend k) is predicted twice and set against its own measured hours to the target:
   same backend   from the probe of k, R supplying the epochs and the epoch overhead;
   cross backend  from the probe of k, the other backend's full run of the job supplying
@@ -71,7 +71,8 @@ def app(folder: str, flags: list[str], caches: str) -> dict:
 def predicted(run_folder: str, probe_folder: str, target: float) -> dict:
     """The probe's predicted hours to `target` with `run_folder` as the job's full run,
     as app/report.py --target computes them, and what it was predicted from."""
-    from app.engine import catalog, decision, decision_inputs
+    from app.pricing import catalog
+    from app.report.decision import predict as decision, inputs as decision_inputs
 
     found = [decision_inputs.read_folder(f) for f in (run_folder, probe_folder)]
     result = decision.predict(found, target, catalog.load_catalog(""))
@@ -83,7 +84,7 @@ def predicted(run_folder: str, probe_folder: str, target: float) -> dict:
 
 
 def measured_hours(run_folder: str, target: float) -> float | None:
-    from app.engine import decision_inputs
+    from app.report.decision import inputs as decision_inputs
 
     epoch = decision_inputs.first_epoch_at(decision_inputs.read_folder(run_folder), target)
     return epoch["hours"] if epoch else None

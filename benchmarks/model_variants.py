@@ -1,4 +1,4 @@
-"""Which layer implementations make ResNet-50 fastest (app/engine/layers.py vs Keras's)?
+"""Which layer implementations make ResNet-50 fastest (app/models/layers.py vs Keras's)?
 
 Builds the app's model with each LayerSet, compiles it with the app's recipe, and
 times the steady state of the same fit with the app's Throughput callback. Each
@@ -69,7 +69,9 @@ def main():
         return
 
     os.environ.setdefault("KERAS_BACKEND", "jax")  # before anything imports Keras
-    from app.engine import distribute, models, recipe
+    from app import models
+    from app.engine import distribute
+    from app.models import recipe
     from app.engine.data import input_spec
     from flags import Config
 

@@ -14,11 +14,11 @@ What it reads:
     CPU runs a previous result of this script kept (--cpu-from).
 
 What it does:
-  - derives the rates table (app/engine/device_rates.py's rows) from every accelerator
+  - derives the rates table (app/report/decision/device_rates.py's rows) from every accelerator
     breakdown: a breakdown without rates (before per-kind rates, 2026-12-04) gets each
     kind's work from the same family's breakdown with rates on another device (FLOPs and
     bytes do not depend on the device) over its own time; and the CPU's bytes ratios;
-    --write-table writes them to app/engine/device_rates.csv;
+    --write-table writes them to app/report/decision/device_rates.csv;
   - predicts each family from each source (an accelerator's breakdown; the CPU runs'
     work, set to the device's batch: each kind's bytes a step as a + b x images, from two
     batches) on every other device class that measured the family, with a table that
@@ -44,8 +44,8 @@ sys.path.insert(0, ROOT)
 
 from results_io import emit  # noqa: E402
 
-from app.engine import catalog as price_catalog  # noqa: E402
-from app.engine import device_model, device_rates  # noqa: E402
+from app.pricing import catalog as price_catalog  # noqa: E402
+from app.report.decision import device_model, device_rates  # noqa: E402
 from callbacks.profiling.timed import reconcile  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
@@ -360,7 +360,7 @@ def main(argv=None) -> int:
     parser.add_argument("--cpu-commit", default="",
                         help="the commit the CPU runs were made at (default: HEAD)")
     parser.add_argument("--write-table", action="store_true",
-                        help="write the derived table to app/engine/device_rates.csv")
+                        help="write the derived table to app/report/decision/device_rates.csv")
     args = parser.parse_args(argv)
     if args.write_table and not args.out:
         parser.error("--write-table cites --out's result JSON: give --out")
@@ -387,7 +387,7 @@ def main(argv=None) -> int:
                           if m["family"] == f and m["breakdown"] is None} - {
         class_name(s["device_kind"], catalog) for s in sources if s["family"] == f})
         for f in families}
-    emit({"what": "the device model (app/engine/device_model.py): each family predicted from each source (an "
+    emit({"what": "the device model (app/report/decision/device_model.py): each family predicted from each source (an "
                   "accelerator's step breakdown, or CPU runs' work) on every other device "
                   "class that measured it, the family's rows there left out of the table; "
                   "error = predicted / measured images/sec - 1",

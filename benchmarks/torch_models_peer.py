@@ -14,7 +14,7 @@ around the steady-state steps only, in three blocks (torch_peer.timed).
 
 The training FLOPs per image are counted by torch's own FlopCounterMode over one
 forward and backward pass (an independent count from the app's, which is XLA's), and
-the MFU is taken at --peak_tflops (989: an H200's dense bf16 peak, app/engine/prices.csv).
+the MFU is taken at --peak_tflops (989: an H200's dense bf16 peak, app/pricing/prices.csv).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ class LearningRateLogger(keras.callbacks.Callback):
 
     Reading the rate is one small device read per epoch (the step count), never per
     step. A schedule is asked for its rate at that step as a plain number, so one that
-    computes plain steps on the host (app/engine/recipe.py's WarmupSchedule) runs no
+    computes plain steps on the host (app/models/recipe.py's WarmupSchedule) runs no
     device operation; any other computes it as the optimizer would.
     """
 

@@ -2,7 +2,7 @@
 
 MFU = (training FLOPs per image x images per second) / (devices x dense bf16 peak
 per device). FLOPs per image are XLA's count of the model's training step
-(app/engine/flops.py: any model, either backend); the peak comes from the price
+(app/models/flops.py: any model, either backend); the peak comes from the price
 catalog. Only the model's own math counts, so recomputation or the app's padded
 ResNet stem never inflate it. Where the FLOPs could not be counted (None), MFU and
 TFLOP/s are unknown (None), never 0.

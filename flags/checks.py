@@ -84,7 +84,7 @@ def validate(config) -> None:
 
 
 def _model(config):
-    """The form of --model; app.engine.models.check_model looks at files and names."""
+    """The form of --model; app.models.check_model looks at files and names."""
     kind = model_kind(config.model)
     check(kind is not None,
           f"--model={config.model!r} is unknown; accepted: {', '.join(MODELS)}, "

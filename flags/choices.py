@@ -13,7 +13,7 @@ from callbacks.figures.bill import PRICINGS  # noqa: F401 (--pricing's choices: 
 from preprocessing.augment import PRESETS
 
 MODELS = ("small_resnet", "resnet18", "resnet34", "resnet50",
-          "vit_ti16", "vit_s16", "vit_b16", "vit_l16")  # app/engine/models/
+          "vit_ti16", "vit_s16", "vit_b16", "vit_l16")  # app/models/
 OPTIMIZERS = ("auto", "sgd", "adamw")
 NAMED_DATASETS = ("digits", "fashion_mnist", "synthetic", "imagenet2012")
 DATASET_PREFIXES = ("tfds:", "folder:")

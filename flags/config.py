@@ -126,7 +126,7 @@ class Config:
     machine: str = "auto"
     pricing: str = "on_demand"
     price_per_hour_usd: float | None = None
-    price_catalog: str = ""  # "" = app/engine/prices.csv (app/engine/catalog.py)
+    price_catalog: str = ""  # "" = app/pricing/prices.csv (app/pricing/catalog.py)
     peak_tflops_per_device: float | None = None
     profile_steps: str = ""
     throughput_warmup_steps: int = 0

@@ -242,7 +242,7 @@ def define_flags():
     absl_flags.DEFINE_list("target_top1", D["target_top1"],
                            "Comma list of top-1 targets in (0, 1], e.g. 0.757,0.764.")
     absl_flags.DEFINE_string("machine", D["machine"],
-                             "Price catalog row to bill (see app/engine/prices.csv); auto = "
+                             "Price catalog row to bill (see app/pricing/prices.csv); auto = "
                              "the row for the detected device.")
     # An action, not a setting of the run: no Config field (app/main.py acts on it
     # before the config is built). A bare --list_machines means every row.
@@ -260,8 +260,8 @@ def define_flags():
                             "catalog row's price; never multiplied by a machine count.")
     absl_flags.DEFINE_string("price_catalog", D["price_catalog"],
                              "A price catalog CSV of your own (the columns of "
-                             "app/engine/prices.csv, e.g. negotiated prices) instead of the "
-                             "app's; empty = app/engine/prices.csv. --list_machines and "
+                             "app/pricing/prices.csv, e.g. negotiated prices) instead of the "
+                             "app's; empty = app/pricing/prices.csv. --list_machines and "
                              "--machine read it too.")
     absl_flags.DEFINE_float("peak_tflops_per_device", D["peak_tflops_per_device"],
                             "Override: dense bf16 peak TFLOP/s of one device, for MFU.")

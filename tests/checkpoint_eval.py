@@ -12,7 +12,8 @@ def evaluate_latest_checkpoint(config, digits_dir: str, classes: int = 10):
     loaded on one device, with the run's label smoothing."""
     import keras
 
-    from app.engine import models, recipe
+    from app import models
+    from app.models import recipe
     from callbacks.checkpoint import WEIGHTS_FILE, latest_checkpoint
     from preprocessing.datasets import make_datasets
     from preprocessing.spec import BatchShape, InputSpec

@@ -4,7 +4,7 @@ few rows in prices.csv's columns."""
 
 import json
 
-from app.engine import catalog
+from app.pricing import catalog
 
 COLUMNS = catalog.COLUMNS
 

@@ -1,5 +1,5 @@
 """Training FLOPs per image counted by hand from a model's layers: the independent
-count that app/engine/flops.py's figures are checked against.
+count that app/models/flops.py's figures are checked against.
 
 The rule of that module, applied to shapes: 2 FLOPs per multiply-add of every
 convolution (only the kernel taps that meet the input, as XLA counts them), dense
@@ -24,7 +24,7 @@ def _taps(size: int, kernel: int, stride: int, padding: str) -> int:
 
 
 def _layer_forward(layer) -> float:
-    from app.engine.models.vit import SelfAttention
+    from app.models.vit import SelfAttention
 
     if isinstance(layer, SelfAttention):
         _, tokens, width = layer.input.shape

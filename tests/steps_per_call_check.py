@@ -2,7 +2,7 @@
 turn (1, 16, 1, 16) in one JAX process, and splits each trace by kind of work with the
 app's Profiler (callbacks/profiler.py, callbacks/profiling/breakdown.py); prints one
 JSON line: each trace's breakdown and the app's MFU count of the same step
-(app/engine/flops.py). Run as a script (`python tests/steps_per_call_check.py DIR`);
+(app/models/flops.py). Run as a script (`python tests/steps_per_call_check.py DIR`);
 used by tests/callbacks/profiling/test_steps_per_call.py. Also what summary.json
 says of the traced steps (app/run/summary.py).
 """
@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from app.engine.flops import train_flops_per_image  # noqa: E402
+from app.models.flops import train_flops_per_image  # noqa: E402
 from app.run.summary import _profile  # noqa: E402
 from callbacks.profiler import Profiler  # noqa: E402
 

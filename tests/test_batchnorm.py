@@ -19,7 +19,7 @@ LAYER_CHECK = textwrap.dedent("""
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
     import jax, numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
-    from app.engine.layers import BatchNorm
+    from app.models.layers import BatchNorm
 
     rng = np.random.default_rng(0)
     # 16 images, 4 per replica; each replica's slice has its own scale and offset.
@@ -123,7 +123,7 @@ def test_tensorflow_replicas_keep_one_moving_statistic_the_mean_of_theirs():
     import numpy as np
     import tensorflow as tf
 
-    from app.engine.layers import BatchNorm
+    from app.models.layers import BatchNorm
 
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     with strategy.scope():

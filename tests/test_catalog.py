@@ -1,4 +1,4 @@
-"""The price catalog's reader (app/engine/catalog.py), which trusts none of it.
+"""The price catalog's reader (app/pricing/catalog.py), which trusts none of it.
 
 A missing column, "call us" as a price, a NaN, $1e300 an hour (once billed), a
 duplicate machine, bytes that are not text... each is one ConfigError line naming the
@@ -21,7 +21,7 @@ from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.engine import catalog, prices
+from app.pricing import catalog, prices
 from flags import ConfigError
 
 
@@ -181,7 +181,7 @@ def test_a_run_with_a_damaged_catalog_exits_2_with_one_line_and_touches_nothing(
     for package in ("app", "callbacks", "flags", "preprocessing"):
         shutil.copytree(os.path.join(ROOT, package), tmp_path / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
-    csv_path = tmp_path / "app" / "engine" / "prices.csv"
+    csv_path = tmp_path / "app" / "pricing" / "prices.csv"
     text = csv_path.read_text(encoding="utf-8").replace(",4.20,1.68,", ",call us,1.68,", 1)
     csv_path.write_text(text, encoding="utf-8")
     line = 1 + text.splitlines().index(next(r for r in text.splitlines() if "call us" in r))

@@ -14,7 +14,7 @@ OUTSIDE = re.compile(
     r"|\b(?:anchors|stack-notes|seed|gpu-machine|house-style)\.md\b"
     r"|team(?:'s)?\s+notes"
     r"|(?<![\w.])/work/[\w./-]*", re.IGNORECASE)
-PRICES = "app/engine/prices.csv"
+PRICES = "app/pricing/prices.csv"
 # Verbatim outputs of past runs: they quote the price catalog as it was then.
 RECORDS = "benchmarks/results/raw/"
 RESULTS = "benchmarks/results/"
@@ -60,7 +60,7 @@ def test_the_checker_finds_what_it_looks_for():
     for text in ("see shared/seed.md", "(../shared/stack-notes.md)", "in the team's\nnotes",
                  "/work/main/runs", "not in anchors.md"):
         assert OUTSIDE.search(text), text
-    for text in ("app/engine/prices.csv", "https://example.org/shared/x", "tests/no_jax"):
+    for text in ("app/pricing/prices.csv", "https://example.org/shared/x", "tests/no_jax"):
         assert not OUTSIDE.search(text), text
 
 

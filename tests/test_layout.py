@@ -1,8 +1,8 @@
 """The architecture, enforced: every import points downward, and there is no circle.
 
 Layers, top to bottom (a module may import its own layer and the ones below):
-  app.main, app.report  ->  app.modes  ->  app.run  ->  app.engine
-  ->  callbacks, preprocessing, flags   (these three never import app)
+  app.main, app.report  ->  app.modes  ->  app.run  ->  app.engine, app.models,
+  app.pricing  ->  callbacks, preprocessing, flags   (these three never import app)
 Modes are peers: no mode imports another mode. Imports inside functions count too.
 
 Inside preprocessing/, the same rule, floor by floor (PREPROCESSING_RANK): the
@@ -23,8 +23,8 @@ import re
 from conftest import ROOT
 
 PACKAGES = ("app", "callbacks", "flags", "preprocessing")
-RANK = {"app.main": 5, "app.report": 5, "app.modes": 4, "app.run": 3, "app.engine": 2,
-        "callbacks": 1, "preprocessing": 1, "flags": 1}
+RANK = {"app.main": 5, "app.report": 5, "app.modes": 4, "app.run": 3, "app.models": 2,
+        "app.pricing": 2, "app.engine": 2, "callbacks": 1, "preprocessing": 1, "flags": 1}
 
 
 PREPROCESSING_RANK = {"preprocessing": 0, "preprocessing.spec": 0, "preprocessing.augment": 0,
@@ -201,15 +201,15 @@ def test_no_import_circle():
 def test_the_checker_sees_a_planted_upward_import(tmp_path):
     """The rule would fail: an import of app from callbacks is found as such."""
     planted = tmp_path / "bad.py"
-    planted.write_text("def f():\n    from app.engine import prices\n")
-    assert _imports(str(planted), {"app.engine.prices": ""}) == {"app.engine.prices"}
+    planted.write_text("def f():\n    from app.pricing import prices\n")
+    assert _imports(str(planted), {"app.pricing.prices": ""}) == {"app.pricing.prices"}
 
 
 # ------------------------------------------------------- each module's tests by name
 # tests/ mirrors the packages: a module's tests are tests/**/test_<module>.py, or
 # test_<package>_<module>.py where the bare name is another module's (tests/gpu/
 # test_gpu_stream.py), or for a module of a sub-package its package's file
-# test_<package>.py (tests/app/engine/test_models.py for app/engine/models/*). A
+# test_<package>.py (tests/app/models/test_models.py for app/models/*). A
 # package's __init__.py holding only imports needs none. The modules below are covered
 # by a test of a behaviour across modules, named with the file that covers them; each
 # is one that could have its own file.
@@ -223,7 +223,7 @@ COVERED_ELSEWHERE = {
     "tests/test_sweep.py": ("app.modes.bench", "app.modes.point_folders"),
     "tests/app/test_report.py": ("app.engine.plots",),
     # the decision's epochs, overhead and start-up, through the lines that name them
-    "tests/app/engine/test_decision_why.py": ("app.engine.decision_basis",),
+    "tests/app/report/decision/test_decision_why.py": ("app.report.decision.basis",),
     "tests/test_steps.py": ("callbacks.profiler",),
     # the run folder's life: resumes, kills, stops, damage, its one writer
     "tests/test_run_folder.py": ("app.run.context", "app.run.resume"),
@@ -304,7 +304,7 @@ def test_the_name_check_sees_a_module_without_tests(tmp_path):
     assert not _tests_by_name("callbacks.lonely", str(lonely), files)
     assert _tests_by_name("callbacks.throughput", str(lonely), files)
     assert _tests_by_name("preprocessing.gpu.stream", str(lonely), files)
-    assert _tests_by_name("app.engine.models.resnet", str(lonely), files)
+    assert _tests_by_name("app.models.resnet", str(lonely), files)
     # a top-level package's file is no module's cover
     assert not _tests_by_name("app.lonely", str(lonely), files | {"test_app"})
 
@@ -383,7 +383,7 @@ def _citations(path: str) -> list[str]:
 
 
 def test_no_file_cites_an_issue_by_its_number():
-    paths = [os.path.join(ROOT, "app", "engine", "PRICES.md")] + [
+    paths = [os.path.join(ROOT, "app", "pricing", "PRICES.md")] + [
         os.path.join(folder, n) for top in CITING for folder, _, files in
         os.walk(os.path.join(ROOT, top)) for n in files if n.endswith((".py", ".sh"))]
     found = [c for p in paths for c in _citations(p)]

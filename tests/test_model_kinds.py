@@ -13,7 +13,7 @@ from conftest import ROOT, error_lines, run_cli, run_python
 from flops_by_hand import train_flops_per_image as by_hand
 
 from app import main as app
-from app.engine import models
+from app import models
 from flags import Config
 
 NO_TF = {"PYTHONPATH": os.path.join(os.path.dirname(__file__), "no_tensorflow")}
@@ -139,7 +139,7 @@ def custom(tmp_path_factory):
                                        "10 classes"),
 ])
 def test_a_bad_model_is_one_line_and_exit_2(digits_dir, tmp_path, custom, model, message):
-    """From the command line (the other mistakes: tests/app/engine/test_models.py, in-process)."""
+    """From the command line (the other mistakes: tests/app/models/test_models.py, in-process)."""
     logdir = tmp_path / "run"
     done = run_cli(f"--model={model.format(folder=custom)}", f"--data_dir={digits_dir}",
                    f"--logdir={logdir}", "--image_size=16", "--epochs=1", "--verbose=0")

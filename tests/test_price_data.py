@@ -1,4 +1,4 @@
-"""The price catalog as data (app/engine/prices.csv): prices a user can trust.
+"""The price catalog as data (app/pricing/prices.csv): prices a user can trust.
 
 Every row parses; every priced cell (row x option) quotes its figure in the row's
 source, with the date it was read; the figures read from a seller's own page or API
@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from app.engine import catalog, prices
+from app.pricing import catalog, prices
 
 ISO_DATE = re.compile(r"\d{4}-\d{2}(-\d{2})?")
 # The big clouds' machines a user rents, by the catalog row that sells each.

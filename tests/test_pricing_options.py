@@ -19,7 +19,7 @@ MACHINE = "gcp-tpu-v6e-commit-2024"
 
 
 def _catalog_prices(machine: str) -> dict:
-    with open(os.path.join(ROOT, "app", "engine", "prices.csv"), newline="") as f:
+    with open(os.path.join(ROOT, "app", "pricing", "prices.csv"), newline="") as f:
         row = next(r for r in csv.DictReader(f) if r["machine"] == machine)
     host = float(row["host_usd_per_hour"] or 0)
     return {option: float(row[f"{option}_usd_per_hour"]) + host

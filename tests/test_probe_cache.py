@@ -14,7 +14,7 @@ import os
 import pytest
 from conftest import ROOT, run_cli, tiny_flags
 
-from app.engine import decision, decision_inputs
+from app.report.decision import predict as decision, inputs as decision_inputs
 
 NO_TF = os.path.join(ROOT, "tests", "no_tensorflow")
 PROBE = ("--benchmark=probe", "--repeats=2", "--backend=jax")  # the run's own flags

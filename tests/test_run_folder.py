@@ -165,7 +165,7 @@ def test_a_training_step_past_what_the_process_may_still_take_is_one_line(tmp_pa
     """ResNet-50 at batch 256 and 224 px under a 6 GB address-space cap:
     its input (154 MB) passed the batch check, and 2 minutes in an allocator killed the
     run (SIGABRT, no line). The step's lower bound (what its layers keep for the
-    gradient, 11 GiB; app/engine/memory.py) is checked, at the door, against what the
+    gradient, 11 GiB; app/models/memory.py) is checked, at the door, against what the
     process may still take: the cap less what it maps already."""
     limit = 6 << 30
 
@@ -190,7 +190,7 @@ def test_a_training_step_past_what_the_process_may_still_take_is_one_line(tmp_pa
     room, mapped, batch = float(line[1]) * 2**30, float(line[2]), int(line[3])
     assert abs(room / 2**30 + mapped - 6.0) < 0.015 and 1 < mapped < 5  # TF, Keras: GBs
     # What ResNet-50 keeps an image at 4 bytes (its convolutions' and its logits' outputs,
-    # 11.1 M values, tests/app/engine/test_memory.py), beside 3 float32 copies of its
+    # 11.1 M values, tests/app/models/test_memory.py), beside 3 float32 copies of its
     # 25.6 M weights: the largest batch, a power of two, within the room (to the line's
     # rounding).
     per_image, weights = 4 * 11_114_984, 3 * 4 * 25_610_152

@@ -10,7 +10,7 @@ from conftest import error_lines, run_cli
 from processes import run, snapshot, start, strict_json
 from tensorboard_server import hparams_sessions
 
-from app.engine import memory
+from app.models import memory
 from callbacks.records import events
 
 

@@ -29,8 +29,8 @@ from app.engine import autotune
 from app.engine.data import input_spec
 from app.engine.distribute import TopologyError
 from app.engine.measure import timed_fit, timed_synthetic_fit
-from app.engine.memory import is_out_of_memory, peak_memory_gib
-from app.engine.recipe import make_compiled_model
+from app.models.memory import is_out_of_memory, peak_memory_gib
+from app.models.recipe import make_compiled_model
 from app.modes.point_folders import fresh_folder, point_folder, point_name, short_label
 from app.run import context as run_context
 from app.run import machine_block

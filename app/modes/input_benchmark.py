@@ -19,7 +19,7 @@ import os
 import time
 
 from app.engine.measure import timed_synthetic_fit
-from app.engine.recipe import make_compiled_model
+from app.models.recipe import make_compiled_model
 from app.run import context as run_context
 from app.run import rundir
 from callbacks.figures import spread

@@ -12,7 +12,7 @@ measuring function the sweep and the ladder share (app/engine/measure.py's timed
      point is: the step breakdown;
   4. the machine's state where it can be read (its CPU load and cores; each GPU's
      temperature, clocks, power limit and other processes, through NVML).
-What it says is what app/report.py's decision predicts from (app/engine/decision.py):
+What it says is what app/report.py's decision predicts from (app/report/decision/predict.py):
 the rate and the start-up of this machine, its catalog row and prices.
 
 Outputs (process 0): probe.json and summary.json (the same dict) in the run folder,
@@ -31,7 +31,7 @@ import time
 
 from app.engine import measure
 from app.engine.data import steps_for, steps_per_execution
-from app.engine.recipe import make_compiled_model, recipe_facts
+from app.models.recipe import make_compiled_model, recipe_facts
 from app.run import context as run_context
 from app.run import rundir
 from app.run.summary import percent, shell_command

@@ -117,7 +117,7 @@ def check_models(config) -> None:
     Raises:
         ConfigError: one line, naming the value.
     """
-    from app.engine.models import check_model
+    from app.models import check_model
 
     for name, values in config.sweep_axes:
         for value in values if name == "model" else ():

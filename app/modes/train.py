@@ -23,8 +23,8 @@ import time
 
 from app.engine import cold_start, measured, precompile
 from app.engine.data import steps_for, steps_per_execution, unused_images_note
-from app.engine.flops import model_facts
-from app.engine.recipe import (
+from app.models.flops import model_facts
+from app.models.recipe import (
     batchnorm_momentum,
     build_compiled_model,
     count_train_flops,

@@ -28,7 +28,8 @@ Everything the report did not write itself is escaped where it lands: HTML, Mark
 The package's rooms: reading.py (the run folders, checked), labels.py (what the runs
 are: labels, title, comparability), content.py (the figures, rankings and pairs),
 charts.py (the PNGs), page.py (the findings in words, the tables, the HTML and
-Markdown) and command.py (the command line). app/report.py is the command's entry.
+Markdown) and command.py (the command line); decision/, the decision it makes with
+--target. app/report.py is the command's entry.
 """
 
 from app.report.charts import charts

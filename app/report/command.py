@@ -44,7 +44,7 @@ def main(argv=None) -> int:
                              "(decision.md, decision.json, decision.png)")
     parser.add_argument("--price_catalog", default="",
                         help="the decision's price catalog, as app/main.py's --price_catalog "
-                             "(default app/engine/prices.csv)")
+                             "(default app/pricing/prices.csv)")
     parser.add_argument("--interruptions_per_hour", type=float, default=0.0,
                         help="the decision's spot interruptions expected an hour (default 0)")
     args = parser.parse_args(argv)
@@ -78,8 +78,8 @@ def main(argv=None) -> int:
         return 2
     try:
         decided = None
-        if args.target is not None:  # app/engine/decision.py: the cheapest and the fastest
-            from app.engine import decision_page
+        if args.target is not None:  # app/report/decision/predict.py: the cheapest and the fastest
+            from app.report.decision import page as decision_page
 
             decided, warnings = decision_page.decide(args.runs, args.target, args.price_catalog,
                                                      args.interruptions_per_hour)

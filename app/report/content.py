@@ -58,7 +58,7 @@ def build(runs: list[dict], targets=None, decision: dict | None = None) -> dict:
 
     Args:
         targets: top-1 values to rank the runs to; None = the runs' own (targets_of).
-        decision: app/engine/decision.py's result for app/report.py --target, whose
+        decision: app/report/decision/predict.py's result for app/report.py --target, whose
             verdict the report opens with; None without --target.
     """
     targets = targets_of(runs) if targets is None else list(targets)
@@ -114,10 +114,10 @@ def verdict_of(decision: dict, rows: list[dict], rankings: dict) -> dict:
     """What the report opens with: the decision's lines, and where the steady state
     (images/sec; dollars per million images) ranks another machine's folder first than
     the decision's fastest (cheapest), one sentence each: the term of the hours to the
-    target that the steady state leaves out decides (app/engine/decision_why.py)."""
+    target that the steady state leaves out decides (app/report/decision/why.py)."""
     import os
 
-    from app.engine import decision_why
+    from app.report.decision import why as decision_why
 
     lines = ([f"decision: {decision['headline']}"] if decision.get("headline")
              else [decision["cheapest"], decision["fastest"]])

@@ -20,11 +20,12 @@ import contextlib
 import dataclasses
 import os
 
-from app.engine import autotune, cold_start, distribute, memory
-from app.engine.memory import process_memory_limit
+from app.engine import autotune, cold_start, distribute
+from app.models import memory
+from app.models.memory import process_memory_limit
 from app.engine.data import input_spec, steps_for
-from app.engine.models import check_model, check_model_builds
-from app.engine.prices import Billing, resolve_billing
+from app.models import check_model, check_model_builds
+from app.pricing.prices import Billing, resolve_billing
 from app.engine.startup import TIMELINE
 from app.run import rundir, signals
 from preprocessing.datasets import check_dataset, known_shape, read_ahead
@@ -182,7 +183,7 @@ def check_step_fits(config, spec: InputSpec, shape: tuple[int, int] | None) -> N
     room, what = memory.headroom()
     if input_bytes * KEPT_OVER_INPUT_BOUND < room:
         return
-    from app.engine.models import make_model
+    from app.models import make_model
 
     with models_built_aside():
         model = make_model(config.model, shape[0] if shape else 1000, size)

@@ -260,7 +260,7 @@ def at_chance(top1: float, num_classes: int, images: int) -> bool:
     `num_classes` classes: within 3 standard errors of 1/num_classes (a binomial
     proportion). Such a figure is not yet meaningful: the model has learned nothing
     that carries to unseen images, or its BatchNorm moving statistics do not describe
-    its weights yet (a one-epoch run's lagged them: app/engine/recipe.py's
+    its weights yet (a one-epoch run's lagged them: app/models/recipe.py's
     MAX_WARMUP_FRACTION)."""
     if num_classes < 2 or images < 1:
         return False

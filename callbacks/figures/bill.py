@@ -33,7 +33,7 @@ import math
 import time
 
 # The pricing options a seller may offer, in the catalog's column order
-# (app/engine/catalog.py's PRICE_COLUMNS, --pricing's choices).
+# (app/pricing/catalog.py's PRICE_COLUMNS, --pricing's choices).
 PRICINGS = ("on_demand", "spot", "one_year", "three_year")
 # How a sentence names an amount's option: "$0.0100 on spot".
 PRICING_WORDS = {"on_demand": "on demand", "spot": "on spot", "one_year": "with 1-year commitment",
@@ -51,7 +51,7 @@ def hours(seconds: float) -> float:
 
 def dollars(hours_: float, price_per_hour_usd: float) -> float:
     """Dollars for `hours_` of wall-clock time at `price_per_hour_usd`: a bill's, or a
-    prediction's (app/engine/decision.py)."""
+    prediction's (app/report/decision/predict.py)."""
     return hours_ * price_per_hour_usd
 
 

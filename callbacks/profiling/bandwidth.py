@@ -1,6 +1,6 @@
 """Each accelerator's memory bandwidth, what a kind of work bound by memory is measured
 against (its GB/s as a share of it), as the compute kinds' TFLOP/s are against the
-dense bf16 peak (app/engine/prices.csv's peak_bf16_tflops_per_device).
+dense bf16 peak (app/pricing/prices.csv's peak_bf16_tflops_per_device).
 
 Per device as the framework counts devices: a GPU or a TPU chip, but a core of a TPU v2
 or v3 (JAX and TensorFlow see each core), which gets half its chip's. Devices are

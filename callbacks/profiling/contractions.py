@@ -4,7 +4,7 @@ positions that fall on padding or between dilated inputs are not counted.
 
 The same rules count a library call that does a dot's or a convolution's work
 (library_calls.py: cuBLAS's GEMMs, cuDNN's convolutions), and the app's MFU count of a
-lowered training step (app/engine/flops.py uses valid_taps).
+lowered training step (app/models/flops.py uses valid_taps).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def dot_flops(numbers: dict, lhs: list[int], out: list[int]) -> int:
 def valid_taps(input_size, kernel, output, stride, pad_low, base_dilation,
                window_dilation) -> int:
     """Kernel taps over one spatial axis that land on the input, as XLA counts them
-    (not on padding, nor between base-dilated inputs). app/engine/flops.py's count of
+    (not on padding, nor between base-dilated inputs). app/models/flops.py's count of
     a lowered step uses it too."""
     taps = 0
     for out in range(output):

@@ -16,7 +16,8 @@ from conftest import ROOT
 
 from app import report
 from app.report import page as report_page
-from app.engine import catalog, plots
+from app.engine import plots
+from app.pricing import catalog
 
 IMAGENET_TRAIN = 1_281_167
 STUDY = "https://medium.com/riseml/comparing-google-tpuv2-against-nvidia-v100-on-resnet-50-c2bbb6a51e5e"

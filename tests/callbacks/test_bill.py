@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from app.engine.catalog import PRICE_COLUMNS
+from app.pricing.catalog import PRICE_COLUMNS
 from callbacks.figures import bill
 from callbacks.figures.bill import Bill
 from flags import PRICINGS

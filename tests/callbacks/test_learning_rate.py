@@ -9,7 +9,7 @@ from tiny_keras import tiny_data, tiny_model
 def test_the_learning_rate_logged_is_the_one_the_optimizer_uses_next():
     """Read from the schedule at the step count (host arithmetic for the app's own
     schedule), it must equal what the optimizer computes itself."""
-    from app.engine.recipe import WarmupSchedule
+    from app.models.recipe import WarmupSchedule
     from callbacks.learning_rate import LearningRateLogger
 
     for rate in (WarmupSchedule(0.5, warmup_steps=3, total_steps=12), 0.25,

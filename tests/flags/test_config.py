@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from app.engine import prices
+from app.pricing import prices
 from flags import FLAGS, Config, ConfigError, config_from_flags, define_flags
 
 BAD = [
@@ -62,7 +62,7 @@ BAD = [
 @pytest.mark.parametrize("values, message", BAD, ids=[m for _, m in BAD])
 def test_bad_values_raise_one_line_naming_the_value(values, message):
     with pytest.raises(ConfigError) as error:
-        # The price catalog is checked apart (app/engine/prices.py), before anything runs.
+        # The price catalog is checked apart (app/pricing/prices.py), before anything runs.
         prices.check_config(Config(logdir="/tmp/unused", data_dir="/tmp/unused", **values))
     assert message in str(error.value)
     assert "\n" not in str(error.value)

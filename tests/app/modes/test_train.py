@@ -148,7 +148,8 @@ def test_val_loss_and_top1_equal_an_independent_evaluation_of_the_checkpoint(dig
     import keras
     import numpy as np
 
-    from app.engine import models, recipe
+    from app import models
+    from app.models import recipe
     from callbacks.checkpoint import WEIGHTS_FILE, latest_checkpoint
     from preprocessing.datasets import make_datasets
     from preprocessing.spec import BatchShape, InputSpec

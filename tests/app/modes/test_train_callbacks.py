@@ -17,7 +17,7 @@ def test_the_energy_cards_say_how_the_energy_was_measured(tmp_path, monkeypatch,
     import types
 
     from app.engine.distribute import Topology
-    from app.engine.prices import resolve_billing
+    from app.pricing.prices import resolve_billing
     from app.modes import train, train_callbacks
     from app.run import resume
     from flags import Config

@@ -5,7 +5,7 @@ import csv
 
 import pytest
 
-from app.engine import catalog as price_catalog
+from app.pricing import catalog as price_catalog
 from callbacks.profiling import bandwidth
 
 # Device kinds as JAX names them (and TensorFlow's device_name on a GPU).

@@ -73,7 +73,7 @@ def test_the_timed_step_is_explained_and_the_traced_step_is_the_profilers_own_cl
     assert f"step {result['step_ms']:.1f} ms timed (traced {result['traced_step_ms']:.1f} ms" \
         in stdout
     if backend == "jax":  # XLA's ops: their FLOPs from the module's shapes
-        # The app's count of the same step (app/engine/flops.py, from the lowered step's
+        # The app's count of the same step (app/models/flops.py, from the lowered step's
         # HLO text, for MFU) against this one (the compiled module run in the trace).
         counted = sum(part.get("gflop", 0.0) for part in parts.values()) * 1e9
         assert counted == pytest.approx(summary["train_flops_per_image"] * 16, rel=2e-3)

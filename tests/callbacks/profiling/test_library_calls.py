@@ -7,7 +7,7 @@ ran (tests/fixtures/: the op zoo, tests/fixtures/op_zoo.py, and ConvNeXt-T), che
 - layer by layer against XLA's cost analysis of the same step before XLA's passes made
   library calls of it (the op zoo's before-optimizations module), and by hand where
   the GPU form asks for more work than the model (a map padded, zeros materialized);
-- the step's total against the app's MFU count of the model (app/engine/flops.py);
+- the step's total against the app's MFU count of the model (app/models/flops.py);
 - hostile custom-call text (Hypothesis).
 """
 
@@ -206,7 +206,7 @@ def test_layer_by_layer_the_gpu_form_counts_what_xla_counted_before_its_passes()
 
 
 def _mfu_count(make_model: str, image_size: int, batch: int) -> float:
-    """The app's MFU count (app/engine/flops.py) of a model x the batch, on JAX as the
+    """The app's MFU count (app/models/flops.py) of a model x the batch, on JAX as the
     GPU runs counted it: in a process of its own (this one's Keras runs TensorFlow,
     whose count of a dilated convolution differs: its lowering writes the padding out)."""
     import os
@@ -215,7 +215,7 @@ def _mfu_count(make_model: str, image_size: int, batch: int) -> float:
 
     from conftest import ROOT
 
-    script = ("from app.engine import flops; " + make_model
+    script = ("from app.models import flops; " + make_model
               + f"; print(flops.train_flops_per_image(model, {image_size}, 1) * {batch})")
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -236,7 +236,7 @@ def _total(fixture: str) -> int:
 
 
 def test_the_op_zoos_gpu_step_is_its_mfu_count_and_the_excess_by_hand():
-    """The app's MFU count of the op zoo (app/engine/flops.py: the step lowered on the
+    """The app's MFU count of the op zoo (app/models/flops.py: the step lowered on the
     CPU, attention unfused) x the batch of 64 is the GPU form's total less EXCESS, to
     the FLOP: the fused attention counts what XLA counts the unfused products."""
     counted = _mfu_count(OP_ZOO, 32, 64)
@@ -249,7 +249,7 @@ def test_convnext_tinys_gpu_step_is_within_2_percent_of_its_mfu_count():
     """ConvNeXt-T at batch 256 (keras.applications, as --model=applications:ConvNeXtTiny
     builds it): the counted FLOPs of its compiled step on an H100 against the app's
     MFU count of the same model (lowered here, ~40 s)."""
-    counted = _mfu_count("from app.engine import models; model = models.make_model("
+    counted = _mfu_count("from app import models; model = models.make_model("
                          "'applications:ConvNeXtTiny', 1000, 224)", 224, 256)
     assert _total("convnext_tiny_h100_after") == pytest.approx(counted, rel=0.02)
 

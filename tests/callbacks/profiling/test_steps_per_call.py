@@ -8,7 +8,7 @@ marker, so one step's FLOPs stood for sixteen steps' time.
 A real program traced on this CPU (tests/steps_per_call_check.py: a small
 convolutional model, JAX, the app's Profiler, 16 steps traced at 1 and at 16 steps a
 call, in turn twice in one process): each trace's FLOPs per step equal the app's MFU
-count of the step (app/engine/flops.py); each kind's rate is its FLOPs (or bytes) per
+count of the step (app/models/flops.py); each kind's rate is its FLOPs (or bytes) per
 step over its time per step, whatever the steps per call, so the rates at 16 and at 1
 a call differ only as far as the ops' own time does. How far that is here is the CPU's:
 on this shared 2-core machine the same convolutions ran 32.6-52.4 ms a step in one
