@@ -192,6 +192,8 @@ def test_the_probe_writes_what_it_measured(decided):
     assert summary["compile_cache"] == "none"  # TensorFlow: every process compiles
     assert summary["startup_cold_seconds"] == summary["startup_seconds"]
     assert summary["images_per_sec"] > 0 and summary["step_time_ms"] > 0
+    # what the device model checks another device's memory with, as a run's summary has it
+    assert summary["parameters"] > 0 and summary["kept_bytes_per_image"] > 0
     assert summary["breakdown"]["step_ms"] > 0 and summary["breakdown"]["parts"]
     assert os.listdir(folder / "plugins" / "profile")  # the trace, for TensorBoard
 

@@ -204,7 +204,7 @@ def _count_key(model, image_size: int, batch_size: int) -> str | None:
 
 def model_facts(model, flops: float | None) -> dict:
     """What summary.json says of the model: its Keras name, parameters (all, and
-    trainable), a lower bound of the bytes an image keeps for the gradient (app/engine/
+    trainable), a lower bound of the bytes an image keeps for the gradient (app/models/
     memory.py: what the decision checks another device's memory with), training GFLOPs
     per image and how they were counted (None: not)."""
     from app.models import memory

@@ -8,17 +8,16 @@ measuring function the sweep and the ladder share (app/engine/measure.py's timed
   2. a short calibration (CALIBRATION_EXECUTIONS host calls) that times a step, then
      --repeats timed windows (3 by default), each its share of PROBE_SECONDS or
      --steps_per_epoch where fewer (timed_steps); the rate is their median;
-  3. a few more steps traced and split by kind of work (PROFILED_STEPS), as a sweep's
-     point is: the step breakdown;
+  3. a few more steps traced and split by kind of work (PROFILED_STEPS): its breakdown;
   4. the machine's state where it can be read (its CPU load and cores; each GPU's
      temperature, clocks, power limit and other processes, through NVML).
-What it says is what app/report.py's decision predicts from (app/report/decision/predict.py):
-the rate and the start-up of this machine, its catalog row and prices.
+What it says is what app/report.py's decision predicts from (app/report/decision/): the
+rate and the start-up of this machine, its catalog row and prices.
 
-Outputs (process 0): probe.json and summary.json (the same dict) in the run folder,
-the trace under plugins/profile/ (TensorBoard's Profile tab), and a few lines. A
-stopped probe is measured again by the same command; a finished one prints its
-lines again (--fresh measures anew).
+Outputs (process 0): probe.json and summary.json (the same dict; the model's size and
+what an image keeps, as a run's, for the device model), the trace under plugins/profile/
+and a few lines. A stopped probe is measured again by the same command; a finished one
+prints its lines again (--fresh measures anew).
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ import time
 
 from app.engine import measure
 from app.engine.data import steps_for, steps_per_execution
+from app.models.flops import model_facts
 from app.models.recipe import make_compiled_model, recipe_facts
 from app.run import context as run_context
 from app.run import rundir
@@ -196,7 +196,7 @@ def run(context) -> dict:
         if config.repeats > 1 else None
     cold = cold_startup(startup, cache, started["read"], fresh)
     summary = _summary(context, data, epoch_steps, flops, meter, energy, profiler, {
-        "startup_seconds": round(startup, 2), **cold,
+        "startup_seconds": round(startup, 2), **cold, **model_facts(model, flops),
         "before_compile_seconds": round(fit_started - context.started_at, 2),
         "compile_and_warmup_seconds": round(warmup_seconds, 2), "warmup_steps": warmup,
         "warmup_steps_seconds": round(steps_seconds, 2),

@@ -22,28 +22,15 @@ import os
 import statistics
 
 from callbacks.figures.bill import PRICINGS
-from callbacks.records import untrusted
+from callbacks.records import summary_fields, untrusted
 from callbacks.records.metrics_file import read_metrics
 
-_TEXT = ("text", None, None)
-FIELDS = {  # (kind, low, high) as untrusted.field takes them; required ones below
-    "model": _TEXT, "dataset": _TEXT, "precision": _TEXT, "backend": _TEXT,
-    "accelerator": _TEXT, "device_kind": _TEXT, "machine": _TEXT, "pricing": _TEXT,
-    "image_size": ("integer", 1, 1 << 20), "global_batch_size": ("integer", 1, 1 << 40),
-    "num_replicas": ("integer", 1, 1 << 24), "num_processes": ("integer", 1, 1 << 24),
-    "images_per_sec": ("number", 1e-9, 1e12), "steps_per_epoch": ("integer", 1, 1 << 40),
-    "startup_seconds": ("number", 0, 1e7), "epochs": ("integer", 1, 1 << 40),
-    # A probe's (app/modes/probe.py): its start-up from empty compile caches, whether
-    # its own process found its step in the compile cache, its windows' spread.
-    "startup_cold_seconds": ("number", 0, 1e7), "compile_cache": _TEXT,
-    "repeats": ("integer", 1, 1 << 20), "images_per_sec_min": ("number", 1e-9, 1e12),
-    "images_per_sec_max": ("number", 1e-9, 1e12),
-    # What the device model predicts other machines from (app/report/decision/device_model.py):
-    # the MFU count, the batch a device, the weights and what an image keeps.
-    "train_flops_per_image": ("number", 0, 1e18),
-    "per_replica_batch_size": ("integer", 1, 1 << 40),
-    "parameters": ("integer", 0, 1 << 50), "kept_bytes_per_image": ("integer", 0, 1 << 50),
-}
+# summary.json's table (callbacks/records/summary_fields.py) gives each field's kind and
+# range; the decision divides by a rate and counts epochs, so those must be above 0.
+POSITIVE = {"images_per_sec": 1e-9, "images_per_sec_min": 1e-9, "images_per_sec_max": 1e-9,
+            "epochs": 1}
+FIELDS = {name: (kind, POSITIVE.get(name, low), high)
+          for name, (kind, low, high) in summary_fields.DECISION_FIELDS.items()}
 REQUIRED = ("model", "dataset", "image_size", "global_batch_size", "device_kind",
             "num_replicas", "images_per_sec")
 # The recipe a run trained with (app/models/recipe.py's recipe_facts): a training

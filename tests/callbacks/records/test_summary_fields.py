@@ -76,12 +76,34 @@ def test_the_campaigns_write_their_part_of_the_table():
     assert part <= written, sorted(part - written)
 
 
-def test_the_table_is_the_runs_part_and_the_campaigns_part_and_each_field_is_checkable():
+def test_the_decision_reads_the_tables_fields_and_asks_for_no_other():
+    """The decision's reader takes the table's DECISION_FIELDS (a rate and the epochs
+    above 0, as it divides by them) and asks a summary for nothing outside the table."""
+    from app.report.decision import inputs
+
+    assert set(inputs.FIELDS) == set(summary_fields.DECISION_FIELDS)
+    for name, (kind, low, high) in inputs.FIELDS.items():
+        table = summary_fields.DECISION_FIELDS[name]
+        assert (kind, high) == (table[0], table[2])
+        assert low == table[1] or (name in inputs.POSITIVE and low > 0), name
+    asked = _asked("app/report/decision/inputs.py")
+    assert asked and asked <= set(summary_fields.NAMES), sorted(asked - summary_fields.NAMES)
+
+
+def test_a_probe_writes_its_part_of_the_table():
+    written = _written(("app/modes/probe.py", "app/engine/measure.py", "app/models/flops.py"))
+    part = set(summary_fields.PROBE_FIELDS) | set(summary_fields.PROBE_OBJECTS) \
+        | set(summary_fields.WORK_FIELDS)
+    assert part <= written, sorted(part - written)
+
+
+def test_the_table_is_the_runs_the_campaigns_and_the_decisions_part_each_checkable():
     assert set(summary_fields.NAMES) == (
         set(summary_fields.RUN_FIELDS) | set(summary_fields.RUN_LISTS)
         | set(summary_fields.RUN_OBJECTS) | set(summary_fields.CAMPAIGN_FIELDS)
-        | set(summary_fields.CAMPAIGN_LISTS) | set(summary_fields.CAMPAIGN_OBJECTS))
-    specs = [*summary_fields.FIELDS.values(),
+        | set(summary_fields.CAMPAIGN_LISTS) | set(summary_fields.CAMPAIGN_OBJECTS)
+        | set(summary_fields.DECISION_FIELDS) | set(summary_fields.DECISION_OBJECTS))
+    specs = [*summary_fields.FIELDS.values(), *summary_fields.DECISION_FIELDS.values(),
              *(spec for fields in summary_fields.LISTS.values() for spec in fields.values())]
     for kind, low, high in specs:
         assert kind in ("text", "number", "integer")
