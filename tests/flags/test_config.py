@@ -146,6 +146,29 @@ def test_the_committed_flagfiles_are_valid_configs(name):
     assert config.model == "resnet50"
 
 
+@pytest.mark.parametrize("name, accelerator, device", [
+    ("h100.flags", "gpu", "H100"), ("h200.flags", "gpu", "H200"), ("cpu.flags", "cpu", "CPU")])
+def test_each_machines_flagfile_is_a_valid_config_priced_as_its_device(name, accelerator,
+                                                                       device):
+    """configs/ holds one flagfile per machine the project measures on: its settings
+    parse into a config, and the catalog row it names sells that device."""
+    import os
+
+    from conftest import ROOT
+
+    from app.pricing.catalog import load_catalog
+
+    define_flags()
+    FLAGS.unparse_flags()
+    FLAGS(["main", f"--flagfile={os.path.join(ROOT, 'configs', name)}", "--logdir=/tmp/unused"])
+    try:
+        config = config_from_flags(FLAGS)
+    finally:
+        FLAGS.unparse_flags()
+    assert config.accelerator == accelerator
+    assert device in load_catalog()[config.machine].device
+
+
 SEEDING = """
 import sys, numpy, keras
 from app.run.context import set_random_seed
