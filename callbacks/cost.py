@@ -38,6 +38,22 @@ class CloudCost(keras.callbacks.Callback):
         images_before: training images processed by earlier attempts.
         global_batch_size: images per training step.
         total_epochs: epochs the run will train, for the projection.
+
+    Example (the dollars of any fit, billed from its process's start at $3.60/h):
+
+    >>> import keras, numpy as np
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    >>> model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(
+    ...     from_logits=True), metrics=[keras.metrics.SparseCategoricalAccuracy("top1")])
+    >>> x, y = np.random.rand(256, 4), np.random.randint(0, 3, 256)
+    >>> import time
+    >>> from callbacks.cost import CloudCost
+    >>> from callbacks.figures.bill import Bill
+    >>> bill = Bill(started_at=time.time(), price_per_hour_usd=3.6)
+    >>> cost = CloudCost(bill, global_batch_size=16, total_epochs=2)
+    >>> history = model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[cost])
+    >>> 0 < history.history["cost_usd"][0] <= history.history["cost_usd"][1] < 3.6
+    True
     """
 
     async_safe = True

@@ -27,6 +27,22 @@ class ModelFlopsUtilization(keras.callbacks.Callback):
             None where they could not be counted.
         num_devices: devices over all processes.
         peak_tflops_per_device: dense bf16 peak of one device, or None if unknown.
+
+    Example (after a Throughput callback, each epoch's MFU at 1 GFLOP an image on a
+    device of 1 TFLOP/s: images/sec over 1,000):
+
+    >>> import keras, numpy as np
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    >>> model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(
+    ...     from_logits=True), metrics=[keras.metrics.SparseCategoricalAccuracy("top1")])
+    >>> x, y = np.random.rand(256, 4), np.random.randint(0, 3, 256)
+    >>> from callbacks.mfu import ModelFlopsUtilization
+    >>> from callbacks.throughput import Throughput
+    >>> callbacks = [Throughput(global_batch_size=16),
+    ...              ModelFlopsUtilization(1e9, peak_tflops_per_device=1.0)]
+    >>> logs = model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=callbacks).history
+    >>> round(logs["epoch_mfu"][0] * 1000 / logs["epoch_images_per_sec"][0], 6)
+    1.0
     """
 
     def __init__(self, train_flops_per_image: float | None, num_devices: int = 1,

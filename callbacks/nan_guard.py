@@ -24,6 +24,21 @@ class NanGuard(keras.callbacks.Callback):
     Args:
         steps_per_epoch: training steps of a full epoch (to number steps globally).
         resume_step: global steps done before this attempt's first step.
+
+    Example (a fit whose loss is not finite from its first step stops there):
+
+    >>> import keras, numpy as np
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    >>> model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(
+    ...     from_logits=True), metrics=[keras.metrics.SparseCategoricalAccuracy("top1")])
+    >>> x, y = np.full((64, 4), np.nan), np.zeros(64, int)
+    >>> from callbacks.nan_guard import NanGuard
+    >>> from callbacks.stops import Diverged
+    >>> try:
+    ...     _ = model.fit(x, y, batch_size=16, verbose=0, callbacks=[NanGuard()])
+    ... except Diverged as error:
+    ...     print("diverged at step", error.step)
+    diverged at step 1
     """
 
     async_safe = True

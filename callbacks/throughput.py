@@ -88,6 +88,19 @@ class Throughput(keras.callbacks.Callback):
         traced: (first, last) 1-based global steps the profiler traces, or None.
         steps_per_epoch, resume_step: for the global step (callbacks/figures/steps.py),
             with `traced`.
+
+    Example (images/sec of any fit, and its epochs' rates in the history):
+
+    >>> import keras, numpy as np
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    >>> model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(
+    ...     from_logits=True), metrics=[keras.metrics.SparseCategoricalAccuracy("top1")])
+    >>> x, y = np.random.rand(256, 4), np.random.randint(0, 3, 256)
+    >>> from callbacks.throughput import Throughput
+    >>> meter = Throughput(global_batch_size=16)
+    >>> history = model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[meter])
+    >>> meter.images_per_sec > 0, len(history.history["epoch_images_per_sec"])
+    (True, 2)
     """
 
     async_safe = True
