@@ -31,6 +31,8 @@ The package's modules:
 
 from __future__ import annotations
 
+import contextlib
+
 from app.models.errors import ModelError  # noqa: F401 (re-exported)
 from app.models.layer_set import FAST, KERAS, LayerSet  # noqa: F401 (re-exported)
 from flags.config import MODELS, model_kind
@@ -127,3 +129,20 @@ def make_model(name: str, num_classes: int, image_size: int,
     else:
         model = user.make_saved(name, num_classes, image_size)
     return adapt.with_app_layers(model, layer_set, name)
+
+
+@contextlib.contextmanager
+def models_built_aside():
+    """Within the block, a model built (and dropped) leaves Keras's layer-name counters
+    as they were: the run's own build names its layers as if this one had not
+    happened (a checkpoint's weights are found by those names)."""
+    from keras.src.backend.common import global_state
+
+    uids = dict(global_state.get_global_attribute("object_name_uids") or {})
+    try:
+        yield
+    finally:
+        counters = global_state.get_global_attribute("object_name_uids")
+        if counters is not None:
+            counters.clear()
+            counters.update(uids)

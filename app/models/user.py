@@ -146,16 +146,10 @@ def check_builds(value: str, num_classes: int, image_size: int) -> None:
     Raises:
         ModelError: as make_python.
     """
-    from keras.src.backend.common import global_state
+    from app.models import models_built_aside
 
-    uids = dict(global_state.get_global_attribute("object_name_uids") or {})
-    try:
+    with models_built_aside():
         make_python(value, num_classes, image_size)
-    finally:
-        counters = global_state.get_global_attribute("object_name_uids")
-        if counters is not None:
-            counters.clear()
-            counters.update(uids)
 
 
 # ------------------------------------------------------------------ FILE.keras

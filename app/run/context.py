@@ -16,17 +16,15 @@ The result is one frozen `RunContext`, passed whole instead of loose values.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 
 from app.engine import autotune, cold_start, distribute
-from app.models import memory
-from app.models.memory import process_memory_limit
 from app.engine.data import input_spec, steps_for
-from app.models import check_model, check_model_builds
-from app.pricing.prices import Billing, resolve_billing
 from app.engine.startup import TIMELINE
+from app.models import check_model, check_model_builds, memory, models_built_aside
+from app.models.memory import process_memory_limit
+from app.pricing.prices import Billing, resolve_billing
 from app.run import rundir, signals
 from preprocessing.datasets import check_dataset, known_shape, read_ahead
 from preprocessing.spec import BatchShape, DataError, InputSpec
@@ -203,23 +201,6 @@ def check_step_fits(config, spec: InputSpec, shape: tuple[int, int] | None) -> N
                     "its layers keep for the gradient, and its weights, gradients and "
                     f"optimizer state), more than the {memory._gib(room)} GiB this process may "
                     f"still take: {what}; {advice}")
-
-
-@contextlib.contextmanager
-def models_built_aside():
-    """Within the block, a model built (and dropped) leaves Keras's layer-name counters
-    as they were: the run's own build names its layers as if this one had not
-    happened (a checkpoint's weights are found by those names)."""
-    from keras.src.backend.common import global_state
-
-    uids = dict(global_state.get_global_attribute("object_name_uids") or {})
-    try:
-        yield
-    finally:
-        counters = global_state.get_global_attribute("object_name_uids")
-        if counters is not None:
-            counters.clear()
-            counters.update(uids)
 
 
 def _gib(count: int) -> str:
