@@ -261,3 +261,19 @@ def test_building_the_small_resnet_on_jax_compiles_next_to_nothing():
     assert result["compiles"] == 0, result
     assert result["optimizer_built"] and result["optimizer_compiles"] <= 2, result
     assert result["slots_zero"] and result["shapes_match"], result
+
+
+def test_a_model_built_aside_leaves_keras_layer_names_as_they_were():
+    """What the run's door builds to check a model (and drops) must not move Keras's
+    name counters: the run's own build names its layers as a checkpoint has them."""
+    import keras
+
+    from app.models import models_built_aside
+
+    first = keras.layers.Dense(1).name
+    with models_built_aside():
+        aside = [keras.layers.Dense(1).name for _ in range(3)]
+    after = keras.layers.Dense(1).name
+    number = (lambda name: int(name.rsplit("_", 1)[1]) if "_" in name else 0)
+    assert number(after) == number(first) + 1, (first, aside, after)
+    assert all(number(name) > number(first) for name in aside)
