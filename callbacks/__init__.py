@@ -24,7 +24,8 @@ Where they go, and how a run stops:
 - stall.py: the watchdog that ends a run whose training makes no progress for long;
 - stop_on_request.py: stop `fit` at the next step boundary once asked (SIGTERM, Ctrl-C);
 - stops.py: what ends training early, importable without Keras;
-- heap.py: Python's heap frozen again once fit has compiled its steps.
+- heap.py: Python's heap frozen again once fit has compiled its steps;
+- sampling.py: a meter read in a background thread (energy's power, the machine's state).
 
 Below them, what they share and others read without Keras: figures/ (the plain
 arithmetic: the bill, steps, the timed window, targets, spreads), records/ (the run

@@ -24,6 +24,7 @@ import time
 import keras
 
 from callbacks.figures.window import steady_window
+from callbacks.sampling import Sampler
 
 
 def visible_gpu_indices(count: int) -> list[int]:
@@ -131,33 +132,21 @@ class EnergyMeter(keras.callbacks.Callback):
         if self._totals[2]:
             self.power_watts, self.joules_per_image, self.kwh_per_epoch = self._figures(
                 *self._totals)
-        self._marks, self._samples = [], []
-        self._stop = threading.Event()
-        self._thread = None
+        self._marks = []
+        self._power = Sampler(read_power, interval_seconds, "power") if read_power else None
         self._first_epoch = True
         self._steps_per_call = 1
         self._unix_offset = time.time() - time.perf_counter()
         self._lock = threading.Lock()
-
-    def _sample(self):
-        while not self._stop.is_set():
-            try:
-                self._samples.append((time.perf_counter(), self.read_power()))
-            except Exception:  # a failing meter ends sampling, never training
-                return
-            self._stop.wait(self.interval_seconds)
 
     def on_train_begin(self, logs=None):
         self._first_epoch = True
         self._steps_per_call = getattr(self.model, "steps_per_execution", 1) or 1
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._halt()
-        self._marks, self._samples = [], []
+        self._marks = []
         if self.read_energy is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._sample, daemon=True, name="power")
-            self._thread.start()
+            self._power.start()
 
     def on_train_batch_end(self, batch, logs=None):
         now = time.perf_counter()
@@ -171,10 +160,8 @@ class EnergyMeter(keras.callbacks.Callback):
             self._marks.append((batch, now, joules))
 
     def _halt(self):
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        if self._power is not None:
+            self._power.stop()
 
     def on_epoch_end(self, epoch, logs=None):
         self._halt()
@@ -191,7 +178,7 @@ class EnergyMeter(keras.callbacks.Callback):
                 return
             joules = end_joules - start_joules
         else:
-            inside = [watts for t, watts in self._samples if start <= t <= end]
+            inside = [watts for _, watts in self._power.samples(start, end)]
             if not inside:
                 return
             joules = sum(inside) / len(inside) * seconds

@@ -25,6 +25,7 @@ import time
 import keras
 
 from callbacks.figures.window import steady_window
+from callbacks.sampling import Sampler
 from callbacks.records.state_records import THROTTLE_REASONS
 
 FIGURES = ("sm_clock_mhz", "memory_clock_mhz", "power_watts", "temperature_c")
@@ -110,49 +111,34 @@ class MachineState(keras.callbacks.Callback):
         super().__init__()
         if not callable(read_sample):
             raise ValueError(f"read_sample must be a callable, received {read_sample!r}")
-        if interval_seconds <= 0:
-            raise ValueError(f"interval_seconds must be > 0, received {interval_seconds}")
+        self._sampler = Sampler(read_sample, interval_seconds, "machine-state")
         self.read_sample = read_sample
         self.interval_seconds = interval_seconds
         self.warmup_steps = warmup_steps
         self.devices: list[_Device] = []
         self.windows: list[dict] = []
-        self.sample_seconds = 0.0
-        self.error: str | None = None  # why sampling stopped, if a reader failed
-        self._marks, self._samples = [], []
+        self._marks = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = None
         self._first_epoch = True
         self._steps_per_call = 1
         self._unix_offset = time.time() - time.perf_counter()
 
-    def _sample(self):
-        while not self._stop.is_set():
-            started = time.perf_counter()
-            try:
-                sample = self.read_sample()
-            except Exception as error:  # noqa: BLE001 - a failing meter ends sampling only
-                self.error = f"{type(error).__name__}: {str(error)[:120]}"
-                return
-            now = time.perf_counter()
-            self.sample_seconds += now - started
-            with self._lock:
-                self._samples.append(((started + now) / 2, sample))
-            self._stop.wait(self.interval_seconds)
+    @property
+    def sample_seconds(self) -> float:
+        return self._sampler.seconds
+
+    @property
+    def error(self) -> str | None:
+        """Why sampling stopped, if a reader failed."""
+        return self._sampler.error
 
     def on_train_begin(self, logs=None):
         self._first_epoch = True
         self._steps_per_call = getattr(self.model, "steps_per_execution", 1) or 1
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._halt()
-        self._marks, self._samples = [], []
-        if self.error is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._sample, daemon=True,
-                                            name="machine-state")
-            self._thread.start()
+        self._marks = []
+        self._sampler.start()
 
     def on_train_batch_end(self, batch, logs=None):
         mark = (batch, time.perf_counter())
@@ -160,22 +146,18 @@ class MachineState(keras.callbacks.Callback):
             self._marks.append(mark)
 
     def _halt(self):
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._sampler.stop()
 
     def on_epoch_end(self, epoch, logs=None):
         self._halt()
         with self._lock:
             window = steady_window(self._marks, (self.params or {}).get("steps"),
                                    self._steps_per_call, self._first_epoch, self.warmup_steps)
-            samples = list(self._samples)
         self._first_epoch = False
         if len(window) < 2:
             return
         start, end = window[0][1], window[-1][1]
-        inside = [sample for t, sample in samples if start <= t <= end]
+        inside = [sample for _, sample in self._sampler.samples(start, end)]
         for sample in inside:
             for index, device in enumerate(sample or ()):
                 while len(self.devices) <= index:
