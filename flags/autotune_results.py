@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import re
-import stat
+
+from callbacks.records.untrusted import FileRefused, read_regular
 
 KEPT = os.path.join("kernels", "autotune.textproto")  # app/engine/kernels.py's KEPT_FILE
 HEAD_BYTES = 1 << 16  # enough to see the first entries; the rest is XLA's to parse
@@ -85,24 +86,17 @@ def check(path: str, label: str) -> None:
         AutotuneFileError: one line starting with `label`.
     """
     try:
-        info = os.stat(path)
+        head, size = read_regular(path, MAX_BYTES, head=HEAD_BYTES)
     except OSError as error:
         raise AutotuneFileError(f"{label} cannot be read ({error.strerror}); {ACCEPTED}") \
             from None
-    if not stat.S_ISREG(info.st_mode):  # a FIFO would block the open
-        raise AutotuneFileError(f"{label} is not a regular file; {ACCEPTED}")
-    if info.st_size == 0:
+    except FileRefused as refused:
+        raise AutotuneFileError(f"{label} is {refused.size:,} bytes, over {MAX_BYTES:,}; "
+                                f"{ACCEPTED}" if refused.why == "too large" else
+                                f"{label} is not a regular file; {ACCEPTED}") from None
+    if size == 0:
         raise AutotuneFileError(f"{label} is empty; {ACCEPTED}")
-    if info.st_size > MAX_BYTES:
-        raise AutotuneFileError(f"{label} is {info.st_size:,} bytes, over {MAX_BYTES:,}; "
-                                f"{ACCEPTED}")
-    try:
-        with open(path, "rb") as f:
-            head = f.read(HEAD_BYTES)
-    except OSError as error:
-        raise AutotuneFileError(f"{label} cannot be read ({error.strerror}); {ACCEPTED}") \
-            from None
-    why_text, why_binary = text_form(head), binary_form(head, complete=info.st_size <= HEAD_BYTES)
+    why_text, why_binary = text_form(head), binary_form(head, complete=size <= HEAD_BYTES)
     if why_text is not None and why_binary is not None:
         raise AutotuneFileError(f"{label} is neither form of an autotune results proto (as "
                                 f"text: {why_text}; as binary: {why_binary}); {ACCEPTED}")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import stat
 
+from callbacks.records.untrusted import FileRefused, read_regular
 from flags.config import Config, ConfigError
 
 MAX_FLAGFILE_BYTES = 1 << 20  # a flagfile is a page of flags; configs/ holds ~1 KB ones
@@ -19,25 +19,18 @@ FLAGFILE_ACCEPTED = "accepted: a UTF-8 text file of flags, one per line"
 
 def _flagfile_lines(path: str, label: str) -> list[str]:
     """The lines of flagfile `path`, or ConfigError: not a readable regular file of
-    at most MAX_FLAGFILE_BYTES of UTF-8 text. stat() before open(): opening a FIFO
-    would wait for a writer forever."""
+    at most MAX_FLAGFILE_BYTES of UTF-8 text (read through the one file door, which
+    never waits on a FIFO: callbacks/records/untrusted.py's read_regular)."""
     try:
-        info = os.stat(path)
+        data, _ = read_regular(path, MAX_FLAGFILE_BYTES)
     except OSError as error:
         raise ConfigError(f"{label} cannot be read ({error.strerror}); "
                           f"{FLAGFILE_ACCEPTED}") from None
-    if not stat.S_ISREG(info.st_mode):
-        what = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise ConfigError(f"{label} is {what}; {FLAGFILE_ACCEPTED}")
-    if info.st_size > MAX_FLAGFILE_BYTES:
-        raise ConfigError(f"{label} is {info.st_size:,} bytes; {FLAGFILE_ACCEPTED}, "
-                          f"up to {MAX_FLAGFILE_BYTES:,} bytes")
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FLAGFILE_BYTES + 1)
-    except OSError as error:
-        raise ConfigError(f"{label} cannot be read ({error.strerror}); "
-                          f"{FLAGFILE_ACCEPTED}") from None
+    except FileRefused as refused:
+        if refused.why == "too large":
+            raise ConfigError(f"{label} is {refused.size:,} bytes; {FLAGFILE_ACCEPTED}, "
+                              f"up to {MAX_FLAGFILE_BYTES:,} bytes") from None
+        raise ConfigError(f"{label} is {refused.why}; {FLAGFILE_ACCEPTED}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:

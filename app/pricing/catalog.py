@@ -270,20 +270,17 @@ def load_catalog(path: str = "") -> dict[str, Machine]:
     Raises:
         ConfigError: the file cannot be read, or a row is wrong (one line).
     """
-    import stat
+    from callbacks.records.untrusted import FileRefused, read_regular
 
     path = path or CATALOG_PATH
     try:
-        found = os.stat(path)
-        if not stat.S_ISREG(found.st_mode):  # a FIFO would block the read
-            raise _error(path, None, "not a regular file; accepted: a CSV file of prices")
-        if found.st_size > MAX_CATALOG_BYTES:  # its size, not the bytes a bounded read took
-            raise _error(path, None, f"{found.st_size:,} bytes, more than a catalog's "
-                         f"{MAX_CATALOG_BYTES:,}")
-        with open(path, "rb") as f:
-            data = f.read(MAX_CATALOG_BYTES + 1)
+        data, _ = read_regular(path, MAX_CATALOG_BYTES)
     except OSError as error:
         raise _error(path, None, f"cannot be read ({error.strerror})") from None
+    except FileRefused as refused:  # its size, not the bytes a bounded read took
+        raise _error(path, None, f"{refused.size:,} bytes, more than a catalog's "
+                     f"{MAX_CATALOG_BYTES:,}" if refused.why == "too large" else
+                     "not a regular file; accepted: a CSV file of prices") from None
     return parse_catalog(data, path)
 
 

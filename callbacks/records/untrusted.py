@@ -86,18 +86,48 @@ def loads(data: bytes | str):
         raise RecordError(f"not JSON ({str(error).splitlines()[0][:80]})") from None
 
 
+class FileRefused(RecordError):
+    """A file the door will not read: `why` is "a folder", "not a regular file" or
+    "too large" (`size`: its bytes)."""
+
+    def __init__(self, why: str, size: int | None = None):
+        super().__init__(why if size is None else f"{why} ({size:,} bytes)")
+        self.why, self.size = why, size
+
+
+def read_regular(path: str, max_bytes: int, head: int | None = None) -> tuple[bytes, int]:
+    """(its bytes, its size): a regular file's first `head` bytes, or all of them where
+    `head` is None, at most `max_bytes`: the one door of every file a user names (a
+    flagfile, a price catalog, the rates table, an autotune file) and every record read
+    back. Opened without blocking and checked on its handle, so a FIFO is refused, never
+    waited on, and a file swapped after a check is still the file checked.
+
+    Raises:
+        FileRefused: a folder, not a regular file, or over `max_bytes`.
+        OSError: it cannot be read (missing included: callers say so in their words).
+    """
+    with open(path, "rb", opener=_open_regular) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > max_bytes:
+            raise FileRefused("too large", size)
+        data = f.read(max_bytes + 1 if head is None else min(head, max_bytes))
+    if len(data) > max_bytes:  # it grew while read
+        raise FileRefused("too large", len(data))
+    return data, size
+
+
 def read_bytes(path: str, max_bytes: int = MAX_BYTES) -> bytes:
-    """A regular file's bytes, at most `max_bytes`.
+    """A regular file's bytes, at most `max_bytes` (`read_regular`).
 
     Raises:
         RecordError: not a regular file (a FIFO would block), or too large.
         OSError: it cannot be read (missing included: callers test for that).
     """
-    with open(path, "rb", opener=_open_regular) as f:
-        data = f.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise RecordError(f"larger than {max_bytes:,} bytes")
-    return data
+    try:
+        return read_regular(path, max_bytes)[0]
+    except FileRefused as refused:
+        raise RecordError(f"larger than {max_bytes:,} bytes" if refused.why == "too large"
+                          else "not a regular file") from None
 
 
 def _open_regular(path: str, flags: int) -> int:
@@ -105,8 +135,9 @@ def _open_regular(path: str, flags: int) -> int:
     try:
         import stat
 
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
-            raise RecordError("not a regular file")
+        mode = os.fstat(handle).st_mode
+        if not stat.S_ISREG(mode):
+            raise FileRefused("a folder" if stat.S_ISDIR(mode) else "not a regular file")
         os.set_blocking(handle, True)
     except BaseException:
         os.close(handle)

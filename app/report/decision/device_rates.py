@@ -167,12 +167,17 @@ def load_rates(path: str = "") -> tuple[Rate, ...]:
     Raises:
         ConfigError: the file cannot be read, or a row is wrong (one line).
     """
+    from callbacks.records.untrusted import FileRefused, read_regular
+
     path = path or RATES_PATH
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_TABLE_BYTES + 1)
+    try:  # the one file door: a FIFO is refused, never waited on
+        data, _ = read_regular(path, MAX_TABLE_BYTES)
     except OSError as error:
         raise _error(path, None, f"cannot be read ({error.strerror})") from None
+    except FileRefused as refused:
+        raise _error(path, None, f"{refused.size:,} bytes, more than {MAX_TABLE_BYTES:,}"
+                     if refused.why == "too large" else
+                     "not a regular file; accepted: a CSV file of rates") from None
     return parse_rates(data, path)
 
 

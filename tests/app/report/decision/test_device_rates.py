@@ -67,3 +67,16 @@ def test_the_apps_table_is_read_and_cites_result_jsons_in_the_tree():
     assert {r.measure for r in rates} >= {"peak", "bandwidth", "cpu_bytes"}
     for rate in rates:
         assert os.path.isfile(os.path.join(ROOT, rate.source)), rate.source
+
+
+def test_a_fifo_a_folder_or_a_table_too_large_is_one_line_and_never_waited_on(tmp_path):
+    """The table's door is the one file door (callbacks/records/untrusted.py): a FIFO in
+    its place is refused at once (an open() of it would wait for a writer forever)."""
+    os.mkfifo(tmp_path / "rates.csv")
+    big = tmp_path / "big.csv"
+    big.write_bytes(b"x" * (device_rates.MAX_TABLE_BYTES + 1))
+    for path, said in ((tmp_path / "rates.csv", "not a regular file"),
+                       (tmp_path, "not a regular file"),
+                       (big, f"{device_rates.MAX_TABLE_BYTES + 1:,} bytes, more than")):
+        with pytest.raises(ConfigError, match=said):
+            device_rates.load_rates(str(path))
