@@ -83,9 +83,12 @@ def run(config, started_at: float | None = None) -> dict:
         ConfigError, TopologyError, RunDirError, DataError: user mistakes (`_user_errors`).
         callbacks.stops.Preempted, callbacks.stops.Diverged: see the exit codes.
     """
-    from app.pricing import prices
+    import importlib
+
     from app.engine.startup import TIMELINE
+    from app.pricing import prices
     from app.run import context as run_context
+    from flags.modes import mode_of
 
     if started_at is None:  # called in-process: the start-up timeline starts here
         started_at = time.time()
@@ -94,16 +97,7 @@ def run(config, started_at: float | None = None) -> dict:
     context = run_context.prepare(config, started_at)
     # The mode is imported only now: its modules import Keras, whose backend
     # prepare() has just chosen.
-    if config.is_sweep:  # --sweep, or --sweep_batch_sizes (its one-axis case)
-        from app.modes import sweep as mode
-    elif config.benchmark == "ladder":
-        from app.modes import ladder as mode
-    elif config.benchmark == "input":
-        from app.modes import input_benchmark as mode
-    elif config.benchmark == "probe":
-        from app.modes import probe as mode
-    else:
-        from app.modes import train as mode
+    mode = importlib.import_module(f"app.modes.{mode_of(config).module}")  # flags/modes.py
     TIMELINE.mark("mode_imports")
     try:
         return mode.run(context)

@@ -4,6 +4,7 @@
 - parse.py: the flags (and the launcher's environment) -> the one frozen Config;
 - config.py: the run's frozen configuration: built once, validated, then read-only;
 - choices.py: what each flag accepts, and what its values mean;
+- modes.py: the modes a run can be (train, sweep, input, ladder, probe), declared once;
 - checks.py: each value and combination refused before anything is touched, in one line;
 - ranges.py: the range of every number flag;
 - autotune_results.py: --kernels_from at the door: an XLA autotune results file, or a run

@@ -27,6 +27,7 @@ from flags.choices import (
     XLA_AUTOTUNES,
     model_kind,
 )
+from flags.modes import MODES, mode_of
 from flags.ranges import check_ranges
 
 
@@ -117,13 +118,15 @@ def _dataset(config):
                                             and config.accelerator == "gpu"),
           "--input_pipeline=gpu decodes JPEGs on the GPU through JAX; it needs "
           "--backend=jax --accelerator=gpu (use grain or tf.data elsewhere)")
-    check(config.benchmark != "input" or name != "synthetic",
-          "--benchmark=input measures an input pipeline; --dataset=synthetic has none")
     check(config.benchmark == "none" or not config.is_sweep,
           f"--benchmark={config.benchmark} and --sweep are two modes; accepted: one of them")
-    check(config.repeats == 1 or config.is_sweep or config.benchmark != "none",
+    mode = mode_of(config)
+    check(not mode.needs_data or name != "synthetic",
+          f"--benchmark={mode.name} measures an input pipeline; --dataset=synthetic has none")
+    timed = sorted(m.name for m in MODES.values() if m.repeats is not None and m.name != "sweep")
+    check(config.repeats == 1 or mode.repeats is not None,
           f"--repeats={config.repeats} repeats a benchmark's timed window; accepted with "
-          "--sweep, --sweep_batch_sizes or --benchmark=ladder/input (a training run "
+          f"--sweep, --sweep_batch_sizes or --benchmark={'/'.join(timed)} (a training run "
           "times every epoch of its own)")
     check(config.image_size == 0 or 8 <= config.image_size <= 1024,
           f"--image_size={config.image_size} is out of range; accepted: 0 (dataset "

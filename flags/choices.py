@@ -24,7 +24,7 @@ LR_SCHEDULES = ("cosine", "step")
 BATCHNORM_STATISTICS = ("per_replica", "global")
 PREPROCESSINGS = ("auto",) + PRESETS
 VERBOSITIES = ("auto", "0", "1", "2")
-BENCHMARKS = ("none", "input", "ladder", "probe")
+from flags.modes import BENCHMARKS  # noqa: E402,F401 (the modes: flags/modes.py)
 INPUT_PIPELINES = ("auto", "tf.data", "grain", "gpu", "device")
 XLA_AUTOTUNES = ("auto", "full", "heuristic")  # app/engine/autotune.py
 

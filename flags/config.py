@@ -16,6 +16,7 @@ import os
 import re
 
 from flags.checks import ConfigError, check, did_you_mean, validate
+from flags.modes import mode_of
 from flags.choices import (  # noqa: F401 (the choices, read as flags.config's too)
     ACCELERATORS,
     BACKENDS,
@@ -147,9 +148,7 @@ class Config:
         if not self.logdir:
             # Named by what the run measures, so rerunning the same command finds
             # (and resumes, or reports complete) the same folder; --fresh starts over.
-            name = ("sweep" if self.is_sweep else "ladder" if self.benchmark == "ladder"
-                    else f"probe-{self.dataset_name}" if self.benchmark == "probe"
-                    else self.dataset_name)
+            name = mode_of(self).folder.format(dataset=self.dataset_name)
             object.__setattr__(self, "logdir", os.path.join(
                 "runs", f"{self.model_label}-{name}-{self.backend}-{self.fingerprint}"))
         if self.dataset == "synthetic" and self.validation_steps == 0:

@@ -10,6 +10,7 @@ import os
 
 from callbacks.records.untrusted import FileRefused, read_regular
 from flags.config import Config, ConfigError
+from flags.modes import MODES
 
 MAX_FLAGFILE_BYTES = 1 << 20  # a flagfile is a page of flags; configs/ holds ~1 KB ones
 MAX_FLAGFILE_DEPTH = 8  # flagfiles including flagfiles: configs/ nests at most 2 deep
@@ -194,11 +195,6 @@ def _check_data_dir(values: dict, flag_values) -> None:
                           "holds the data (or no --data_dir: its default)")
 
 
-# A probe's timed windows where --repeats is not given (app/modes/probe.py): three
-# 50-step probes of one job on this CPU read 1,373, 705 and 822 images/sec.
-PROBE_REPEATS = 3
-
-
 def config_from_flags(flag_values) -> Config:
     """Builds the one Config of this process from parsed absl flags.
 
@@ -218,8 +214,9 @@ def config_from_flags(flag_values) -> Config:
     for field in dataclasses.fields(Config):
         values[field.name] = flag_values[field.name].value
     _from_environment(values, flag_values)
-    if values["benchmark"] == "probe" and not flag_values["repeats"].present:
-        values["repeats"] = PROBE_REPEATS  # one window of a probe is the machine's noise
+    default = MODES[values["benchmark"]].repeats if values["benchmark"] in MODES else None
+    if default and not flag_values["repeats"].present:
+        values["repeats"] = default  # the mode's own (a probe's: three windows)
     _expand_home(values)
     _check_data_dir(values, flag_values)
     values["target_top1"] = _parse_numbers(values["target_top1"], "target_top1", float)

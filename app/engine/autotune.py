@@ -42,6 +42,7 @@ import os
 import sys
 
 from flags.config import model_kind
+from flags.modes import mode_of
 
 HEURISTIC_BELOW_IMAGES = 2_000_000  # ResNet-50's break-even; smaller models' is higher
 HEURISTIC_FLAG = "--xla_gpu_exclude_nondeterministic_ops=true"
@@ -74,7 +75,7 @@ def choose(config, train_examples: int | None) -> str | None:
         return FROM_XLA_FLAGS
     if config.xla_autotune != "auto":
         return config.xla_autotune
-    if config.benchmark != "none" or config.is_sweep:
+    if not mode_of(config).trains:
         return "full"  # each point or probe compiles one program inside fit
     images = planned_images(config, train_examples)
     if (config.dataset == "synthetic" or model_kind(config.model) not in HEURISTIC_MODEL_KINDS

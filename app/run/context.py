@@ -26,6 +26,7 @@ from app.models import check_model, check_model_builds, memory, models_built_asi
 from app.models.memory import process_memory_limit
 from app.pricing.prices import Billing, resolve_billing
 from app.run import rundir, signals
+from flags.modes import mode_of
 from preprocessing.datasets import check_dataset, known_shape, read_ahead
 from preprocessing.spec import BatchShape, DataError, InputSpec
 
@@ -80,7 +81,7 @@ def prepare(config, started_at: float) -> RunContext:
         train_examples = check_dataset(config.dataset, spec)
         if cold_start.cut_on("data_read_beside_imports"):
             read_ahead(config.dataset, spec)  # while the frameworks import
-        if train_examples is not None and config.benchmark == "none" and not config.is_sweep:
+        if train_examples is not None and mode_of(config).trains:
             steps_for(config, train_examples)  # a batch past the data: refused now (train's)
         xla_autotune = autotune.choose(config, train_examples)
         autotune.apply(xla_autotune)  # before JAX compiles anything
@@ -90,9 +91,9 @@ def prepare(config, started_at: float) -> RunContext:
         # The batch's shares, made and checked with the devices, read everywhere.
         spec = dataclasses.replace(spec, batch=topology.batch)
         check_batch_fits(spec)
-        if config.benchmark != "input":  # (the input benchmark builds no model)
+        if mode_of(config).builds_model:  # (the input benchmark builds no model)
             check_model_builds(config, known_shape(config.dataset, spec))
-            if not config.is_sweep and config.benchmark == "none":  # (a sweep's points: theirs)
+            if mode_of(config).trains:  # (a sweep's points: theirs)
                 check_step_fits(config, spec, known_shape(config.dataset, spec))
         billing = resolve_billing(config.machine, config.pricing, config.price_per_hour_usd,
                                   config.peak_tflops_per_device, topology.device_kind,

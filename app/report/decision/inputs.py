@@ -24,6 +24,11 @@ import statistics
 from callbacks.figures.bill import PRICINGS
 from callbacks.records import summary_fields, untrusted
 from callbacks.records.metrics_file import read_metrics
+from flags.modes import MODES
+
+# The modes whose folders the decision reads (flags/modes.py), as summary.json's "mode"
+# names them: a training run's has none.
+DECIDING = {None if m.name == "none" else m.name for m in MODES.values() if m.decides}
 
 # summary.json's table (callbacks/records/summary_fields.py) gives each field's kind and
 # range; the decision divides by a rate and counts epochs, so those must be above 0.
@@ -92,7 +97,7 @@ def read_folder(folder: str) -> dict:
     if not isinstance(summary, dict):
         raise InputError(f"{where} holds a {type(summary).__name__}, not an object")
     mode = summary.get("mode")
-    if mode not in (None, "probe"):
+    if mode not in DECIDING:
         raise InputError(f"{where}: a {_text(mode)} is no input to the decision; accepted: "
                          "a training run's folder or a --benchmark=probe's")
     found = {"kind": "probe" if mode == "probe" else "run", "folder": folder,
