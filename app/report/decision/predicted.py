@@ -21,7 +21,7 @@ import os
 from app.report.decision import device_model
 from callbacks.figures.bill import dollars, hours, usd
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))  # the repo
 CHECKS = os.path.join(ROOT, "benchmarks", "results", "*-predict-check.json")
 SAME_WORK = ("model", "dataset", "image_size")
 HOW = ("rerun the job with --profile_steps=START,STOP (a few steps after the first, "

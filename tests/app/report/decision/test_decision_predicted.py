@@ -168,3 +168,15 @@ def test_a_breakdown_of_another_model_or_of_no_work_is_refused_in_one_line(tmp_p
     assert lines[-1] == (
         "no prediction for machines never probed: tf: its breakdown gives no kind's work (a "
         "TensorFlow run's executor ops carry no shapes): profile the job with --backend=jax")
+
+
+def test_the_apps_own_measured_error_is_found_beside_it():
+    """Where the app runs from its repository, the decision quotes the newest committed
+    predict-check result (a module moved one folder deeper read none, and the decision
+    said "its error is not measured")."""
+    from app.report.decision import predicted
+
+    error = predicted.measured_error()
+    assert {"accelerator", "cpu", "cpu_unseen"} <= set(error), error
+    assert error["source"].startswith("benchmarks/results/") and error["source"].endswith(
+        "-predict-check.json")
