@@ -150,21 +150,15 @@ def _metrics(folder: str, notes: list) -> list[dict]:
     Raises:
         SkippedRun: the file is not a regular file, too large, or cannot be read.
     """
-    import stat
-
     from callbacks.records.metrics_file import METRICS_FILE, read_metrics
 
-    path = os.path.join(folder, METRICS_FILE)
-    if os.path.lexists(path):
-        try:  # read_metrics opens it as it is: a FIFO would block, /dev/zero never ends
-            info = os.stat(path)
-        except OSError as error:
-            raise SkippedRun(f"{METRICS_FILE}: cannot be read ({one_line(error)})") from None
-        if not stat.S_ISREG(info.st_mode) or info.st_size > untrusted.MAX_BYTES:
-            raise SkippedRun(f"{METRICS_FILE}: not a regular file of at most "
-                             f"{untrusted.MAX_BYTES:,} bytes")
-    try:
+    try:  # through the one file door (untrusted.read_regular): a FIFO is never waited on
         records = read_metrics(folder)
+    except untrusted.RecordError:
+        raise SkippedRun(f"{METRICS_FILE}: not a regular file of at most "
+                         f"{untrusted.MAX_BYTES:,} bytes") from None
+    except OSError as error:
+        raise SkippedRun(f"{METRICS_FILE}: cannot be read ({one_line(error)})") from None
     except Exception as error:  # noqa: BLE001 - another module's failure is this run's skip
         raise SkippedRun(f"{METRICS_FILE}: {type(error).__name__} "
                          f"({one_line(str(error).split(chr(10))[0])})") from None
