@@ -219,47 +219,65 @@ def parse_catalog(data: bytes | str, path: str = CATALOG_PATH) -> dict[str, Mach
     Raises:
         ConfigError: one line naming `path`, the line and the problem.
     """
+    rows = {}
+    for line, values in csv_table(data, path, COLUMNS, MAX_CATALOG_BYTES, _error,
+                                  "a catalog's "):
+        try:
+            row = _machine(values)
+        except ValueError as error:
+            raise _error(path, line, str(error)) from None
+        if row.machine in rows:
+            raise _error(path, line, f"machine {row.machine!r} is listed twice")
+        rows[row.machine] = row
+    if not rows:
+        raise _error(path, None, "no machine is listed")
+    return rows
+
+
+def csv_table(data: bytes | str, path: str, columns, max_bytes: int, error, limit_of=""):
+    """(line, {column: field}) of each row of a CSV table given as its bytes or text,
+    past a header holding every one of `columns` once: the catalog's and the rates
+    table's door (app/report/decision/device_rates.py). A row is named by the line it
+    starts on (a quoted field may hold a newline); blank lines are passed over.
+
+    Raises:
+        whatever `error(path, line or None, problem)` returns: over `max_bytes` ("N
+        bytes, more than {limit_of}M"), not UTF-8, not CSV, a header without a column
+        or with one twice, a row of another length, no header at all ("the file is
+        empty").
+    """
     if isinstance(data, bytes):
-        if len(data) > MAX_CATALOG_BYTES:
-            raise _error(path, None, f"{len(data):,} bytes, more than a catalog's "
-                         f"{MAX_CATALOG_BYTES:,}")
+        if len(data) > max_bytes:
+            raise error(path, None, f"{len(data):,} bytes, more than {limit_of}{max_bytes:,}")
         try:
             data = data.decode("utf-8-sig")
-        except UnicodeDecodeError as error:
-            raise _error(path, data.count(b"\n", 0, error.start) + 1,
-                         f"not UTF-8 text (byte {error.start})") from None
+        except UnicodeDecodeError as decode:
+            raise error(path, data.count(b"\n", 0, decode.start) + 1,
+                        f"not UTF-8 text (byte {decode.start})") from None
     reader = csv.reader(io.StringIO(data, newline=""), strict=True)
-    rows, header, end = {}, None, 0
+    header, end = None, 0
     try:
         for fields in reader:
-            # A quoted field may hold a newline: a row is named by the line it starts on.
             line, end = end + 1, reader.line_num
             if header is None:
                 header = [f.strip() for f in fields]
-                missing = [c for c in COLUMNS if c not in header]
+                missing = [c for c in columns if c not in header]
                 doubled = sorted({c for c in header if header.count(c) > 1})
                 if missing or doubled:
-                    raise _error(path, line, f"the header lacks {', '.join(missing)}" if missing
-                                 else f"the header names {', '.join(doubled)} twice")
+                    raise error(path, line, f"the header lacks {', '.join(missing)}" if missing
+                                else f"the header names {', '.join(doubled)} twice")
                 continue
             if not any(f.strip() for f in fields):
                 continue  # a blank line
             if len(fields) != len(header):
                 count = len(fields)
-                raise _error(path, line, f"{count} field{'s' * (count != 1)} where the header "
-                             f"has {len(header)}")
-            try:
-                row = _machine(dict(zip(header, fields)))
-            except ValueError as error:
-                raise _error(path, line, str(error)) from None
-            if row.machine in rows:
-                raise _error(path, line, f"machine {row.machine!r} is listed twice")
-            rows[row.machine] = row
-    except csv.Error as error:
-        raise _error(path, reader.line_num, f"not CSV ({error})") from None
-    if not rows:
-        raise _error(path, None, "no machine is listed" if header else "the file is empty")
-    return rows
+                raise error(path, line, f"{count} field{'s' * (count != 1)} where the header "
+                            f"has {len(header)}")
+            yield line, dict(zip(header, fields))
+    except csv.Error as failed:
+        raise error(path, reader.line_num, f"not CSV ({failed})") from None
+    if header is None:
+        raise error(path, None, "the file is empty")
 
 
 @functools.lru_cache(maxsize=4)

@@ -118,45 +118,22 @@ def parse_rates(data: bytes | str, path: str = RATES_PATH) -> tuple[Rate, ...]:
     Raises:
         ConfigError: one line naming `path`, the line and the problem.
     """
-    if isinstance(data, bytes):
-        if len(data) > MAX_TABLE_BYTES:
-            raise _error(path, None, f"{len(data):,} bytes, more than {MAX_TABLE_BYTES:,}")
+    from app.pricing.catalog import csv_table
+
+    rows, seen = [], set()
+    for line, values in csv_table(data, path, COLUMNS, MAX_TABLE_BYTES, _error):
         try:
-            data = data.decode("utf-8-sig")
-        except UnicodeDecodeError as error:
-            raise _error(path, data.count(b"\n", 0, error.start) + 1,
-                         f"not UTF-8 text (byte {error.start})") from None
-    reader = csv.reader(io.StringIO(data, newline=""), strict=True)
-    rows, header, end, seen = [], None, 0, set()
-    try:
-        for fields in reader:
-            line, end = end + 1, reader.line_num
-            if header is None:
-                header = [f.strip() for f in fields]
-                missing = [c for c in COLUMNS if c not in header]
-                if missing or len(set(header)) != len(header):
-                    raise _error(path, line, f"the header lacks {', '.join(missing)}"
-                                 if missing else "the header names a column twice")
-                continue
-            if not any(f.strip() for f in fields):
-                continue
-            if len(fields) != len(header):
-                raise _error(path, line, f"{len(fields)} fields where the header has "
-                             f"{len(header)}")
-            try:
-                rate = _rate(dict(zip(header, fields)))
-            except ValueError as error:
-                raise _error(path, line, str(error)) from None
-            key = (rate.device_class, rate.kind, rate.family, rate.measure)
-            if key in seen:
-                raise _error(path, line, f"{rate.device_class}, {rate.kind}, "
-                             f"{rate.family or 'any family'} is listed twice")
-            seen.add(key)
-            rows.append(rate)
-    except csv.Error as error:
-        raise _error(path, reader.line_num, f"not CSV ({error})") from None
+            rate = _rate(values)
+        except ValueError as error:
+            raise _error(path, line, str(error)) from None
+        key = (rate.device_class, rate.kind, rate.family, rate.measure)
+        if key in seen:
+            raise _error(path, line, f"{rate.device_class}, {rate.kind}, "
+                         f"{rate.family or 'any family'} is listed twice")
+        seen.add(key)
+        rows.append(rate)
     if not rows:
-        raise _error(path, None, "no rate is listed" if header else "the file is empty")
+        raise _error(path, None, "no rate is listed")
     return tuple(rows)
 
 

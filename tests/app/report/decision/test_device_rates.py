@@ -58,6 +58,9 @@ def test_a_row_twice_a_missing_column_and_an_empty_file_are_one_line():
     assert refusal(f"{HEADER}\n{GOOD}\n{GOOD}\n").endswith(
         "line 3: H100 80GB SXM, matrix products, vit_b16 is listed twice")
     assert refusal(HEADER.replace(",note", "") + "\n").endswith("the header lacks note")
+    assert refusal(HEADER + ",note\n").endswith("line 1: the header names note twice")
+    assert refusal(f"{HEADER}\nx\n").endswith("line 2: 1 field where the header has "
+                                                f"{len(device_rates.COLUMNS)}")
     assert refusal("").endswith("the file is empty")
     assert refusal(b"\xff\xfe").endswith("line 1: not UTF-8 text (byte 0)")
 
