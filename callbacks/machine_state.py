@@ -109,9 +109,7 @@ class MachineState(keras.callbacks.Callback):
 
     def __init__(self, read_sample, interval_seconds: float = 0.25, warmup_steps: int = 0):
         super().__init__()
-        if not callable(read_sample):
-            raise ValueError(f"read_sample must be a callable, received {read_sample!r}")
-        self._sampler = Sampler(read_sample, interval_seconds, "machine-state")
+        self._sampler = Sampler(read_sample, interval_seconds, "machine-state", "read_sample")
         self.read_sample = read_sample
         self.interval_seconds = interval_seconds
         self.warmup_steps = warmup_steps

@@ -15,9 +15,10 @@ import time
 
 
 class Sampler:
-    def __init__(self, read, interval_seconds: float, name: str):
+    def __init__(self, read, interval_seconds: float, name: str, argument: str = "read"):
+        """`argument`: what the caller calls `read`, for the refusal's words."""
         if not callable(read):
-            raise ValueError(f"read must be a callable, received {read!r}")
+            raise ValueError(f"{argument} must be a callable, received {read!r}")
         if interval_seconds <= 0:
             raise ValueError(f"interval_seconds must be > 0, received {interval_seconds}")
         self.read, self.interval_seconds, self.name = read, interval_seconds, name
