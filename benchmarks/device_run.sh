@@ -131,7 +131,7 @@ case "$RECIPE" in  # the settings the recipe reads, for the command it records
   coldstart) SETTINGS="REPEATS=$REPEATS " ;;
   scale) SETTINGS="TRAIN=$TRAIN " ;;
   batchnorm) SETTINGS=${BENCH_XLA:+"BENCH_XLA='$BENCH_XLA' "} ;;
-  models) SETTINGS="${FAMILIES:+FAMILIES='$FAMILIES' }${PROFILE+PROFILE='$PROFILE' }${KERNELS_FROM:+KERNELS_FROM='$KERNELS_FROM' }${CHOICES_FROM:+CHOICES_FROM='$CHOICES_FROM' }REPEATS=${REPEATS:-2} ${TWINS:+TWINS=$TWINS }${HEURISTIC:+HEURISTIC=$HEURISTIC }${PROFILE_FRESH:+PROFILE_FRESH=$PROFILE_FRESH }" ;;
+  models) SETTINGS="${FAMILIES:+FAMILIES='$FAMILIES' }${PROFILE+PROFILE='$PROFILE' }${KERNELS_FROM:+KERNELS_FROM='$KERNELS_FROM' }${CHOICES_FROM:+CHOICES_FROM='$CHOICES_FROM' }REPEATS=${REPEATS:-2} ${TWINS:+TWINS=$TWINS }${FRESH_LIMIT:+FRESH_LIMIT=$FRESH_LIMIT }${HEURISTIC:+HEURISTIC=$HEURISTIC }${PROFILE_FRESH:+PROFILE_FRESH=$PROFILE_FRESH }" ;;
   *) SETTINGS="" ;;
 esac
 RECIPE=$RECIPE SETTINGS=$SETTINGS GPUS=$NEED python3 - > "$R/run.json" <<'PY'
@@ -379,6 +379,10 @@ print(' '.join(('-' if on else '') + name for name, (on, _) in CUTS.items()))") 
     FAMILIES=${FAMILIES:-"resnet50 vit_b_16 convnext_tiny efficientnet_v2_s mobilenet_v3_large user"}
     PROFILE=${PROFILE-"convnext_tiny vit_b_16"}  # set but empty: none profiled
     REPEATS=${REPEATS:-2} TWINS=${TWINS:-1} HEURISTIC=${HEURISTIC:-1}
+    # A fresh run's limit: ConvNeXt-T's measured choice took 145 s on an H100 (its
+    # heuristic run 64 s; 2026-12-07-h100-models-measured.json); EfficientNetV2-S's cold
+    # compile alone is ~155 s
+    FRESH_LIMIT=${FRESH_LIMIT:-240}
     SYN="--dataset=synthetic --global_batch_size=256 --epochs=1 --steps_per_epoch=120
       --validation_steps=-1"
     # Run NAME of a family from an empty JAX cache of its own (XLA's autotuner picks other
@@ -400,7 +404,7 @@ print(' '.join(('-' if on else '') + name for name, (on, _) in CUTS.items()))") 
         cp -r "$CHOICES_FROM/${name%%.*}.choices" "/tmp/bench/choices/$name"
         store=(BENCH_KERNEL_CHOICES="/tmp/bench/choices/$name")
       fi
-      app "$name" 1 240 JAX_COMPILATION_CACHE_DIR="/tmp/bench/caches/$name" \
+      app "$name" 1 "$FRESH_LIMIT" JAX_COMPILATION_CACHE_DIR="/tmp/bench/caches/$name" \
         ${store[@]+"${store[@]}"} -- "$@" --keep_kernels ${from[@]+"${from[@]}"}
       grep -E "^kernel choice: " "$R/$name.log" | cut -c1-300
       [ -d "/tmp/bench/caches/$name/kernel_choices" ] \
