@@ -230,6 +230,7 @@ def note_choice(block: dict) -> None:
 SOURCES = {
     "autotuned": "autotuned by this run",
     "compiled": "compiled by this run",  # a program that chose nothing (a CPU's)
+    "heuristic": "XLA's heuristic choice, compiled by this run; nothing timed",
     "autotune_cache": "compiled by this run; its choices from XLA's autotune cache in "
                       "JAX's cache folder where it held them",
     "jax_cache": "from JAX's cache",
@@ -252,17 +253,24 @@ NOTHING_LOADED = ("nothing loaded from {path}: this program chooses no GPU kerne
                   "CPU's compiles none)")
 
 
-def describe(hlo_text: str, served: bool, loaded_from: str | None) -> tuple[dict, list]:
+def describe(hlo_text: str, served: bool, loaded_from: str | None,
+             heuristic: bool = False) -> tuple[dict, list]:
     """(summary.json's `kernels` block, the list for kernels.json) of a compiled step.
 
     A file to load (--kernels_from) that the program had no use for (a CPU's program
     chooses no kernels) is not "loaded": the source is what compiled it, and
-    `not_loaded` says so (a GPU's autotune file on a CPU read "loaded" before)."""
+    `not_loaded` says so (a GPU's autotune file on a CPU read "loaded" before).
+    `heuristic`: the step compiled with XLA's heuristic choice (--xla_autotune=heuristic,
+    or the user's XLA_FLAGS choosing it): its kernels were taken, none timed, so its
+    source is `heuristic`, never "autotuned by this run" (an H100's heuristic runs of
+    ConvNeXt-T said that, 2026-12-07-h100-models-measured.json)."""
     found = chosen_kernels(hlo_text)
     tally = counts(found)
     chose = sum(tally.values())
-    block = {"digest": digest(found), **tally,
-             "source": source(served, chose, loaded_from if chose else None),
+    where = source(served, chose, loaded_from if chose else None)
+    if heuristic and where in ("autotuned", "autotune_cache"):
+        where = "heuristic"
+    block = {"digest": digest(found), **tally, "source": where,
              "loaded_from": loaded_from, "file": KERNELS_FILE}
     if loaded_from and not chose:
         block["not_loaded"] = NOTHING_LOADED.format(path=loaded_from)
@@ -273,7 +281,7 @@ def describe(hlo_text: str, served: bool, loaded_from: str | None) -> tuple[dict
             block.update(source="loaded", loaded_from=choice["loaded_results"])
         elif choice.get("kept") == "heuristic" and block["source"] in (
                 "autotuned", "autotune_cache"):  # its kernels were taken, not timed
-            block["source"] = "compiled"
+            block["source"] = "heuristic"
     return block, found
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from app.engine import kernels, machine
+from app.engine import autotune, kernels, machine
 from callbacks.records import durable, untrusted
 from callbacks.records.state_records import SLOWING, read_kernels
 
@@ -92,6 +92,7 @@ def _kernels(context, compiling) -> tuple[dict, list | None]:
     loaded_from = _flag_value(loaded, "xla_gpu_load_autotune_results_from") \
         if config.kernels_from else None
     kept = os.path.join(context.logdir, kernels.KEPT_FILE) if config.keep_kernels else None
+    heuristic = context.xla_autotune == "heuristic" or autotune.HEURISTIC_FLAG in loaded
     why = None
     if compiling is None:  # a run finished by its records, rebuilt (app/modes/train.py)
         why = "rebuilt from the run's records"
@@ -104,7 +105,7 @@ def _kernels(context, compiling) -> tuple[dict, list | None]:
     if why is None:
         try:
             block, found = kernels.describe(compiling.train_step.as_text(),
-                                            compiling.train_served, loaded_from)
+                                            compiling.train_served, loaded_from, heuristic)
         except Exception as error:  # noqa: BLE001 - a program without text: say so
             why, found = f"its program has no text ({type(error).__name__})", None
     if why is not None:

@@ -14,7 +14,8 @@ import re
 from callbacks.records import untrusted
 
 DIGEST = re.compile(r"[0-9a-f]{64}")
-SOURCES = ("autotuned", "compiled", "autotune_cache", "jax_cache", "loaded")
+SOURCES = ("autotuned", "compiled", "heuristic", "autotune_cache", "jax_cache", "loaded")
+# (app/engine/kernels.py's SOURCES: tests/app/engine/test_kernels.py holds them equal)
 KINDS = ("library", "fusion")
 MAX_KERNELS = 100_000  # a large model's step holds a few thousand
 MAX_TEXT = 400  # an op_name or a shape; longer is not one XLA wrote

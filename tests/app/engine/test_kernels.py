@@ -119,6 +119,22 @@ def test_the_closing_line_says_what_was_chosen_and_where_it_came_from(convnext):
     assert "(1 library call, 1 fusion; compiled by this run)" in one
 
 
+def test_a_step_of_xla_s_heuristic_choice_is_not_said_to_be_autotuned(convnext):
+    """--xla_autotune=heuristic: the kernels were taken, none timed. An H100's heuristic
+    runs of ConvNeXt-T closed with "autotuned by this run" (2026-12-07)."""
+    block = kernels.describe(convnext, served=False, loaded_from=None, heuristic=True)[0]
+    assert block["source"] == "heuristic"
+    assert kernels.line(block).endswith(
+        "(164 library calls, 184 fusions; XLA's heuristic choice, compiled by this run; "
+        "nothing timed)")
+    # a program from JAX's cache or a loaded file keeps saying where it came from
+    assert kernels.describe(convnext, True, None, heuristic=True)[0]["source"] == "jax_cache"
+    # the record reader accepts every source the closing line can name, and no other
+    from callbacks.records.state_records import SOURCES
+
+    assert set(SOURCES) == set(kernels.SOURCES)
+
+
 def test_a_file_a_program_had_no_use_for_is_not_said_to_be_loaded():
     """--kernels_from on a CPU: the program chose nothing, so nothing was loaded; the
     block's source is what compiled it, and the line says that nothing was loaded."""

@@ -63,7 +63,7 @@ def context_for(logdir, **config):
     topology = types.SimpleNamespace(device_kind="NVIDIA H100 80GB HBM3", accelerator="gpu",
                                      devices_per_process=1)
     return types.SimpleNamespace(config=Config(backend="jax", logdir=logdir, **config),
-                                 topology=topology, logdir=logdir,
+                                 topology=topology, logdir=logdir, xla_autotune="full",
                                  run_dir=types.SimpleNamespace(resuming=False))
 
 
