@@ -143,8 +143,15 @@ def reserve_memory(jax, devices) -> None:
 # Each measure that shortens a cold start, by name: (on by default, what it
 # does). BENCH_STARTUP_CUTS turns them on and off one by one, so that one device call
 # can time each from cold (benchmarks/device_run.sh coldstart): a comma-separated list
-# read in order, of "all", "none", NAME (on) and -NAME (off), from the defaults. Those
-# measured on a CPU only are on; those that only a GPU can judge are off until it has.
+# read in order, of "all", "none", NAME (on) and -NAME (off), from the defaults.
+# Measured on one H100 (benchmarks/results/2026-12-07-h100-coldstart.json, one cold run
+# each, Fashion-MNIST to 0.93): turning each off cost 1.58 s (fit_takes_compiled_steps),
+# 1.57 s (steps_side_by_side), 0.57 s (data_read_beside_imports) and 0.29 s
+# (devices_beside_keras: its span, 1.73 s, was no shorter than devices then Keras in
+# turn, 0.76 + 0.92 s; it is kept for the CPU's figure) of the 6.78 s to the first step.
+# Two XLA options for a short run's compile were taken out there: this XLA refuses
+# xla_gpu_enable_llvm_module_compilation_parallelism, and matrix products by cuBLAS
+# (xla_gpu_enable_triton_gemm=false) started 0.60 s later.
 CUTS_ENV = "BENCH_STARTUP_CUTS"
 CUTS: dict[str, tuple[bool, str]] = {
     "fit_takes_compiled_steps": (
@@ -159,14 +166,6 @@ CUTS: dict[str, tuple[bool, str]] = {
     "data_read_beside_imports": (
         True, "the dataset's files read in a thread while the frameworks import "
               "(Fashion-MNIST's IDX files: preprocessing/datasets/fashion_mnist.py)"),
-    "xla_parallel_codegen": (
-        False, "a short run's steps on an NVIDIA GPU: XLA compiles their kernels' LLVM "
-               "modules in parallel (xla_gpu_enable_llvm_module_compilation_parallelism; "
-               "with fit_takes_compiled_steps)"),
-    "xla_no_triton_gemm": (
-        False, "a short run's steps on an NVIDIA GPU: matrix products by cuBLAS, not Triton "
-               "kernels compiled for them (xla_gpu_enable_triton_gemm=false; with "
-               "fit_takes_compiled_steps)"),
 }
 
 
@@ -198,18 +197,3 @@ def cuts(value: str | None = None) -> dict[str, bool]:
 def cut_on(name: str) -> bool:
     """Whether the cut `name` (a key of CUTS) is on in this process."""
     return cuts()[name]
-
-
-def short_run_compiler_options(accelerator: str, xla_autotune: str | None) -> dict:
-    """The XLA options of the steps compiled beside the start, for a run whose compile
-    is worth more than a few per cent of its steps (`xla_autotune` heuristic: a short
-    run, app/engine/autotune.py) on an NVIDIA GPU: those of the cuts that are on."""
-    if accelerator != "gpu" or xla_autotune != "heuristic":
-        return {}
-    on = cuts()
-    options = {}
-    if on["xla_parallel_codegen"]:
-        options["xla_gpu_enable_llvm_module_compilation_parallelism"] = True
-    if on["xla_no_triton_gemm"]:
-        options["xla_gpu_enable_triton_gemm"] = False
-    return options

@@ -56,7 +56,7 @@ class Precompile:
             training step (True) or XLA compiled it here.
     """
 
-    def __init__(self, side_by_side: bool = False, compiler_options: dict | None = None):
+    def __init__(self, side_by_side: bool = False):
         self.seconds: float | None = None
         self.error: BaseException | None = None
         self.compiled: dict = {}
@@ -64,8 +64,6 @@ class Precompile:
         self.train_served: bool | None = None
         self.handed: dict = {}  # kind: the step hand_to gave fit (its `fallbacks`)
         self.side_by_side = side_by_side
-        self.compiler_options = dict(compiler_options or {})
-        self.options_refused: str | None = None
         # The training step compiled more than once (app/engine/measured.py): each
         # program by name, its compile's seconds, whether JAX's cache served it, or why
         # it did not compile; `adopt` makes one of them the training step.
@@ -137,17 +135,9 @@ class Precompile:
                 self.train_step = compiled
                 self.train_served = served
 
-    def _compiled(self, lowered, options: dict | None = None):
-        """`lowered` compiled, with the XLA options where this XLA takes them (an
-        option it does not know is refused in one exception, before compiling: then
-        without the run's, and `options_refused` says why; a variant's own `options`
-        stay)."""
-        if self.compiler_options:
-            try:
-                return lowered.compile(compiler_options={**self.compiler_options,
-                                                         **(options or {})})
-            except Exception as error:  # noqa: BLE001 - JaxRuntimeError: no such option
-                self.options_refused = (str(error).splitlines() or [repr(error)])[0]
+    @staticmethod
+    def _compiled(lowered, options: dict | None = None):
+        """`lowered` compiled, with a variant's own XLA `options` where it has them."""
         return lowered.compile(compiler_options=options) if options else lowered.compile()
 
     def compile_variants(self, variants: list) -> None:
@@ -219,8 +209,7 @@ class _Handed:
 
 
 def start(model, batch_specs, topology, side_by_side: bool = False,
-          hand_to_fit: bool = False, compiler_options: dict | None = None,
-          train_options: dict | None = None, train_variants: list | None = None
+          hand_to_fit: bool = False, train_options: dict | None = None, train_variants: list | None = None
           ) -> Precompile | None:
     """Lowers `model`'s training (and evaluation) step for the batches of
     `batch_specs` and starts compiling each as it is lowered; None where that would
@@ -235,9 +224,8 @@ def start(model, batch_specs, topology, side_by_side: bool = False,
             else both are lowered first, then compiled in turn in one thread.
         hand_to_fit: the compiled steps are to be handed to fit (`hand_to`): no
             compilation cache is needed. Without it, fit finds them in the cache.
-        compiler_options: XLA options of these compiles (only with `hand_to_fit`:
-            fit's own compile, with none, would not find them in the cache).
-        train_options: XLA options of the training step's compile alone (likewise).
+        train_options: XLA options of the training step's compile alone (only with
+            `hand_to_fit`: fit's own compile, with none, would not find it in the cache).
         train_variants: [(name, XLA options)]: the training step compiled once for
             each, in turn, kept in `variants` (app/engine/measured.py adopts one);
             only with `hand_to_fit`, else it is compiled once, as without.
@@ -245,7 +233,7 @@ def start(model, batch_specs, topology, side_by_side: bool = False,
     if why_not(model, batch_specs, topology, hand_to_fit) is not None:
         return None
     train_spec, validation_spec = batch_specs
-    compiling = Precompile(side_by_side, compiler_options if hand_to_fit else None)
+    compiling = Precompile(side_by_side)
     try:
         train = _lower(model, train_spec, train=True)
     except Exception:  # noqa: BLE001 - fit lowers it again, and raises what is wrong

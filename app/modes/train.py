@@ -161,9 +161,6 @@ def run(context) -> dict:
             measured.settle(compiling, model)  # the measured choice of kernels, if any
             if cold_start.cut_on("fit_takes_compiled_steps"):
                 compiling.hand_to(model)  # fit traces, lowers, reads back neither step
-            if compiling.compiler_options:  # summary.json's startup says what XLA took
-                TIMELINE.facts["xla_options"] = {"asked": compiling.compiler_options,
-                                                 "refused": compiling.options_refused}
             TIMELINE.mark("compile_wait")
         PROCESS_STOP.raise_if_requested(state.global_step, state.path)
         epoch = state.epoch
@@ -259,10 +256,7 @@ def _precompile(context, model, data):
         # XLA's full autotuning times kernels on the device: one compile at a time
         side_by_side=cold_start.cut_on("steps_side_by_side") and context.xla_autotune not in (
             "full", "xla_flags", "measured"),
-        hand_to_fit=hand_to_fit,
-        compiler_options=cold_start.short_run_compiler_options(config.accelerator,
-                                                               context.xla_autotune),
-        train_options=plan.train_options, train_variants=plan.variants)
+        hand_to_fit=hand_to_fit, train_options=plan.train_options, train_variants=plan.variants)
     return measured.attach(compiling, plan)
 
 

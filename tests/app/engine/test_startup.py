@@ -185,19 +185,3 @@ def test_the_cuts_switch_reads_in_order_and_refuses_a_stranger(monkeypatch):
     monkeypatch.setenv("BENCH_STARTUP_CUTS", "-one")
     assert cold_start.cuts() == {"one": False, "two": True, "three": False}
     assert cold_start.cut_on("two") and not cold_start.cut_on("one")
-
-
-def test_the_xla_options_of_a_short_run_on_a_gpu_are_the_cuts_that_are_on(monkeypatch):
-    from app.engine import cold_start
-
-    monkeypatch.setenv("BENCH_STARTUP_CUTS", "xla_parallel_codegen")
-    assert cold_start.short_run_compiler_options("gpu", "heuristic") == {
-        "xla_gpu_enable_llvm_module_compilation_parallelism": True}
-    monkeypatch.setenv("BENCH_STARTUP_CUTS", "all")
-    assert cold_start.short_run_compiler_options("gpu", "heuristic") == {
-        "xla_gpu_enable_llvm_module_compilation_parallelism": True,
-        "xla_gpu_enable_triton_gemm": False}
-    for accelerator, autotune in (("gpu", "full"), ("cpu", None), ("gpu", "xla_flags")):
-        assert cold_start.short_run_compiler_options(accelerator, autotune) == {}
-    monkeypatch.delenv("BENCH_STARTUP_CUTS")
-    assert cold_start.short_run_compiler_options("gpu", "heuristic") == {}  # off by default
