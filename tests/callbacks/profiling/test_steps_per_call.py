@@ -13,8 +13,9 @@ step over its time per step, whatever the steps per call, so the rates at 16 and
 a call differ only as far as the ops' own time does. How far that is here is the CPU's:
 on this shared 2-core machine the same convolutions ran 32.6-52.4 ms a step in one
 process, both ways, and the elementwise ops 1.5x longer at 1 step a call (the host's
-Python between steps shares the cores); so the two are held to the time ratio within
-2%, and to within a factor of 2 (counted once a marker, they were a sixteenth).
+Python between steps shares the cores; 2.15x with the whole suite running beside it);
+so the two are held to the time ratio within 2%, and to within a factor of 4 (counted
+once a marker, they were a sixteenth).
 """
 
 import json
@@ -58,6 +59,6 @@ def test_the_rates_at_16_steps_a_call_are_those_at_1_as_far_as_the_time_is(trace
                 # A rate is its work per step over its time per step: the same work.
                 assert b[kind][rate] / a[kind][rate] == pytest.approx(
                     a[kind]["ms"] / b[kind]["ms"], rel=0.02), (kind, a[kind], b[kind])
-                assert 0.5 < b[kind][rate] / a[kind][rate] < 2, (kind, a[kind], b[kind])
+                assert 0.25 < b[kind][rate] / a[kind][rate] < 4, (kind, a[kind], b[kind])
     conv = one[0]["convolutions"]
     assert conv["tflops_per_sec"] == pytest.approx(conv["gflop"] / conv["ms"], rel=2e-3)
