@@ -67,7 +67,8 @@
 # (FAMILY.autotune.textproto) that its families load instead of autotuning, CHOICES_FROM
 # (unset) a folder of an earlier models call's measured choices (FAMILY.choices/, its
 # $OUT/models, carried) that its families load instead of measuring (the second machine
-# of the kind), HEURISTIC=0 leaves out the heuristic run of each family, PROFILE_FRESH=1
+# of the kind), HEURISTIC=0 leaves out the heuristic run of each family, FRESH_LIMIT
+# (240) the seconds a fresh app run may take (its measured choice compiles twice), PROFILE_FRESH=1
 # profiles from empty caches with a measured choice of its own and XLA's autotune log
 # (the per-op truth: summary.json's kernels.slow_ops) instead of loading the first run's
 # kernels, REPEATS (2) its app runs per family and coldstart's runs with the defaults
@@ -131,7 +132,7 @@ case "$RECIPE" in  # the settings the recipe reads, for the command it records
   coldstart) SETTINGS="REPEATS=$REPEATS " ;;
   scale) SETTINGS="TRAIN=$TRAIN " ;;
   batchnorm) SETTINGS=${BENCH_XLA:+"BENCH_XLA='$BENCH_XLA' "} ;;
-  models) SETTINGS="${FAMILIES:+FAMILIES='$FAMILIES' }${PROFILE+PROFILE='$PROFILE' }${KERNELS_FROM:+KERNELS_FROM='$KERNELS_FROM' }${CHOICES_FROM:+CHOICES_FROM='$CHOICES_FROM' }REPEATS=${REPEATS:-2} ${TWINS:+TWINS=$TWINS }${FRESH_LIMIT:+FRESH_LIMIT=$FRESH_LIMIT }${HEURISTIC:+HEURISTIC=$HEURISTIC }${PROFILE_FRESH:+PROFILE_FRESH=$PROFILE_FRESH }" ;;
+  models) SETTINGS="${FAMILIES:+FAMILIES='$FAMILIES' }${PROFILE+PROFILE='$PROFILE' }${KERNELS_FROM:+KERNELS_FROM='${KERNELS_FROM#$PWD/}' }${CHOICES_FROM:+CHOICES_FROM='${CHOICES_FROM#$PWD/}' }REPEATS=${REPEATS:-2} ${TWINS:+TWINS=$TWINS }${FRESH_LIMIT:+FRESH_LIMIT=$FRESH_LIMIT }${HEURISTIC:+HEURISTIC=$HEURISTIC }${PROFILE_FRESH:+PROFILE_FRESH=$PROFILE_FRESH }" ;;
   *) SETTINGS="" ;;
 esac
 RECIPE=$RECIPE SETTINGS=$SETTINGS GPUS=$NEED python3 - > "$R/run.json" <<'PY'
