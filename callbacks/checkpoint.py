@@ -41,7 +41,7 @@ import keras
 import numpy as np
 
 from callbacks.figures.bill import Bill
-from callbacks.figures.steps import steps_before
+from callbacks.figures.steps import Position
 from callbacks.records import durable, faults
 from callbacks.records.checkpoint_files import (  # noqa: F401 (latest_checkpoint, load_latest: re-exported)
     CHECKPOINT_DIR,
@@ -60,15 +60,14 @@ class Checkpoint(keras.callbacks.Callback):
 
     Args:
         logdir: the run folder; checkpoints go to logdir/checkpoints/.
-        steps_per_epoch: training steps of a full epoch.
+        position: the run's Position (callbacks/figures/steps.py): its epoch's steps (at
+            least 1), the step this attempt resumed from (0 for a new run), the images
+            of earlier attempts and per step.
         every_steps: also save every N global steps; 0 = epoch ends only.
         bill: the run's Bill (callbacks/figures/bill.py): each checkpoint saves its
             seconds so far (default: a bill started now, without earlier attempts).
-        images_before: training images of earlier attempts.
-        global_batch_size: images per step.
         extra_state: fn(global step) -> dict of JSON values saved with each
             checkpoint (the step is the one the checkpoint holds).
-        resume_step: global step this attempt starts from (0 for a new run).
         keep: how many checkpoints to keep.
         save_on_sigterm: without `stop_request`, install a SIGTERM handler for the
             duration of training.
@@ -82,28 +81,26 @@ class Checkpoint(keras.callbacks.Callback):
 
     async_safe = True
 
-    def __init__(self, logdir: str, steps_per_epoch: int, every_steps: int = 0,
-                 bill: Bill | None = None, images_before: int = 0,
-                 global_batch_size: int = 1, extra_state=None,
-                 resume_step: int = 0, keep: int = 2, save_on_sigterm: bool = True,
+    def __init__(self, logdir: str, position: Position, every_steps: int = 0,
+                 bill: Bill | None = None, extra_state=None,
+                 keep: int = 2, save_on_sigterm: bool = True,
                  write: bool = True, stop_request: StopRequest | None = None,
                  data_facts: dict | None = None):
         super().__init__()
-        if steps_per_epoch < 1:
-            raise ValueError(f"steps_per_epoch must be >= 1, received {steps_per_epoch}")
+        if not isinstance(position, Position) or position.steps_per_epoch < 1:
+            raise ValueError(f"position must be a Position of at least 1 step an epoch, "
+                             f"received {position!r}")
         if every_steps < 0:
             raise ValueError(f"every_steps must be >= 0, received {every_steps}")
         if keep < 1:
             raise ValueError(f"keep must be >= 1, received {keep}")
         self.logdir = logdir
         self.directory = os.path.join(logdir, CHECKPOINT_DIR)
-        self.steps_per_epoch = steps_per_epoch
+        self.position = position
+        self.steps_per_epoch = position.steps_per_epoch
         self.every_steps = every_steps
         self.bill = bill or Bill(time.time())
-        self.images_before = images_before
-        self.global_batch_size = global_batch_size
         self.extra_state = extra_state or (lambda step: {})
-        self.resume_step = resume_step
         self.keep = keep
         self.write = write
         self.data_facts = dict(data_facts or {})
@@ -113,7 +110,7 @@ class Checkpoint(keras.callbacks.Callback):
         self._previous_handler = None
         self._folder_identity = None
         self._last_loss = None
-        self._last_saved_step = resume_step
+        self._last_saved_step = position.resume_step
         self._epoch = 0
 
     # ---------------------------------------------------------------- signals
@@ -141,7 +138,7 @@ class Checkpoint(keras.callbacks.Callback):
     # ------------------------------------------------------------------ steps
     def _global_step(self, epoch: int, batch: int) -> int:
         """Global steps completed before step `batch` of `epoch` starts."""
-        return steps_before(epoch, self.steps_per_epoch, self.resume_step) + batch
+        return self.position.steps_before(epoch) + batch
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -225,10 +222,9 @@ class Checkpoint(keras.callbacks.Callback):
             return None
         if self._folder_identity is not None:
             self._check_folder()
-        images = self.images_before + (step - self.resume_step) * self.global_batch_size
         state = {
             "epoch": epoch, "step_in_epoch": step - epoch * self.steps_per_epoch,
-            "global_step": step, "images_seen": images,
+            "global_step": step, "images_seen": self.position.images_at(step),
             **self.bill.state(), "saved_at": time.time(), "data": self.data_facts,
             **self.extra_state(step),
         }

@@ -11,8 +11,6 @@ dollars only where there is one.
 
 from __future__ import annotations
 
-import time
-
 import keras
 
 from callbacks.figures.bill import (
@@ -20,23 +18,25 @@ from callbacks.figures.bill import (
     billed_usd_per_million_images,
     projected_cost_usd,
 )
+from callbacks.figures.steps import Position
 
 
 class CloudCost(keras.callbacks.Callback):
     """Charges wall-clock time at a price per hour and projects the whole run.
 
-    Publishes into epoch `logs`: `billed_hours` (always: the targets and metrics.jsonl
-    read it), and where the bill has a price `cost_usd` (so far), `usd_per_epoch` (the
+    Publishes into epoch `logs`: `billed_hours` (always: metrics.jsonl reads it), and where the bill has a price `cost_usd` (so far), `usd_per_epoch` (the
     last epoch), `projected_cost_usd` (the whole run at the last epoch's pace),
     `billed_usd_per_million_images` (billed dollars per million training images so
     far; not `usd_per_million_images`, which is price over steady-state rate: see
     callbacks/figures/bill.py); into batch logs a running `cost_usd`. Each epoch's
-    figures are read at one instant. Public attributes hold the same figures.
+    figures are read at one instant, the bill's `epoch_end` (the targets read theirs
+    there too). Public attributes hold the same figures.
 
     Args:
         bill: the run's Bill (its clock, earlier attempts' seconds, its price).
-        images_before: training images processed by earlier attempts.
-        global_batch_size: images per training step.
+        position: the run's Position (callbacks/figures/steps.py: the images of
+            earlier attempts and per training step), or, for a fit of its own, its
+            global batch (images per training step).
         total_epochs: epochs the run will train, for the projection.
 
     Example (the dollars of any fit, billed from its process's start at $3.60/h):
@@ -50,7 +50,7 @@ class CloudCost(keras.callbacks.Callback):
     >>> from callbacks.cost import CloudCost
     >>> from callbacks.figures.bill import Bill
     >>> bill = Bill(started_at=time.time(), price_per_hour_usd=3.6)
-    >>> cost = CloudCost(bill, global_batch_size=16, total_epochs=2)
+    >>> cost = CloudCost(bill, 16, total_epochs=2)
     >>> history = model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[cost])
     >>> 0 < history.history["cost_usd"][0] <= history.history["cost_usd"][1] < 3.6
     True
@@ -58,14 +58,13 @@ class CloudCost(keras.callbacks.Callback):
 
     async_safe = True
 
-    def __init__(self, bill: Bill, images_before: int = 0, global_batch_size: int = 1,
-                 total_epochs: int = 1):
+    def __init__(self, bill: Bill, position: Position | int = 1, total_epochs: int = 1):
         super().__init__()
         if not isinstance(bill, Bill):
             raise ValueError(f"bill must be a Bill, received {bill!r}")
         self.bill = bill
-        self.images = images_before
-        self.global_batch_size = global_batch_size
+        self.position = Position.of(position)
+        self.images = self.position.images_before
         self.total_epochs = total_epochs
         self.cost_usd = None
         self.usd_per_epoch = None
@@ -73,6 +72,7 @@ class CloudCost(keras.callbacks.Callback):
         self._epoch_start_cost = None
 
     def on_epoch_begin(self, epoch, logs=None):
+        self.bill.epoch_begins(epoch)
         self._epoch_start_cost = self.bill.cost_usd()
 
     def on_train_batch_end(self, batch, logs=None):
@@ -81,8 +81,8 @@ class CloudCost(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         steps = (self.params or {}).get("steps") or 0
-        self.images += steps * self.global_batch_size
-        at = time.time()  # hours and dollars at one instant
+        self.images += self.position.images(steps)
+        at = self.bill.epoch_end(epoch)  # the instant the epoch's money is read at
         if logs is not None:
             logs["billed_hours"] = self.bill.hours(at)
         self.cost_usd = self.bill.cost_usd(at)

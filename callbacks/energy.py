@@ -23,6 +23,7 @@ import time
 
 import keras
 
+from callbacks.figures.steps import Position
 from callbacks.figures.window import steady_window
 from callbacks.sampling import Sampler
 
@@ -98,33 +99,32 @@ class EnergyMeter(keras.callbacks.Callback):
             e.g. `nvml_energy_reader()`; preferred.
         read_power: fn() -> watts of those devices, e.g. `nvml_power_reader()`;
             used only without `read_energy`.
-        images_per_step: training images per step on the devices metered (the
-            global batch over the processes, each metering its own).
+        position: the run's Position (callbacks/figures/steps.py): its per-process
+            batch is the images a step gives the devices metered (each process meters
+            its own), its epoch's steps make the kWh per epoch; or, for a fit of its
+            own, the images per step (then no kWh per epoch).
         interval_seconds: time between power samples.
         warmup_steps: steps of the first epoch left out; 0 = automatic (as the
             throughput callback).
-        images_per_epoch: training images of a full epoch, for kWh per epoch.
         carried: `state()` of the checkpoint a resumed attempt starts from, or None.
     """
 
     async_safe = True
 
-    def __init__(self, read_energy=None, read_power=None, images_per_step: int = 1,
+    def __init__(self, read_energy=None, read_power=None, position: Position | int = 1,
                  interval_seconds: float = 0.2, warmup_steps: int = 0,
-                 images_per_epoch: int = 0, carried: dict | None = None):
+                 carried: dict | None = None):
         super().__init__()
         if read_energy is None and read_power is None:
             raise ValueError("read_energy or read_power must be a callable, received None")
-        if images_per_step < 1:
-            raise ValueError(f"images_per_step must be >= 1, received {images_per_step}")
         if interval_seconds <= 0:
             raise ValueError(f"interval_seconds must be > 0, received {interval_seconds}")
         self.read_energy, self.read_power = read_energy, read_power
         self.method = "energy_counter" if read_energy is not None else "power_samples"
-        self.images_per_step = images_per_step
+        self.position = Position.of(position)
         self.interval_seconds = interval_seconds
         self.warmup_steps = warmup_steps
-        self.images_per_epoch = images_per_epoch
+        self.images_per_epoch = self.position.process_images(self.position.steps_per_epoch)
         self.power_watts = self.joules_per_image = self.kwh_per_epoch = None
         carried = carried or {}
         self.windows = list(carried.get("windows", []))
@@ -172,7 +172,7 @@ class EnergyMeter(keras.callbacks.Callback):
         if len(window) < 2:
             return
         (first_step, start, start_joules), (last_step, end, end_joules) = window[0], window[-1]
-        seconds, images = end - start, (last_step - first_step) * self.images_per_step
+        seconds, images = end - start, self.position.process_images(last_step - first_step)
         if self.read_energy is not None:
             if start_joules is None or end_joules is None:
                 return

@@ -29,7 +29,7 @@ import time
 
 import keras
 
-from callbacks.figures.steps import every_whole_call, global_step, steps_before
+from callbacks.figures.steps import Position, every_whole_call
 from callbacks.records import events, faults
 from callbacks.records import hparams as hparams_record
 from callbacks.records.checkpoint_files import kept_line
@@ -66,8 +66,8 @@ class MetricsLogger(keras.callbacks.Callback):
         hparams: settings to record for TensorBoard's HParams dashboard (a flat
             dict of str/int/float/bool; None values are left out), or None to
             write none (a resumed run has its record).
-        steps_per_epoch: training steps of a full epoch (0 = the fit's own).
-        resume_step: global steps done before this attempt's first step.
+        position: the run's Position (callbacks/figures/steps.py), to number steps
+            over the whole run; None: a fit of its own.
         descriptions: {log key: card description} replacing the vocabulary's
             (callbacks/records/dashboard.py), e.g. how energy was measured.
         started_at: `time.time()` when the run started (the HParams session's start).
@@ -76,8 +76,7 @@ class MetricsLogger(keras.callbacks.Callback):
     async_safe = True
 
     def __init__(self, logdir: str, log_every_steps: int = 50, hparams: dict | None = None,
-                 steps_per_epoch: int = 0, resume_step: int = 0,
-                 descriptions: dict | None = None, started_at: float | None = None):
+                 position: Position | None = None, descriptions: dict | None = None, started_at: float | None = None):
         super().__init__()
         if log_every_steps < 1:
             raise ValueError(f"log_every_steps must be >= 1, received {log_every_steps}")
@@ -87,8 +86,7 @@ class MetricsLogger(keras.callbacks.Callback):
         self.hparams = dict(hparams or {})
         self.descriptions = dict(descriptions or {})
         self.started_at = started_at
-        self.steps_per_epoch = steps_per_epoch
-        self.resume_step = resume_step
+        self.position = position or Position()
         self.path = os.path.join(logdir, METRICS_FILE)
         self.records = []
         self._lock = threading.Lock()
@@ -133,13 +131,10 @@ class MetricsLogger(keras.callbacks.Callback):
                 hparams_record.write_record(self.logdir, self.hparams,
                                             started_at=self.started_at)
 
-    def _epoch_steps(self) -> int:
-        return self.steps_per_epoch or (self.params or {}).get("steps") or 0
-
     def on_epoch_begin(self, epoch, logs=None):
         with self._lock:
             self._epoch = epoch
-            self._epoch_start = steps_before(epoch, self._epoch_steps(), self.resume_step)
+            self._epoch_start = self.position.steps_before(epoch, self.params)
 
     def _due(self, step: int) -> bool:
         """Whether `step` is the call that covers a multiple of `every_steps`.
@@ -157,7 +152,7 @@ class MetricsLogger(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         with self._lock:
-            step = global_step(self._epoch, batch, self._epoch_steps(), self.resume_step)
+            step = self.position.global_step(self._epoch, batch, self.params)
             if not self._due(step) or self._file is None or not logs:
                 return
             with self._writing():

@@ -38,7 +38,7 @@ class ModelFlopsUtilization(keras.callbacks.Callback):
     >>> x, y = np.random.rand(256, 4), np.random.randint(0, 3, 256)
     >>> from callbacks.mfu import ModelFlopsUtilization
     >>> from callbacks.throughput import Throughput
-    >>> callbacks = [Throughput(global_batch_size=16),
+    >>> callbacks = [Throughput(16),
     ...              ModelFlopsUtilization(1e9, peak_tflops_per_device=1.0)]
     >>> logs = model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=callbacks).history
     >>> round(logs["epoch_mfu"][0] * 1000 / logs["epoch_images_per_sec"][0], 6)

@@ -12,7 +12,7 @@ import math
 
 import keras
 
-from callbacks.figures.steps import global_step
+from callbacks.figures.steps import Position
 from callbacks.stops import Diverged
 
 
@@ -22,8 +22,8 @@ class NanGuard(keras.callbacks.Callback):
     `step` is the 1-based global step whose execution reported the loss.
 
     Args:
-        steps_per_epoch: training steps of a full epoch (to number steps globally).
-        resume_step: global steps done before this attempt's first step.
+        position: the run's Position (callbacks/figures/steps.py), to number steps
+            globally; None: a fit of its own.
 
     Example (a fit whose loss is not finite from its first step stops there):
 
@@ -43,10 +43,9 @@ class NanGuard(keras.callbacks.Callback):
 
     async_safe = True
 
-    def __init__(self, steps_per_epoch: int = 0, resume_step: int = 0):
+    def __init__(self, position: Position | None = None):
         super().__init__()
-        self.steps_per_epoch = steps_per_epoch
-        self.resume_step = resume_step
+        self.position = position or Position()
         self.diverged_at = None
         self._epoch = 0
 
@@ -57,6 +56,6 @@ class NanGuard(keras.callbacks.Callback):
         loss = (logs or {}).get("loss")
         if loss is None or math.isfinite(loss):
             return
-        step = global_step(self._epoch, batch, self.steps_per_epoch, self.resume_step)
+        step = self.position.global_step(self._epoch, batch, self.params)
         self.diverged_at = step
         raise Diverged(step, loss)

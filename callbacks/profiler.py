@@ -34,7 +34,7 @@ import time
 import keras
 
 from callbacks.profiling import breakdown as step_breakdown
-from callbacks.figures.steps import global_step
+from callbacks.figures.steps import Position
 from callbacks.records.untrusted import RecordError, field
 
 PROFILE_FOLDER = ("plugins", "profile")  # under the logdir: where both profilers write
@@ -53,15 +53,15 @@ class Profiler(keras.callbacks.Callback):
         start_step: first step to trace.
         stop_step: last step to trace.
         backend: "tensorflow" or "jax".
-        steps_per_epoch: training steps of a full epoch (0 = the fit's own).
-        resume_step: global steps done before this attempt's first step.
+        position: the run's Position (callbacks/figures/steps.py), to number steps
+            over the whole run; None: a fit of its own.
         breakdown: whether to split the traced steps by kind of work at the end.
         carried: `state()` of the checkpoint a resumed attempt starts from (read back,
             so checked: a record that does not hold a trace is ignored), or None.
     """
 
     def __init__(self, logdir: str, start_step: int, stop_step: int, backend: str,
-                 steps_per_epoch: int = 0, resume_step: int = 0, breakdown: bool = True,
+                 position: Position | None = None, breakdown: bool = True,
                  carried: dict | None = None):
         super().__init__()
         if not 1 <= start_step <= stop_step:
@@ -72,8 +72,7 @@ class Profiler(keras.callbacks.Callback):
         self.logdir = logdir
         self.start_step, self.stop_step = start_step, stop_step
         self.backend = backend
-        self.steps_per_epoch = steps_per_epoch
-        self.resume_step = resume_step
+        self.position = position or Position()
         self.traced_steps = []
         self._tracing = False
         self._done = False
@@ -134,8 +133,7 @@ class Profiler(keras.callbacks.Callback):
         return tf.profiler.experimental.Trace("train", step_num=step, _r=1)
 
     def _global_step(self, batch: int) -> int:
-        steps = self.steps_per_epoch or (self.params or {}).get("steps") or 0
-        return global_step(self._epoch, batch, steps, self.resume_step)
+        return self.position.global_step(self._epoch, batch, self.params)
 
     def on_train_begin(self, logs=None):
         # Read once: on JAX, `self.model` syncs the training state.

@@ -49,7 +49,7 @@ import time
 
 import keras
 
-from callbacks.figures.steps import global_step
+from callbacks.figures.steps import Position
 from callbacks.figures.window import (
     add_sums,
     gap_sums,
@@ -79,15 +79,15 @@ class Throughput(keras.callbacks.Callback):
     item per host call); `state()` for a checkpoint.
 
     Args:
-        global_batch_size: images per training step over all replicas.
+        position: the run's Position (callbacks/figures/steps.py: its global batch,
+            the step it resumed from, its epoch's steps), or, for a fit of its own,
+            its global batch (images per training step over all replicas).
         num_devices: devices over all processes (for the per-device figure).
         warmup_steps: steps of the first epoch not counted; 0 = automatic
             (callbacks/figures/window.py).
         validation_images: images in one validation pass (for eval speed).
         carried: `state()` of the checkpoint a resumed attempt starts from, or None.
         traced: (first, last) 1-based global steps the profiler traces, or None.
-        steps_per_epoch, resume_step: for the global step (callbacks/figures/steps.py),
-            with `traced`.
 
     Example (images/sec of any fit, and its epochs' rates in the history):
 
@@ -97,7 +97,7 @@ class Throughput(keras.callbacks.Callback):
     ...     from_logits=True), metrics=[keras.metrics.SparseCategoricalAccuracy("top1")])
     >>> x, y = np.random.rand(256, 4), np.random.randint(0, 3, 256)
     >>> from callbacks.throughput import Throughput
-    >>> meter = Throughput(global_batch_size=16)
+    >>> meter = Throughput(16)
     >>> history = model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[meter])
     >>> meter.images_per_sec > 0, len(history.history["epoch_images_per_sec"])
     (True, 2)
@@ -105,26 +105,22 @@ class Throughput(keras.callbacks.Callback):
 
     async_safe = True
 
-    def __init__(self, global_batch_size: int, num_devices: int = 1,
+    def __init__(self, position: Position | int, num_devices: int = 1,
                  warmup_steps: int = 0, validation_images: int = 0,
-                 carried: dict | None = None, traced: tuple[int, int] | None = None,
-                 steps_per_epoch: int = 0, resume_step: int = 0):
+                 carried: dict | None = None, traced: tuple[int, int] | None = None):
         super().__init__()
-        if global_batch_size < 1:
-            raise ValueError(f"global_batch_size must be >= 1, received {global_batch_size}")
+        self.position = Position.of(position)
         if num_devices < 1:
             raise ValueError(f"num_devices must be >= 1, received {num_devices}")
         if warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, received {warmup_steps}")
-        self.global_batch_size = global_batch_size
         self.num_devices = num_devices
         self.warmup_steps = warmup_steps
         self.validation_images = validation_images
         carried = {**EMPTY_STATE, **(carried or {})}
         self._steady = dict(carried["steady"])  # gap_sums of every window of the run
         self._untraced = dict(carried["untraced"])  # of their gaps that ran no traced step
-        self.traced, self.steps_per_epoch, self.resume_step = (
-            traced, steps_per_epoch, resume_step)
+        self.traced = traced
         self._epoch = 0
         self._wall = (carried["wall_images"], carried["wall_seconds"])  # earlier attempts
         self._eval = [carried["eval_images"], carried["eval_seconds"]]
@@ -143,8 +139,7 @@ class Throughput(keras.callbacks.Callback):
     def images_per_sec(self) -> float | None:
         """The run's steady-state rate: every window's images over its seconds."""
         seconds = self._steady.get("seconds", 0.0)
-        return (self._steady["steps"] * self.global_batch_size / seconds
-                if seconds > 0 else None)
+        return self.position.images(self._steady["steps"]) / seconds if seconds > 0 else None
 
     @property
     def eval_images_per_sec(self) -> float | None:
@@ -211,7 +206,7 @@ class Throughput(keras.callbacks.Callback):
             start_batch, start_time = self._start
             if logs is not None and now > start_time and batch > start_batch:
                 logs["running_images_per_sec"] = (
-                    (batch - start_batch) * self.global_batch_size / (now - start_time))
+                    self.position.images(batch - start_batch) / (now - start_time))
 
     def on_epoch_end(self, epoch, logs=None):
         now = time.perf_counter()
@@ -239,7 +234,7 @@ class Throughput(keras.callbacks.Callback):
             logs["images_per_sec_wall"] = self.images_per_sec_wall
         if sums["seconds"] <= 0:
             return
-        epoch_rate = sums["steps"] * self.global_batch_size / sums["seconds"]
+        epoch_rate = self.position.images(sums["steps"]) / sums["seconds"]
         self.epoch_images_per_sec.append(epoch_rate)
         logs["epoch_images_per_sec"] = epoch_rate
         logs["epoch_images_per_sec_per_device"] = epoch_rate / self.num_devices
@@ -248,8 +243,7 @@ class Throughput(keras.callbacks.Callback):
 
     def _global_step(self, batch: int) -> int:
         """1-based global number of this epoch's step `batch` (callbacks/figures/steps.py)."""
-        steps = self.steps_per_epoch or (self.params or {}).get("steps") or 0
-        return global_step(self._epoch, batch, steps, self.resume_step)
+        return self.position.global_step(self._epoch, batch, self.params)
 
     def _ran_traced(self, b0: int, b1: int) -> bool:
         """Whether the gap between the marks of batches b0 and b1 (it runs the steps
@@ -267,7 +261,7 @@ class Throughput(keras.callbacks.Callback):
             return self._wall
         started, done = self._wall_start
         step = self._steps_done if step is None else step
-        return (self._wall[0] + max(step - done, 0) * self.global_batch_size,
+        return (self._wall[0] + self.position.images(max(step - done, 0)),
                 self._wall[1] + now - started)
 
     def _wall_rate(self, now: float) -> float | None:

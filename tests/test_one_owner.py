@@ -1,8 +1,10 @@
 """What has one owner, enforced: the batch's shares are divided out once, by BatchShape
-(preprocessing/spec.py, made by app/engine/distribute.py's topology), and billed
-seconds, hours and dollars are computed once, by the Bill (callbacks/figures/bill.py).
+(preprocessing/spec.py, made by app/engine/distribute.py's topology), billed
+seconds, hours and dollars are computed once, by the Bill (callbacks/figures/bill.py),
+and images from steps once, by the run's Position (callbacks/figures/steps.py).
 No other module multiplies or divides a batch by a process or device count, or a time
-by a price. Each rule has a test that it sees the code it replaced.
+by a price, and no callback multiplies a step count by a batch. Each rule has a test
+that it sees the code it replaced.
 """
 
 import ast
@@ -167,3 +169,54 @@ def test_the_bill_check_sees_each_old_computation():
         assert _bill_arithmetic(ast.parse(line)), line
     for line in NOT_THE_BILL:
         assert not _bill_arithmetic(ast.parse(line)), line
+
+
+# ---- the run's position has one owner: Position (callbacks/figures/steps.py) ----------
+POSITION_HOME = "callbacks.figures.steps"
+# The callbacks, and the module that builds them from the run's facts.
+POSITION_READERS = ("callbacks.", "app.modes.train_callbacks")
+# A batch's size in any of its names: what a step count would be multiplied by.
+BATCH_SIZE = re.compile(r"global_batch_size|batch_size|per_process|per_replica|"
+                        r"images_per_step|global_size")
+
+
+def _batch_products(tree) -> list[str]:
+    """The products in `tree` with a batch's size as a factor (steps into images)."""
+    return [f"line {node.lineno}: {ast.unparse(node)}" for node in ast.walk(tree)
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)
+            and any(BATCH_SIZE.search(ast.unparse(side)) for side in (node.left, node.right))]
+
+
+def test_no_callback_multiplies_a_step_count_by_a_batch():
+    """Images so far, an epoch's images, a window's rate: each is Position's `images`,
+    `process_images` or `images_at`. A callback that multiplied steps by its own copy of
+    the batch counted a resumed run's images apart from the checkpoint's (three did)."""
+    found = []
+    for module, path in _modules().items():
+        if module == POSITION_HOME or not module.startswith(POSITION_READERS):
+            continue
+        found += [f"{module} {hit}" for hit in _batch_products(ast.parse(open(path).read()))]
+    assert not found, "a step count multiplied by a batch outside Position:\n" + "\n".join(found)
+
+
+# What the callbacks did before the Position (each one line of theirs).
+POSITION_BEFORE = [
+    "self.images += steps * self.global_batch_size",
+    "images = self.images_before + (step - self.resume_step) * self.global_batch_size",
+    "epoch_rate = sums['steps'] * self.global_batch_size / sums['seconds']",
+    "seconds, images = (end - start, (last_step - first_step) * self.images_per_step)",
+    "x = Meter(images_per_epoch=steps_per_epoch * context.batch.per_process)",
+    "logs['r'] = (batch - start_batch) * self.global_batch_size / (now - start_time)",
+]
+NOT_A_BATCH_PRODUCT = [
+    "kwh = per_image * self.images_per_epoch / 3.6e6",
+    "self.save(epoch + 1, (epoch + 1) * self.steps_per_epoch)",
+    "flops = self.flops_per_image * images_per_sec",
+]
+
+
+def test_the_position_check_sees_each_old_multiplication():
+    for line in POSITION_BEFORE:
+        assert _batch_products(ast.parse(line)), line
+    for line in NOT_A_BATCH_PRODUCT:
+        assert not _batch_products(ast.parse(line)), line

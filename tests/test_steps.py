@@ -12,7 +12,7 @@ import os
 import keras
 import numpy as np
 
-from callbacks.figures.steps import global_step, steps_before
+from callbacks.figures.steps import Position, global_step, steps_before
 from callbacks.metrics_logger import MetricsLogger
 from callbacks.profiler import Profiler
 from callbacks.records import events
@@ -29,6 +29,32 @@ def test_the_rule_counts_from_the_resume_step_inside_its_epoch():
     # Whole epochs after it are unaffected; a resume on an epoch boundary too.
     assert global_step(3, 0, STEPS, resume_step=25) == 31
     assert global_step(3, 0, STEPS, resume_step=30) == 31
+
+
+def test_the_position_numbers_steps_and_counts_images_by_hand():
+    """The run's Position (the one owner): resumed at step 25 of 10-step epochs, with
+    2,400 images before, a global batch of 96 of which a process feeds 48."""
+    import types
+
+    position = Position.of_batch(types.SimpleNamespace(global_size=96, per_process=48),
+                                 steps_per_epoch=STEPS, resume_step=25, images_before=2400)
+    assert position.global_step(2, 0) == 26 == global_step(2, 0, STEPS, 25)
+    assert position.steps_before(3) == 30
+    assert position.images(3) == 288 and position.process_images(3) == 144
+    assert position.images_at(30) == 2400 + 5 * 96  # steps 26-30 of this attempt
+    # a fit of its own: the fit's steps number its epochs, the batch is the int given
+    alone = Position.of(16)
+    assert alone.global_step(1, 0, {"steps": 4}) == 5 and alone.process_images(2) == 32
+    assert Position.of(alone) is alone
+    for bad, said in ((dict(global_batch_size=0), "global_batch_size must be >= 1"),
+                      (dict(resume_step=-1), "resume_step must be >= 0"),
+                      (dict(images_before=1.5), "images_before must be >= 0, received 1.5")):
+        try:
+            Position(**bad)
+        except ValueError as error:
+            assert said in str(error)
+        else:
+            raise AssertionError(f"{bad} accepted")
 
 
 def _tiny_model():
@@ -54,10 +80,10 @@ def _step_series(folder):
 def test_step_series_and_profiled_steps_continue_across_a_mid_epoch_resume(tmp_path):
     epochs, resume_step, every = 4, 25, 2
     model, data = _tiny_model(), _data()
-    logger = MetricsLogger(str(tmp_path), log_every_steps=every, steps_per_epoch=STEPS,
-                           resume_step=resume_step)
+    logger = MetricsLogger(str(tmp_path), log_every_steps=every,
+                           position=Position(steps_per_epoch=STEPS, resume_step=resume_step))
     profiler = Profiler(str(tmp_path / "trace"), 27, 29, backend="tensorflow",
-                        steps_per_epoch=STEPS, resume_step=resume_step)
+                        position=Position(steps_per_epoch=STEPS, resume_step=resume_step))
     callbacks = [logger, profiler]
     # What app/modes/train.py does after a resume at step 25: finish epoch 3 (index 2)...
     model.fit(data, epochs=3, initial_epoch=2, steps_per_epoch=STEPS - 5, verbose=0,
@@ -80,8 +106,8 @@ def test_the_step_series_holds_when_worker_threads_run_batch_hooks_out_of_order(
     so step 13's hook may run before step 12's (CI saw 2, 4, ..., 10, 13, 14: the
     logger once logged the first step at or past the next multiple it had seen).
     Which steps are logged must depend on the steps alone, never on hook order."""
-    logger = MetricsLogger(str(tmp_path), log_every_steps=2, steps_per_epoch=5,
-                           resume_step=11)
+    logger = MetricsLogger(str(tmp_path), log_every_steps=2,
+                           position=Position(steps_per_epoch=5, resume_step=11))
     logger.on_train_begin()
     logger.on_epoch_begin(2)  # resumed at step 11: this epoch's batches are steps 12-15
     for batch in (1, 0, 3, 2):  # steps 13, 12, 15, 14
@@ -102,11 +128,12 @@ def test_with_steps_per_execution_each_call_logs_when_its_steps_hold_a_multiple(
     model = _tiny_model()
     model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy",
                   steps_per_execution=4)
-    logger = MetricsLogger(str(tmp_path), log_every_steps=3, steps_per_epoch=12)
+    logger = MetricsLogger(str(tmp_path), log_every_steps=3,
+                           position=Position(steps_per_epoch=12))
     model.fit(_data(), epochs=1, steps_per_epoch=12, verbose=0, callbacks=[logger])
     assert _step_series(tmp_path / "train") == [4, 8, 12]
-    resumed = MetricsLogger(str(tmp_path / "resumed"), log_every_steps=3, steps_per_epoch=12,
-                            resume_step=16)
+    resumed = MetricsLogger(str(tmp_path / "resumed"), log_every_steps=3,
+                            position=Position(steps_per_epoch=12, resume_step=16))
     model.fit(_data(), epochs=2, initial_epoch=1, steps_per_epoch=8, verbose=0,
               callbacks=[resumed])
     assert _step_series(tmp_path / "resumed" / "train") == [20, 24]
@@ -137,21 +164,23 @@ def test_a_trace_session_planted_after_the_runs_own_is_not_read(tmp_path):
     checkpoint's record of it (`state()`) makes a resumed attempt trace nothing again."""
     import shutil
 
-    other = Profiler(str(tmp_path / "other"), 2, 3, backend="tensorflow", steps_per_epoch=STEPS)
+    other = Profiler(str(tmp_path / "other"), 2, 3, backend="tensorflow",
+                     position=Position(steps_per_epoch=STEPS))
     _tiny_model().fit(_data(), epochs=1, steps_per_epoch=STEPS, verbose=0, callbacks=[other])
     assert other.breakdown["traced"] == [2, 3]
     mine = tmp_path / "mine"
     planted = mine / "plugins" / "profile" / "9999_12_31_23_59_59"
     shutil.copytree(tmp_path / "other" / "plugins" / "profile" / other.session, planted)
-    profiler = Profiler(str(mine), 5, 7, backend="tensorflow", steps_per_epoch=STEPS)
+    profiler = Profiler(str(mine), 5, 7, backend="tensorflow",
+                     position=Position(steps_per_epoch=STEPS))
     model = _tiny_model()
     model.fit(_data(), epochs=1, steps_per_epoch=STEPS, verbose=0, callbacks=[profiler])
     assert profiler.session not in (None, planted.name)
     assert profiler.traced_steps == [5, 6, 7] and profiler.breakdown["traced"] == [5, 7]
 
     # A resumed attempt (from step 10) carries the trace: no new session, the same split.
-    resumed = Profiler(str(mine), 5, 7, backend="tensorflow", steps_per_epoch=STEPS,
-                       resume_step=STEPS, carried=json.loads(json.dumps(profiler.state())))
+    resumed = Profiler(str(mine), 5, 7, backend="tensorflow",
+                       position=Position(steps_per_epoch=STEPS, resume_step=STEPS), carried=json.loads(json.dumps(profiler.state())))
     model.fit(_data(), epochs=2, initial_epoch=1, steps_per_epoch=STEPS, verbose=0,
               callbacks=[resumed])
     assert resumed.traced_steps == [5, 6, 7] and resumed.session == profiler.session
@@ -159,8 +188,8 @@ def test_a_trace_session_planted_after_the_runs_own_is_not_read(tmp_path):
     assert sorted(os.listdir(mine / "plugins" / "profile")) == sorted(
         [planted.name, profiler.session])
     # Without a record (an attempt that kept none), steps past the range are not traced.
-    late = Profiler(str(tmp_path / "late"), 5, 7, backend="tensorflow", steps_per_epoch=STEPS,
-                    resume_step=STEPS, carried={"session": "../../etc", "traced_steps": [5]})
+    late = Profiler(str(tmp_path / "late"), 5, 7, backend="tensorflow",
+                    position=Position(steps_per_epoch=STEPS, resume_step=STEPS), carried={"session": "../../etc", "traced_steps": [5]})
     model.fit(_data(), epochs=2, initial_epoch=1, steps_per_epoch=STEPS, verbose=0,
               callbacks=[late])
     assert late.traced_steps == [] and not (tmp_path / "late").exists()

@@ -80,7 +80,9 @@ def make_topology(config) -> Topology:
         TIMELINE.mark("devices")
     else:
         topology = _jax_topology(config)  # marks devices and keras_import itself
-    topology.batch = topology.batch_shape(config.global_batch_size)  # before Keras imports
+    # A batch the replicas cannot share is refused now, before Keras imports; the run
+    # context makes and holds the shape (app/run/context.py's `batch`).
+    topology.batch_shape(config.global_batch_size)
     _import("keras", config)  # after the devices: importing it takes seconds
     if config.backend == "tensorflow":
         TIMELINE.mark("keras_import")

@@ -55,21 +55,22 @@ def store_folder() -> str | None:
     return os.path.join(cache, "kernel_choices") if cache else None
 
 
-def make_key(config, topology, image_size: int | None, software: dict,
-             driver: dict) -> dict:
+def make_key(config, device_kind: str, per_device_batch: int, image_size: int | None,
+             software: dict, driver: dict) -> dict:
     """The key of this run's training step (KEY_FIELDS).
 
     Args:
+        per_device_batch: the batch shape's per-replica share (the run context's).
         software: app/engine/machine.py's software_versions (jaxlib, XLA, CUDA, cuDNN).
         driver: {"driver", "cuda_driver"} (NVML's; None where unknown).
     """
-    return {"device_kind": topology.device_kind, "driver": driver.get("driver"),
+    return {"device_kind": device_kind, "driver": driver.get("driver"),
             "cuda_runtime": software.get("cuda_runtime"),
             "cuda_driver": driver.get("cuda_driver"), "cudnn": software.get("cudnn"),
             "jaxlib": software.get("jaxlib"),
             "xla_extension_version": software.get("xla_extension_version"),
             "model": config.model, "model_file_sha256": _model_file_digest(config.model),
-            "per_device_batch": topology.batch.per_replica, "precision": config.policy,
+            "per_device_batch": per_device_batch, "precision": config.policy,
             "image_size": image_size}
 
 

@@ -23,6 +23,7 @@ import time
 
 from app.engine.data import input_spec
 from callbacks.figures import spread
+from callbacks.figures.steps import Position
 from callbacks.figures.window import add_sums, gap_sums, spread_of
 from callbacks.heap import frozen_heap
 
@@ -147,7 +148,7 @@ def timed_fit(model, train, config, batch, steps: int, warmup_steps: int, callba
                       shuffle=False, callbacks=[*warmup_callbacks,
                                                 *told(f"compiling{which}", warmup_steps)])
             compile_seconds.append(time.perf_counter() - started)
-            meter = Throughput(batch.global_size, batch.num_replicas,
+            meter = Throughput(Position.of_batch(batch), batch.num_replicas,
                                warmup_steps=config.steps_per_execution)
             timed = [meter, *callbacks, *told(f"timing window{which}", steps)]
             with frozen_heap():  # as training is timed (app/modes/train.py)

@@ -103,7 +103,8 @@ def plan(context, image_size: int | None, hand_to_fit: bool) -> Plan:
         return Plan(train_options=log or None)
     from app.engine import machine
 
-    key = kernel_choice.make_key(config, context.topology, image_size,
+    key = kernel_choice.make_key(config, context.topology.device_kind,
+                                 context.batch.per_replica, image_size,
                                  machine.software_versions("jax"), driver_facts())
     store = kernel_choice.store_folder()
     found, line = kernel_choice.find(store, key)

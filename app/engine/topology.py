@@ -32,9 +32,6 @@ class Topology:
     # The folder JAX keeps compiled programs in, None when it keeps none (TensorFlow has
     # none): a run that finds its programs there starts seconds sooner.
     compilation_cache_dir: str | None = None
-    # --global_batch_size shared out over these processes and devices: made and checked
-    # once, by make_topology; the input pipelines read its parts by name.
-    batch: BatchShape | None = None
 
     @property
     def num_replicas(self) -> int:

@@ -40,6 +40,7 @@ from callbacks.profiling import breakdown as step_breakdown
 from callbacks.profiling.timed import reconcile
 from callbacks.figures import spread
 from callbacks.figures.bill import usd_per_million_images
+from callbacks.figures.steps import Position
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.profiler import Profiler
 from callbacks.progress import PointProgress
@@ -243,7 +244,7 @@ def _run(bench, settings, row, progress, sampled=None) -> tuple[str, dict]:
         return f"skipped: {error}", {}
     row["per_device_batch_size"] = shape.per_replica
     readers = bench.readers
-    energy = EnergyMeter(**readers, images_per_step=shape.per_process,
+    energy = EnergyMeter(**readers, position=Position.of_batch(shape),
                          warmup_steps=spe) if readers else None
     callbacks = [c for c in (energy, sampled and sampled.callback, StopOnRequest(PROCESS_STOP))
                  if c is not None]
@@ -318,7 +319,7 @@ def _profiled(context, config, name: str) -> tuple[int, Profiler | None]:
     if not context.is_chief:
         return steps, None
     return steps, Profiler(point_folder(context, name), 1, steps, backend=config.backend,
-                           steps_per_epoch=steps)
+                           position=Position(steps_per_epoch=steps))
 
 
 def _timed_on_dataset(bench, config, shape, steps, warmup_steps, callbacks, row, profiled,

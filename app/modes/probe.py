@@ -38,6 +38,7 @@ from app.run.summary import percent, shell_command
 from callbacks.energy import EnergyMeter, gpu_energy_readers
 from callbacks.figures import spread
 from callbacks.figures.bill import PRICING_WORDS, usd, usd_per_hour, usd_per_million_images
+from callbacks.figures.steps import Position
 from callbacks.mfu import ModelFlopsUtilization
 from callbacks.profiler import Profiler
 from callbacks.profiling import breakdown as step_breakdown
@@ -172,18 +173,17 @@ def run(context) -> dict:
     evaluation = evaluation_compile(model, data.train, config, spe, stop)
     step_seconds = (context.batch.global_size / calibration.images_per_sec
                     if calibration.images_per_sec else None)
-    # The warm-up's steps are training a run would do in its first epoch, not start-up:
-    # at 15 steps a call and 1 s a step, the 30 of a JAX Fashion-MNIST probe made its
-    # start-up 36 s against the run's 20, and its hours 15% long.
+    # The warm-up's steps are a run's first-epoch training, not start-up: the 30 of a JAX
+    # Fashion-MNIST probe (1 s a step) made its start-up 36 s against the run's 20.
     steps_seconds = warmup * (step_seconds or 0.0)
     startup = fit_started - context.started_at + warmup_seconds - steps_seconds + evaluation
     steps = timed_steps(step_seconds, spe, config.steps_per_epoch, config.repeats)
     readers = gpu_energy_readers(config.accelerator, topology.devices_per_process)
-    energy = EnergyMeter(**readers, images_per_step=context.batch.per_process,
+    energy = EnergyMeter(**readers, position=Position.of_batch(context.batch),
                          warmup_steps=spe) if readers else None
     profiled = spe * -(-PROFILED_STEPS // spe)
     profiler = Profiler(run_dir.path, 1, profiled, backend=config.backend,
-                        steps_per_epoch=profiled) if context.is_chief else None
+                        position=Position(steps_per_epoch=profiled)) if context.is_chief else None
     timed_started, windows_began = time.perf_counter(), time.time()
     # Each window after the first compiles the step afresh, from no cache (measure.py):
     # the rate's spread over compiles, and the compile a fresh machine pays.

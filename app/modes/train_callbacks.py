@@ -3,13 +3,13 @@
 Each callback is constructed from plain values (never the config): this module is
 the one place that turns flags and resume state into those values. Order matters
 only for `logs`: a callback reads what earlier ones published (MFU reads
-epoch_images_per_sec; the targets read billed_hours and cost_usd, which the bill's
-meter publishes: the run's one Bill, plan.bill, is handed to it and to the
-checkpoint), and the metrics
+epoch_images_per_sec), and the metrics
 sink comes after them, but before the checkpoint: an epoch's line is written before
 its checkpoint commits, so no checkpoint is ever ahead of the logs. Each checkpoint
 keeps the run's sums of throughput and energy and the trace it took (`run_figures`),
-which a resumed attempt continues.
+which a resumed attempt continues. Two values are built once and handed on: the run's
+Bill (plan.bill: its money, to the meter, the targets and the checkpoint) and its
+Position (its steps and images, to every callback that numbers or counts them).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from callbacks.accuracy import TopOneTargets
 from callbacks.checkpoint import Checkpoint
 from callbacks.cost import CloudCost
 from callbacks.energy import EnergyMeter, gpu_energy_readers
+from callbacks.figures.steps import Position
 from callbacks.first_step import FirstStep
 from callbacks.heap import FreezeAfterCompile
 from callbacks.learning_rate import LearningRateLogger
@@ -98,45 +99,41 @@ def make_callbacks(context, plan) -> RunCallbacks:
     logdir, state = context.logdir, plan.state
     steps_per_epoch = plan.steps_per_epoch
     carried = state.run_figures
-    throughput = Throughput(config.global_batch_size, topology.num_replicas,
+    # The run's position, one owner (as the Bill owns its money): every callback that
+    # numbers steps or counts images is handed it.
+    position = Position.of_batch(context.batch, steps_per_epoch=steps_per_epoch,
+                                 resume_step=state.global_step, images_before=state.images_seen)
+    throughput = Throughput(position, topology.num_replicas,
                             warmup_steps=config.throughput_warmup_steps,
                             validation_images=plan.data.validation_examples,
-                            carried=carried.get("throughput"), traced=config.profile_range,
-                            steps_per_epoch=steps_per_epoch, resume_step=state.global_step)
-    cost = CloudCost(plan.bill, images_before=state.images_seen,
-                     global_batch_size=config.global_batch_size, total_epochs=config.epochs)
+                            carried=carried.get("throughput"), traced=config.profile_range)
+    cost = CloudCost(plan.bill, position, total_epochs=config.epochs)
     mfu = ModelFlopsUtilization(plan.train_flops_per_image, topology.num_replicas,
                            billing.peak_tflops_per_device)
-    targets = TopOneTargets(config.target_top1, history=state.top1_history)
-    nan_guard = NanGuard(steps_per_epoch, resume_step=state.global_step)
+    targets = TopOneTargets(config.target_top1, history=state.top1_history, bill=plan.bill)
+    nan_guard = NanGuard(position)
     parts = RunCallbacks([], throughput, cost, mfu, targets, nan_guard)
     # Every process checkpoints in step (SIGTERM stops them all); process 0 writes.
     parts.checkpoint = Checkpoint(
-        logdir, steps_per_epoch=steps_per_epoch, every_steps=config.checkpoint_every_steps,
-        bill=plan.bill, images_before=state.images_seen, global_batch_size=config.global_batch_size,
+        logdir, position, every_steps=config.checkpoint_every_steps, bill=plan.bill,
         extra_state=lambda step: _extra_state(parts, plan, step),
-        resume_step=state.global_step, write=topology.is_chief, stop_request=PROCESS_STOP,
+        write=topology.is_chief, stop_request=PROCESS_STOP,
         data_facts=plan.data_facts)
     readers = gpu_energy_readers(config.accelerator, topology.devices_per_process)
     if readers is not None:  # each process meters its own GPUs, which see its images
         parts.energy = EnergyMeter(
-            **readers, images_per_step=context.batch.per_process,
-            warmup_steps=config.throughput_warmup_steps,
-            images_per_epoch=steps_per_epoch * context.batch.per_process,
+            **readers, position=position, warmup_steps=config.throughput_warmup_steps,
             carried=carried.get("energy") if topology.is_chief else None)  # process 0's
     parts.machine = provenance.make_sampler(config, topology)  # None: nothing to sample
     if topology.is_chief:
         parts.logger = MetricsLogger(
             logdir, config.log_every_steps,
             hparams=None if state.global_step else hparams_of(config, topology, billing),
-            steps_per_epoch=steps_per_epoch, resume_step=state.global_step,
-            descriptions=energy_descriptions(parts.energy.method if parts.energy else None),
+            position=position, descriptions=energy_descriptions(parts.energy.method if parts.energy else None),
             started_at=context.started_at)
         if config.profile_range:
             parts.profiler = Profiler(logdir, *config.profile_range, backend=config.backend,
-                                      steps_per_epoch=steps_per_epoch,
-                                      resume_step=state.global_step,
-                                      carried=carried.get("profile"))
+                                      position=position, carried=carried.get("profile"))
     # Producers of figures first, then their readers; the guard before the checkpoint
     # (a diverged step must stop training before anything is saved); the sink before
     # the checkpoint (the logs are never behind a committed checkpoint). Progress

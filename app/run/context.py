@@ -88,8 +88,8 @@ def prepare(config, started_at: float) -> RunContext:
         TIMELINE.mark("checks")
         autotune.set_kernel_flags(config, run_dir.path)  # --kernels_from, --keep_kernels
         topology = distribute.make_topology(config)
-        # The batch's shares, made and checked with the devices, read everywhere.
-        spec = dataclasses.replace(spec, batch=topology.batch)
+        # The batch's shares, made with the devices and held here alone (`batch`).
+        spec = dataclasses.replace(spec, batch=topology.batch_shape(config.global_batch_size))
         check_batch_fits(spec)
         if mode_of(config).builds_model:  # (the input benchmark builds no model)
             check_model_builds(config, known_shape(config.dataset, spec))

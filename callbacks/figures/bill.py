@@ -138,6 +138,8 @@ class Bill:
     price_per_hour_usd: float | None = None
     pricing: str = "on_demand"
     price_per_hour_by_option: dict = dataclasses.field(default_factory=dict)
+    # epoch: the instant its money was read at (`epoch_end`), taken by its first reader
+    _epoch_ends: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self):
         price = self.price_per_hour_usd
@@ -145,6 +147,17 @@ class Bill:
             raise ValueError(f"price_per_hour_usd must be >= 0, received {price}")
         if not (math.isfinite(self.seconds_before) and self.seconds_before >= 0):
             raise ValueError(f"seconds_before must be >= 0, received {self.seconds_before}")
+
+    def epoch_end(self, epoch: int, at: float | None = None) -> float:
+        """The instant (a `time.time()`) at which epoch `epoch`'s hours and dollars are
+        read: taken by the first to ask (`at`, default now), the same for every later
+        reader. So the meter (callbacks/cost.py) and the targets (callbacks/accuracy.py)
+        bill one epoch at one instant, whichever of them runs first."""
+        return self._epoch_ends.setdefault(epoch, time.time() if at is None else at)
+
+    def epoch_begins(self, epoch: int) -> None:
+        """Forgets the instant of an earlier epoch `epoch` (a second fit of one bill)."""
+        self._epoch_ends.pop(epoch, None)
 
     def seconds(self, at: float | None = None) -> float:
         """Seconds billed at `at` (a `time.time()`; default now), earlier attempts

@@ -13,14 +13,20 @@ import pytest
 
 from callbacks.checkpoint import Checkpoint, latest_checkpoint
 from callbacks.figures.bill import Bill, saved_seconds
+from callbacks.figures.steps import Position
 from callbacks.stops import Preempted, StorageError
 from tiny_keras import tiny_data, tiny_model
 
 
 def test_checkpoint_arguments_are_checked_with_the_value_received():
     with pytest.raises(ValueError) as error:
-        Checkpoint("/tmp/x", 0)
-    assert "steps_per_epoch must be >= 1, received 0" in str(error.value)
+        Checkpoint("/tmp/x", Position(steps_per_epoch=0))
+    assert str(error.value) == ("position must be a Position of at least 1 step an epoch, "
+                                "received Position(global_batch_size=1, per_process_batch=0, "
+                                "steps_per_epoch=0, resume_step=0, images_before=0)")
+    with pytest.raises(ValueError) as error:
+        Checkpoint("/tmp/x", 8)  # an epoch's steps where its Position belongs
+    assert "received 8" in str(error.value)
 
 
 def test_checkpoints_are_atomic_kept_two_deep_and_restore_the_optimizer(tmp_path):
@@ -29,7 +35,8 @@ def test_checkpoints_are_atomic_kept_two_deep_and_restore_the_optimizer(tmp_path
     # The run's Bill, started 20 s ago with 100 s billed before: each checkpoint saves
     # its seconds, between this test's clock read before and after the fit.
     before = time.time()
-    saver = Checkpoint(str(tmp_path), steps_per_epoch=8, every_steps=3, global_batch_size=8,
+    saver = Checkpoint(str(tmp_path), Position(global_batch_size=8, steps_per_epoch=8),
+                       every_steps=3,
                        bill=Bill(before - 20.0, 100.0),
                        extra_state=lambda step: {"note": "kept"})
     model.fit(x, y, batch_size=8, epochs=2, callbacks=[saver], verbose=0)
@@ -54,7 +61,7 @@ def test_sigterm_saves_at_the_next_step_and_raises_preempted(tmp_path):
 
     x, y = tiny_data(64)
     model = tiny_model()
-    saver = Checkpoint(str(tmp_path), steps_per_epoch=8)
+    saver = Checkpoint(str(tmp_path), Position(steps_per_epoch=8))
 
     class SendSigterm(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
@@ -77,7 +84,7 @@ def test_a_save_failing_because_the_run_folder_is_being_deleted_says_so(tmp_path
     deleted, not as a disk that cannot be written; a save that fails with everything
     in place is a write failure."""
     model = tiny_model()
-    saver = Checkpoint(str(tmp_path / "run"), steps_per_epoch=8)
+    saver = Checkpoint(str(tmp_path / "run"), Position(steps_per_epoch=8))
     saver.set_model(model)
     saver.on_train_begin()
     assert saver.save(0, 4).endswith("ckpt-0000000004")
@@ -117,7 +124,7 @@ def test_a_run_folder_deleted_and_made_again_is_not_taken_for_the_same(tmp_path)
     reported as a disk that cannot be written). The callback holds the folder open,
     which keeps its number taken."""
     run = tmp_path / "run"
-    saver = Checkpoint(str(run), steps_per_epoch=8)
+    saver = Checkpoint(str(run), Position(steps_per_epoch=8))
     saver.set_model(tiny_model())
     saver.on_train_begin()
     assert saver.save(0, 4).endswith("ckpt-0000000004")

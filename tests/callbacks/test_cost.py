@@ -18,7 +18,7 @@ def test_cost_arguments_are_checked_with_the_value_received():
 def test_cost_charges_wall_clock_from_the_start_including_earlier_attempts():
     started = time.time() - 1800  # half an hour ago
     meter = CloudCost(Bill(started, 1800, price_per_hour_usd=4.0),
-                      global_batch_size=10, total_epochs=4)
+                      10, total_epochs=4)
     meter.set_params({"steps": 100})
     meter.on_epoch_begin(0)
     logs = {}

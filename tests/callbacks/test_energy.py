@@ -16,6 +16,7 @@ from callbacks.energy import (
     nvml_power_reader,
     visible_gpu_indices,
 )
+from callbacks.figures.steps import Position
 
 
 class FakeBoard:
@@ -66,8 +67,8 @@ def drive(meter, board, steps=10, warmup=2, step_seconds=0.02):
 
 def test_the_energy_counter_is_differenced_over_exactly_the_timed_steps():
     board = FakeBoard(100.0)
-    meter = EnergyMeter(read_energy=board.joules, images_per_step=32, warmup_steps=2,
-                        images_per_epoch=3200)
+    meter = EnergyMeter(read_energy=board.joules, warmup_steps=2,
+                        position=Position(global_batch_size=32, steps_per_epoch=100))
     logs = drive(meter, board)
     assert meter.method == "energy_counter"
     assert logs["epoch_power_watts"] == pytest.approx(500.0, rel=0.01)
@@ -84,10 +85,10 @@ def test_a_resumed_meter_adds_its_windows_to_the_checkpoint_state():
     """Attempt 1 at 500 W, attempt 2 at 200 W over as many steps: the run's power is
     both windows' joules over their seconds, and both windows are listed."""
     board = FakeBoard(100.0)
-    first = EnergyMeter(read_energy=board.joules, images_per_step=32, warmup_steps=2)
+    first = EnergyMeter(read_energy=board.joules, position=32, warmup_steps=2)
     drive(first, board)
     board.set(100.0)
-    second = EnergyMeter(read_energy=lambda: board.joules() * 0.4, images_per_step=32,
+    second = EnergyMeter(read_energy=lambda: board.joules() * 0.4, position=32,
                          warmup_steps=2, carried=first.state())
     drive(second, board)
     (one,), (_, two) = first.windows, second.windows
@@ -99,7 +100,7 @@ def test_a_resumed_meter_adds_its_windows_to_the_checkpoint_state():
 
 def test_power_samples_are_the_fallback_and_leave_out_the_evaluation():
     board = FakeBoard(100.0)
-    meter = EnergyMeter(read_power=board.watts, images_per_step=32, interval_seconds=0.005,
+    meter = EnergyMeter(read_power=board.watts, position=32, interval_seconds=0.005,
                         warmup_steps=2)
     logs = drive(meter, board)
     assert meter.method == "power_samples"
@@ -114,7 +115,7 @@ def test_in_a_real_fit_the_window_ends_before_evaluation_begins():
             events.setdefault("evaluation_unix", time.time())
 
     board = FakeBoard(300.0)
-    meter = EnergyMeter(read_energy=board.joules, images_per_step=8)
+    meter = EnergyMeter(read_energy=board.joules, position=8)
     inputs = keras.Input((8, 8, 3))
     model = keras.Model(inputs, keras.layers.Dense(10)(keras.layers.Flatten()(inputs)))
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))

@@ -94,7 +94,7 @@ def test_the_energy_meter_with_the_window_start_mark_late():
     def read_energy():  # 100 W, as a counter
         return 100.0 * time.perf_counter()
 
-    meter = EnergyMeter(read_energy=read_energy, images_per_step=8, warmup_steps=2)
+    meter = EnergyMeter(read_energy=read_energy, position=8, warmup_steps=2)
     called, logs = drive(meter, late=1, held_until=3)
     (window,) = meter.windows
     span = called[9] - called[2]  # step 1 ended by the second hook, step 9 by the last

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from callbacks.checkpoint import Checkpoint
+from callbacks.figures.steps import Position
 from callbacks.nan_guard import NanGuard
 from callbacks.stops import Diverged
 from tiny_keras import tiny_data, tiny_model
@@ -15,11 +16,11 @@ from tiny_keras import tiny_data, tiny_model
 def test_non_finite_weights_are_never_checkpointed_and_nan_stops_training(tmp_path):
     x, y = tiny_data(64)
     model = tiny_model()
-    saver = Checkpoint(str(tmp_path), steps_per_epoch=8)
+    saver = Checkpoint(str(tmp_path), Position(steps_per_epoch=8))
     saver.set_model(model)
     model.layers[1].kernel.assign(np.full(model.layers[1].kernel.shape, np.nan, "float32"))
     assert saver.save(1, 8) is None
-    guard = NanGuard(steps_per_epoch=8)
+    guard = NanGuard(Position(steps_per_epoch=8))
     guard.on_epoch_begin(1)
     with pytest.raises(Diverged) as stop:
         guard.on_train_batch_end(2, {"loss": math.nan})

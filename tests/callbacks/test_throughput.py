@@ -15,6 +15,7 @@ import keras
 import numpy as np
 import pytest
 
+from callbacks.figures.steps import Position
 from callbacks.figures.window import steady_window, warmup_steps
 from callbacks.throughput import Throughput
 from conftest import ROOT
@@ -169,14 +170,16 @@ def test_the_steps_the_profiler_slows_are_left_out_of_the_untraced_step_time():
     20 ms steps: the run's step time counts them (what the run did), the untraced step
     time leaves out every gap that ran a traced step or the one after, and so reads
     the 20 ms the second clock set; it is carried through a checkpoint's state."""
-    meter = Throughput(BATCH, warmup_steps=2, traced=(8, 10), steps_per_epoch=16)
+    meter = Throughput(Position(global_batch_size=BATCH, steps_per_epoch=16), warmup_steps=2,
+                       traced=(8, 10))
     fit([meter, TracedSteps(8, 10)], steps=16)
     untraced = meter.untraced_step_time_ms
     assert meter.step_time()["step_time_ms"] > 40  # 13 timed steps, 0.5 s of stalls
     assert 1e3 * TracedSteps.STEP <= untraced < 1e3 * TracedSteps.STEP + 8, untraced
     state = json.loads(json.dumps(meter.state()))
     assert state["untraced"]["steps"] == 16 - 2 - 4  # the window less steps 8-11
-    resumed = Throughput(BATCH, carried=state, traced=(8, 10), steps_per_epoch=16)
+    resumed = Throughput(Position(global_batch_size=BATCH, steps_per_epoch=16), carried=state,
+                         traced=(8, 10))
     assert resumed.untraced_step_time_ms == untraced
     assert Throughput(BATCH, carried=state).untraced_step_time_ms is None  # not profiled
 
@@ -194,7 +197,7 @@ def test_throughput_arguments_are_checked_with_the_value_received(make, message)
 def test_throughput_counts_images_from_step_indices_with_steps_per_execution():
     x, y = tiny_data(256)
     model = tiny_model(steps_per_execution=4)
-    meter = Throughput(global_batch_size=8, num_devices=2, warmup_steps=8)
+    meter = Throughput(8, num_devices=2, warmup_steps=8)
     history = model.fit(x, y, batch_size=8, epochs=2, callbacks=[meter], verbose=0)
     # 32 steps an epoch, hooks fire every 4 steps: marks at steps 3, 7, ..., 31.
     assert meter.images_per_sec > 0
@@ -228,7 +231,7 @@ def test_throughput_is_async_safe_and_eval_speed_is_separate():
     assert Throughput.async_safe is True
     x, y = tiny_data(64)
     model = tiny_model()
-    meter = Throughput(global_batch_size=8, validation_images=64)
+    meter = Throughput(8, validation_images=64)
     history = model.fit(x, y, batch_size=8, epochs=2, validation_data=(x, y), callbacks=[meter],
                         verbose=0)
     # Each epoch's evaluation pass, and the run's: both passes' images over their seconds.

@@ -22,11 +22,9 @@ MEASURED = {"kept": "autotuned", "how": "measured", "autotuned_step_ms": 57.5,
 
 def key(**changes):
     config = types.SimpleNamespace(model="applications:ConvNeXtTiny", policy="mixed_bfloat16")
-    topology = types.SimpleNamespace(device_kind="NVIDIA H100 80GB HBM3",
-                                     batch=types.SimpleNamespace(per_replica=256))
     software = {**SOFTWARE, **{k: v for k, v in changes.items() if k in SOFTWARE}}
     driver = {**DRIVER, **{k: v for k, v in changes.items() if k in DRIVER}}
-    return kernel_choice.make_key(config, topology, 224, software, driver)
+    return kernel_choice.make_key(config, "NVIDIA H100 80GB HBM3", 256, 224, software, driver)
 
 
 def kept_autotuned(store, k):
@@ -109,9 +107,8 @@ def test_a_model_from_a_file_is_keyed_by_its_contents_too(tmp_path):
     source = tmp_path / "net.py"
     source.write_text("def make(): pass\n")
     config = types.SimpleNamespace(model=f"{source}:make", policy="float32")
-    topology = types.SimpleNamespace(device_kind="x", batch=types.SimpleNamespace(per_replica=8))
-    first = kernel_choice.make_key(config, topology, 32, SOFTWARE, DRIVER)
+    first = kernel_choice.make_key(config, "x", 8, 32, SOFTWARE, DRIVER)
     source.write_text("def make(): return 1\n")
-    second = kernel_choice.make_key(config, topology, 32, SOFTWARE, DRIVER)
+    second = kernel_choice.make_key(config, "x", 8, 32, SOFTWARE, DRIVER)
     assert first["model_file_sha256"] != second["model_file_sha256"]
     assert kernel_choice.entry_name(first) != kernel_choice.entry_name(second)

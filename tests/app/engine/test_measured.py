@@ -206,8 +206,8 @@ def plan_context(tmp_path, **config):
     return types.SimpleNamespace(
         config=types.SimpleNamespace(**values), xla_autotune="measured",
         logdir=str(tmp_path / "run"),
-        topology=types.SimpleNamespace(device_kind="NVIDIA H100 80GB HBM3",
-                                       batch=types.SimpleNamespace(per_replica=256)))
+        topology=types.SimpleNamespace(device_kind="NVIDIA H100 80GB HBM3"),
+        batch=types.SimpleNamespace(per_replica=256))
 
 
 def test_a_miss_compiles_both_programs_and_a_hit_compiles_the_kept_one(tmp_path, monkeypatch,
