@@ -22,9 +22,9 @@ class TopOneTargets(keras.callbacks.Callback):
     """Tracks top-1 per epoch and the first time each target was reached.
 
     Reads each epoch's hours and dollars from `bill` (none without one), never from
-    the logs: the order of the callbacks carries no figure. Publishes into epoch `logs`: `best_val_top1`, and, when targets were
-    given, `targets_reached` (a count; without targets it would be a flat 0
-    everywhere). Public attributes: `history`
+    the logs: the order of the callbacks carries no figure. Publishes into epoch
+    `logs`: `best_val_top1`, and, when targets were given, `targets_reached` (a count;
+    without targets it would be a flat 0 everywhere). Public attributes: `history`
     (one dict per epoch: epoch, top1, top5, hours, cost_usd), `best_top1`, and
     `targets()` (a list of dicts: target_top1, reached, epoch, hours, cost_usd,
     interpolated).

@@ -97,7 +97,6 @@ class Checkpoint(keras.callbacks.Callback):
         self.logdir = logdir
         self.directory = os.path.join(logdir, CHECKPOINT_DIR)
         self.position = position
-        self.steps_per_epoch = position.steps_per_epoch
         self.every_steps = every_steps
         self.bill = bill or Bill(time.time())
         self.extra_state = extra_state or (lambda step: {})
@@ -160,7 +159,7 @@ class Checkpoint(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if logs and "loss" in logs:
             self._last_loss = logs["loss"]
-        self.save(epoch + 1, (epoch + 1) * self.steps_per_epoch)
+        self.save(epoch + 1, (epoch + 1) * self.position.steps_per_epoch)
 
     # ------------------------------------------------------------------ saving
     def latest_path(self) -> str | None:
@@ -223,7 +222,7 @@ class Checkpoint(keras.callbacks.Callback):
         if self._folder_identity is not None:
             self._check_folder()
         state = {
-            "epoch": epoch, "step_in_epoch": step - epoch * self.steps_per_epoch,
+            "epoch": epoch, "step_in_epoch": step - epoch * self.position.steps_per_epoch,
             "global_step": step, "images_seen": self.position.images_at(step),
             **self.bill.state(), "saved_at": time.time(), "data": self.data_facts,
             **self.extra_state(step),

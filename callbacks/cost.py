@@ -24,7 +24,8 @@ from callbacks.figures.steps import Position
 class CloudCost(keras.callbacks.Callback):
     """Charges wall-clock time at a price per hour and projects the whole run.
 
-    Publishes into epoch `logs`: `billed_hours` (always: metrics.jsonl reads it), and where the bill has a price `cost_usd` (so far), `usd_per_epoch` (the
+    Publishes into epoch `logs`: `billed_hours` (always: metrics.jsonl reads it), and
+    where the bill has a price `cost_usd` (so far), `usd_per_epoch` (the
     last epoch), `projected_cost_usd` (the whole run at the last epoch's pace),
     `billed_usd_per_million_images` (billed dollars per million training images so
     far; not `usd_per_million_images`, which is price over steady-state rate: see

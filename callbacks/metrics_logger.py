@@ -76,7 +76,8 @@ class MetricsLogger(keras.callbacks.Callback):
     async_safe = True
 
     def __init__(self, logdir: str, log_every_steps: int = 50, hparams: dict | None = None,
-                 position: Position | None = None, descriptions: dict | None = None, started_at: float | None = None):
+                 position: Position | None = None, descriptions: dict | None = None,
+                 started_at: float | None = None):
         super().__init__()
         if log_every_steps < 1:
             raise ValueError(f"log_every_steps must be >= 1, received {log_every_steps}")

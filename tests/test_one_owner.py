@@ -90,11 +90,16 @@ NOT_THE_BATCH = [
 ]
 
 
+def _sees_each(check, before: list, not_it: list) -> None:
+    """`check` finds each line of `before` (what it replaced) and none of `not_it`."""
+    for line in before:
+        assert check(ast.parse(line)), line
+    for line in not_it:
+        assert not check(ast.parse(line)), line
+
+
 def test_the_batch_check_sees_each_old_re_derivation():
-    for line in REDERIVED:
-        assert _batch_arithmetic(ast.parse(line)), line
-    for line in NOT_THE_BATCH:
-        assert not _batch_arithmetic(ast.parse(line)), line
+    _sees_each(_batch_arithmetic, REDERIVED, NOT_THE_BATCH)
     home = ast.parse("class BatchShape:\n    def f(self):\n        return self.global_size // "
                      "self.num_processes\n")
     assert _batch_arithmetic(home) and not _batch_arithmetic(_without_batch_shape(home))
@@ -165,10 +170,7 @@ NOT_THE_BILL = [
 
 
 def test_the_bill_check_sees_each_old_computation():
-    for line in BILL_BEFORE:
-        assert _bill_arithmetic(ast.parse(line)), line
-    for line in NOT_THE_BILL:
-        assert not _bill_arithmetic(ast.parse(line)), line
+    _sees_each(_bill_arithmetic, BILL_BEFORE, NOT_THE_BILL)
 
 
 # ---- the run's position has one owner: Position (callbacks/figures/steps.py) ----------
@@ -216,7 +218,4 @@ NOT_A_BATCH_PRODUCT = [
 
 
 def test_the_position_check_sees_each_old_multiplication():
-    for line in POSITION_BEFORE:
-        assert _batch_products(ast.parse(line)), line
-    for line in NOT_A_BATCH_PRODUCT:
-        assert not _batch_products(ast.parse(line)), line
+    _sees_each(_batch_products, POSITION_BEFORE, NOT_A_BATCH_PRODUCT)

@@ -180,7 +180,8 @@ def test_a_trace_session_planted_after_the_runs_own_is_not_read(tmp_path):
 
     # A resumed attempt (from step 10) carries the trace: no new session, the same split.
     resumed = Profiler(str(mine), 5, 7, backend="tensorflow",
-                       position=Position(steps_per_epoch=STEPS, resume_step=STEPS), carried=json.loads(json.dumps(profiler.state())))
+                       position=Position(steps_per_epoch=STEPS, resume_step=STEPS),
+                       carried=json.loads(json.dumps(profiler.state())))
     model.fit(_data(), epochs=2, initial_epoch=1, steps_per_epoch=STEPS, verbose=0,
               callbacks=[resumed])
     assert resumed.traced_steps == [5, 6, 7] and resumed.session == profiler.session
@@ -189,7 +190,8 @@ def test_a_trace_session_planted_after_the_runs_own_is_not_read(tmp_path):
         [planted.name, profiler.session])
     # Without a record (an attempt that kept none), steps past the range are not traced.
     late = Profiler(str(tmp_path / "late"), 5, 7, backend="tensorflow",
-                    position=Position(steps_per_epoch=STEPS, resume_step=STEPS), carried={"session": "../../etc", "traced_steps": [5]})
+                    position=Position(steps_per_epoch=STEPS, resume_step=STEPS),
+                    carried={"session": "../../etc", "traced_steps": [5]})
     model.fit(_data(), epochs=2, initial_epoch=1, steps_per_epoch=STEPS, verbose=0,
               callbacks=[late])
     assert late.traced_steps == [] and not (tmp_path / "late").exists()

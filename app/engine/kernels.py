@@ -267,21 +267,19 @@ def describe(hlo_text: str, served: bool, loaded_from: str | None,
     found = chosen_kernels(hlo_text)
     tally = counts(found)
     chose = sum(tally.values())
+    choice = _at_start.get("choice") or {}
     where = source(served, chose, loaded_from if chose else None)
-    if heuristic and where in ("autotuned", "autotune_cache"):
+    if (heuristic or choice.get("kept") == "heuristic") and where in (
+            "autotuned", "autotune_cache"):  # its kernels were taken, not timed
         where = "heuristic"
     block = {"digest": digest(found), **tally, "source": where,
              "loaded_from": loaded_from, "file": KERNELS_FILE}
     if loaded_from and not chose:
         block["not_loaded"] = NOTHING_LOADED.format(path=loaded_from)
-    choice = _at_start.get("choice")
     if choice:
         block["choice"] = dict(choice)
         if choice.get("loaded_results") and not served:  # the kept autotune results
             block.update(source="loaded", loaded_from=choice["loaded_results"])
-        elif choice.get("kept") == "heuristic" and block["source"] in (
-                "autotuned", "autotune_cache"):  # its kernels were taken, not timed
-            block["source"] = "heuristic"
     return block, found
 
 

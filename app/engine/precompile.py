@@ -209,8 +209,8 @@ class _Handed:
 
 
 def start(model, batch_specs, topology, side_by_side: bool = False,
-          hand_to_fit: bool = False, train_options: dict | None = None, train_variants: list | None = None
-          ) -> Precompile | None:
+          hand_to_fit: bool = False, train_options: dict | None = None,
+          train_variants: list | None = None) -> Precompile | None:
     """Lowers `model`'s training (and evaluation) step for the batches of
     `batch_specs` and starts compiling each as it is lowered; None where that would
     not pay (see the module's docstring) or where the training step does not lower

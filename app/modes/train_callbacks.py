@@ -129,7 +129,8 @@ def make_callbacks(context, plan) -> RunCallbacks:
         parts.logger = MetricsLogger(
             logdir, config.log_every_steps,
             hparams=None if state.global_step else hparams_of(config, topology, billing),
-            position=position, descriptions=energy_descriptions(parts.energy.method if parts.energy else None),
+            position=position,
+            descriptions=energy_descriptions(parts.energy.method if parts.energy else None),
             started_at=context.started_at)
         if config.profile_range:
             parts.profiler = Profiler(logdir, *config.profile_range, backend=config.backend,
