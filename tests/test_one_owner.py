@@ -90,6 +90,12 @@ NOT_THE_BATCH = [
 ]
 
 
+def _hits(check, keep) -> list[str]:
+    """`check`'s findings in every module whose name `keep` accepts, each named by it."""
+    return [f"{module} {hit}" for module, path in _modules().items() if keep(module)
+            for hit in check(ast.parse(open(path).read(), path))]
+
+
 def _sees_each(check, before: list, not_it: list) -> None:
     """`check` finds each line of `before` (what it replaced) and none of `not_it`."""
     for line in before:
@@ -141,10 +147,7 @@ def test_only_the_bill_computes_billed_seconds_and_dollars():
     summary, the ledger), dollars for hours in four, dollars written in three ways: each
     a place for the bill to disagree with itself. The Bill (callbacks/figures/bill.py)
     computes them; the rest call it."""
-    found = []
-    for module, path in _modules().items():
-        if module != BILL_HOME:
-            found += [f"{module} {hit}" for hit in _bill_arithmetic(ast.parse(open(path).read()))]
+    found = _hits(_bill_arithmetic, lambda module: module != BILL_HOME)
     assert not found, "the bill computed outside callbacks/figures/bill.py:\n" + "\n".join(found)
 
 
@@ -193,11 +196,8 @@ def test_no_callback_multiplies_a_step_count_by_a_batch():
     """Images so far, an epoch's images, a window's rate: each is Position's `images`,
     `process_images` or `images_at`. A callback that multiplied steps by its own copy of
     the batch counted a resumed run's images apart from the checkpoint's (three did)."""
-    found = []
-    for module, path in _modules().items():
-        if module == POSITION_HOME or not module.startswith(POSITION_READERS):
-            continue
-        found += [f"{module} {hit}" for hit in _batch_products(ast.parse(open(path).read()))]
+    found = _hits(_batch_products, lambda module: module != POSITION_HOME
+                  and module.startswith(POSITION_READERS))
     assert not found, "a step count multiplied by a batch outside Position:\n" + "\n".join(found)
 
 
