@@ -2,6 +2,7 @@
 to a target top-1 are from a full run's measured hours.
 
     python benchmarks/decide_check.py --out RESULT.json [--work DIR] [--jobs digits,fashion]
+        [--seeds N]
 
 For each job (the default digits job; Fashion-MNIST's short job), each of two global
 batch sizes and each backend (TensorFlow, JAX), it runs, every process from empty
@@ -17,7 +18,10 @@ Then, with app/report/decision/predict.py as app/report.py --target uses it, eac
 Every process's machine load (1-minute load average before and after, the cores) is
 recorded beside its figures; a shared machine's load moves rates, and a result whose
 load moved is read with that in mind. The result JSON holds every prediction, its
-error, the commit and the command; README quotes its errors.
+error, the commit and the command; README quotes its errors. With --seeds=N, each full
+run is made again at N-1 more seeds (runs only): their spread of hours to the target is how
+close one run's epochs can predict another's, and each case says if its prediction falls
+inside it.
 """
 
 from __future__ import annotations
@@ -100,12 +104,31 @@ def measured(run_folder: str, target: float) -> dict:
             "epoch": epoch["epoch"] if epoch else None, "best_top1": best}
 
 
+def spread(runs: list[dict], predicted_hours: float | None) -> dict:
+    """With more than one seed: every seed's run, the range of their measured hours to the
+    target and whether the prediction falls inside it."""
+    if len(runs) < 2:
+        return {}
+    hours = [r["hours"] for r in runs if r["hours"] is not None]
+    low, high = (min(hours), max(hours)) if hours else (None, None)
+    return {"seed_runs": runs, "seeds_reached": f"{len(hours)} of {len(runs)}",
+            "measured_hours_range": [low, high],
+            "within_seed_range": (low <= predicted_hours <= high)
+            if hours and predicted_hours else None}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="the result JSON")
     parser.add_argument("--work", default="/tmp/decide-check", help="run folders and caches")
     parser.add_argument("--jobs", default=",".join(JOBS), help="comma list of " + ", ".join(JOBS))
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="full runs per job, batch and backend: SEED, then SEED+1, ...; "
+                             "the later ones are measured only (their spread of hours to the "
+                             "target: how close any one run's epochs can predict another's)")
     args = parser.parse_args(argv)
+    if args.seeds < 1:
+        parser.error(f"--seeds={args.seeds} must be at least 1")
     jobs = [j for j in args.jobs.split(",") if j]
     caches = os.path.join(args.work, "caches")
     shutil.rmtree(args.work, ignore_errors=True)
@@ -114,19 +137,26 @@ def main(argv=None) -> int:
     for job in jobs:
         flags, target, batches = JOBS[job]
         for batch in batches:
-            folders = {}
+            folders, seeded = {}, {}
             for backend in BACKENDS:  # the run, then its probe, each backend in turn
-                common = [*flags, f"--backend={backend}", f"--global_batch_size={batch}",
-                          f"--seed={SEED}"]
+                common = [*flags, f"--backend={backend}", f"--global_batch_size={batch}"]
                 name = f"{job}-b{batch}-{backend}"
-                run = app(os.path.join(args.work, name), common, caches)
+                run = app(os.path.join(args.work, name), [*common, f"--seed={SEED}"], caches)
                 probe = app(os.path.join(args.work, name + "-probe"),
-                            [*common, "--benchmark=probe"], caches)
+                            [*common, f"--seed={SEED}", "--benchmark=probe"], caches)
                 processes += [{"job": job, "batch": batch, "backend": backend, "kind": k, **p}
                               for k, p in (("run", run), ("probe", probe))]
                 print(f"{name}: run {run['wall_seconds']} s, probe {probe['wall_seconds']} s "
                       f"(load {run['load_before']}-{probe['load_after']})", flush=True)
                 folders[backend] = (run["folder"], probe["folder"])
+                seeded[backend] = [{"seed": SEED, **measured(run["folder"], target)}]
+                for seed in range(SEED + 1, SEED + args.seeds):
+                    more = app(os.path.join(args.work, f"{name}-seed{seed}"),
+                               [*common, f"--seed={seed}"], caches)
+                    processes.append({"job": job, "batch": batch, "backend": backend,
+                                      "kind": "run", **more})
+                    seeded[backend].append({"seed": seed, **measured(more["folder"], target)})
+                    print(f"{name} seed {seed}: {seeded[backend][-1]}", flush=True)
             for backend in BACKENDS:
                 other = next(b for b in BACKENDS if b != backend)
                 run_folder, probe_folder = folders[backend]
@@ -144,6 +174,7 @@ def main(argv=None) -> int:
                                   "measured_hours": hours,
                                   "measured_epoch": found["epoch"],
                                   "run_best_top1": found["best_top1"],
+                                  **spread(seeded[backend], guess["hours"]),
                                   "error": round(error, 4) if error is not None else None,
                                   "within": (abs(error) <= (SAME_WITHIN if kind == "same backend"
                                                             else CROSS_WITHIN))
@@ -168,6 +199,7 @@ def main(argv=None) -> int:
                 "run of the job (cross backend); every process from empty compile caches",
         "date": datetime.date.today().isoformat(),
         "card": "none: this CPU", "cores": len(os.sched_getaffinity(0)), "seed": SEED,
+        "seeds": args.seeds,
         "command": "python benchmarks/decide_check.py " + " ".join(argv or sys.argv[1:]),
         "provenance": {"commit": commit, "uncommitted_changes": dirty},
         "wall_seconds": round(time.time() - started),

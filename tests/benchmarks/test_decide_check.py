@@ -1,0 +1,47 @@
+"""benchmarks/decide_check.py's seed spread, by hand: the range of the measured hours
+over the seeds that reached the target, and whether a prediction falls inside it; the
+check refuses fewer than one seed before it runs anything."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import decide_check  # noqa: E402
+
+
+def _run(seed, hours):
+    return {"seed": seed, "hours": hours, "epoch": None if hours is None else 7,
+            "best_top1": 0.99}
+
+
+def test_the_spread_is_the_range_of_the_seeds_that_reached_the_target():
+    runs = [_run(0, 0.0050), _run(1, None), _run(2, 0.0062), _run(3, 0.0055)]
+    found = decide_check.spread(runs, 0.0060)
+    assert found["measured_hours_range"] == [0.0050, 0.0062]
+    assert found["seeds_reached"] == "3 of 4"
+    assert found["within_seed_range"] is True
+    assert decide_check.spread(runs, 0.0049)["within_seed_range"] is False
+    assert decide_check.spread(runs, None)["within_seed_range"] is None
+
+
+def test_one_seed_has_no_spread_and_none_reached_has_no_range():
+    assert decide_check.spread([_run(0, 0.005)], 0.005) == {}
+    found = decide_check.spread([_run(0, None), _run(1, None)], 0.005)
+    assert found["measured_hours_range"] == [None, None]
+    assert found["within_seed_range"] is None
+
+
+@pytest.mark.parametrize("seeds", ["0", "-2"])
+def test_fewer_than_one_seed_is_refused_before_any_run(tmp_path, seeds):
+    work = tmp_path / "work"
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "decide_check.py"),
+                           "--out", str(tmp_path / "r.json"), "--work", str(work),
+                           f"--seeds={seeds}"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2
+    assert f"--seeds={seeds} must be at least 1" in done.stderr
+    assert not work.exists() and not (tmp_path / "r.json").exists()
