@@ -28,7 +28,9 @@ both compiled and timed on the real step, the autotuned kept only where it is 2%
 (app/engine/measured.py). Fresh autotunes of ConvNeXt-T on an H100 gave 3,290-4,440
 images/sec from run to run, the heuristic 4,399: full alone is a coin that usually
 lands on the slow side. `measured` is not a flag value: `auto` means it, so a user who
-sets full or heuristic gets exactly that, one compile, nothing measured. The benchmark
+sets full or heuristic gets exactly that, one compile, nothing measured (the heuristic
+is refused for the ViTs on a GPU: its program of their cuDNN fused attention fails when
+it runs, flags/checks.py; their measured choice then keeps the autotuned). The benchmark
 modes (a sweep's points, a ladder's rungs, the probe, the input benchmark) compile one
 program inside fit and keep full. A setting of the user's own in XLA_FLAGS is left as
 it is, and reported so.

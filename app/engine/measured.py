@@ -188,27 +188,45 @@ def settle(compiling, model) -> dict | None:
         compiling.compile_variants([("heuristic", HEURISTIC_OPTIONS),
                                     ("autotuned", {DUMP_RESULTS: chosen.results})])
     if "autotuned" not in built or "heuristic" not in built:
-        name = "autotuned" if "autotuned" in built else "heuristic"
-        other = "heuristic" if name == "autotuned" else "autotuned"
-        if name not in built:
+        other = "autotuned" if "autotuned" not in built else "heuristic"
+        if "autotuned" not in built and "heuristic" not in built:
             return None  # neither compiled: fit compiles, and raises, as it would have
-        block = {"kept": name, "how": "unmeasured",
-                 "not_measured": f"the {other} program did not compile "
-                                 f"({_first_line(errors.get(other))})"}
-        if name == "autotuned" and chosen.store:  # as it will be next time: kept
-            block.update(_keep(chosen, {"kept": "autotuned", **block}))
-        return _adopt(compiling, name, block, started)
+        return _unmeasured(compiling, other, f"did not compile "
+                           f"({_first_line(errors.get(other))})", {}, started)
     programs = {"autotuned": built["autotuned"], "heuristic": built["heuristic"]}
     block = {"how": "measured", **_kernels_apart(programs)}
     try:
         states, data = real_step_inputs(built["autotuned"], model, list(programs))
         block.update(decide(time_programs(programs, states, data)))
+    except ProgramFailed as failed:  # (ViT-B/16's heuristic program on an H100, 2026-12-07:
+        # IndexError from XLA's execute): the other program is the step, and is kept
+        return _unmeasured(compiling, failed.name, f"did not run "
+                           f"({_first_line(failed.__cause__)})", block, started)
     except Exception as error:  # noqa: BLE001 - e.g. out of memory: XLA's own choice stands
         block.update(kept="autotuned", how="unmeasured",
                      not_measured=f"timing them failed ({_first_line(error)})")
         return _adopt(compiling, "autotuned", block, started)
     block.update(_keep(chosen, block))
     return _adopt(compiling, block["kept"], block, started)
+
+
+def _unmeasured(compiling, failed: str, why: str, block: dict, started: float) -> dict:
+    """The program that is not `failed` becomes the step, unmeasured (`why`: what the
+    failed one did); an autotuned one is kept in the store, as it will be next time."""
+    name = "heuristic" if failed == "autotuned" else "autotuned"
+    block = {**block, "kept": name, "how": "unmeasured",
+             "not_measured": f"the {failed} program {why}"}
+    if name == "autotuned" and compiling.choice.store:
+        block.update(_keep(compiling.choice, block))
+    return _adopt(compiling, name, block, started)
+
+
+class ProgramFailed(Exception):
+    """One of the programs raised when it first ran (`name`; the error is the cause)."""
+
+    def __init__(self, name: str):
+        super().__init__(f"the {name} program did not run")
+        self.name = name
 
 
 def _adopt(compiling, name: str, block: dict, started: float) -> dict:
@@ -300,13 +318,16 @@ def time_programs(programs: dict, states: dict, data, windows: int = WINDOWS,
     """{name: [ms a step in each window]} of `programs` ({name: callable(state, data) ->
     (logs, state)}), each from its own state in `states` (consumed): a step each to warm
     up, then `windows` windows of `steps` steps, the programs in turn, the order
-    alternating from window to window; each window waits for its last step."""
+    alternating from window to window; each window waits for its last step. Raises
+    ProgramFailed (which one) where a program raises on its warm-up step."""
     import jax
 
     names = list(programs)
-    for name in names:
-        states[name] = programs[name](states[name], data)[1]
-    jax.block_until_ready(states)
+    for name in names:  # a program that cannot run says so here, by name
+        try:
+            states[name] = jax.block_until_ready(programs[name](states[name], data)[1])
+        except Exception as error:  # noqa: BLE001 - XLA's runtime errors have no one type
+            raise ProgramFailed(name) from error
     times = {name: [] for name in names}
     for window in range(windows):
         for name in names if window % 2 == 0 else names[::-1]:

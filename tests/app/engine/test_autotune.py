@@ -30,7 +30,7 @@ GPU_JAX = dict(accelerator="gpu", backend="jax", logdir="x")
     ({"model": "vit_s16"}, 60_000, "measured"),  # measured on the ResNets only
     ({"model": "applications:ConvNeXtTiny"}, 60_000, "measured"),  # may hold select-and-scatter
     ({"xla_autotune": "full"}, 60_000, "full"),
-    ({"xla_autotune": "heuristic", "model": "vit_s16"}, 10**9, "heuristic"),
+    ({"xla_autotune": "heuristic", "model": "applications:ConvNeXtTiny"}, 10**9, "heuristic"),
     ({"accelerator": "cpu"}, 60_000, None),  # no GPU kernels to pick
     ({"backend": "tensorflow"}, 60_000, None),
     ({"accelerator": "tpu"}, 60_000, None),
@@ -41,6 +41,27 @@ def test_auto_autotunes_unless_a_short_run_trains_the_apps_resnets(changes, exam
     took XLA's full autotuning before; a user's full or heuristic is theirs."""
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     assert autotune.choose(Config(**{**GPU_JAX, **changes}), examples) == expected
+
+
+def test_the_heuristic_is_refused_for_the_vits_on_a_gpu_in_one_line(tmp_path):
+    """XLA's heuristic program of the ViTs' cuDNN fused attention compiled, then raised
+    when it ran (ViT-B/16 on an H100, 2026-12-07): refused before anything is built, on
+    the GPU only (elsewhere the setting picks no kernels)."""
+    from conftest import error_lines, run_cli
+
+    with pytest.raises(ConfigError, match="cannot train the built-in ViTs on a GPU"):
+        Config(**GPU_JAX, model="vit_b16", xla_autotune="heuristic")
+    for other in ({"xla_autotune": "full"}, {"accelerator": "cpu"},
+                  {"model": "applications:ConvNeXtTiny"}):
+        Config(**{**GPU_JAX, "model": "vit_b16", "xla_autotune": "heuristic", **other})
+    logdir = tmp_path / "never"
+    done = run_cli("--backend=jax", "--accelerator=gpu", "--model=vit_b16",
+                   "--xla_autotune=heuristic", f"--logdir={logdir}")
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = error_lines(done.stderr)
+    assert len(lines) == 1 and "accepted with them: auto (the default: measured) or full" \
+        in lines[0], done.stderr[-2000:]
+    assert not logdir.exists()
 
 
 def test_a_users_own_xla_flag_stands_and_is_reported(monkeypatch):

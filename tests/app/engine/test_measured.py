@@ -14,6 +14,7 @@ import pytest
 
 from app.engine import kernel_choice, measured
 from conftest import ROOT, run_cli, run_python
+from measured_step import HELPERS
 
 NO_TF = os.path.join(ROOT, "tests", "no_tensorflow")
 
@@ -97,30 +98,6 @@ def test_the_windows_alternate_and_each_program_warms_up_first():
     assert "".join(calls) == "ah" + "aahh" + "hhaa" + "aahh"
 
 
-HELPERS = """
-import json, os, sys
-import numpy as np, keras, jax
-from app.engine import kernel_choice, kernels, measured, precompile
-from app.engine.distribute import Topology
-
-keras.utils.set_random_seed(0)
-model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(64, activation="relu"),
-                          keras.layers.Dense(2)])
-model.compile(optimizer="adam", loss="mse", jit_compile=True)
-spec = (jax.ShapeDtypeStruct((32, 16), "float32"), jax.ShapeDtypeStruct((32, 2), "float32"))
-topology = Topology("jax", "cpu", 1, 0, 1, "cpu")
-store = os.environ["STORE"]
-key = {"device_kind": "cpu", "model": "tiny", "per_device_batch": 32,
-       "precision": "float32", "image_size": None}
-
-def compiled(variants, plan):
-    compiling = precompile.start(model, (spec, None), topology, hand_to_fit=True,
-                                 train_variants=variants)
-    compiling.join()
-    compiling.choice = plan
-    return compiling
-"""
-
 REAL_STEP = HELPERS + """
 before = [np.array(v.numpy()) for v in model.trainable_variables]
 plan = measured.Plan(variants=[("heuristic", measured.HEURISTIC_OPTIONS), ("autotuned", {})],
@@ -152,6 +129,46 @@ def test_the_real_step_is_timed_on_copies_and_the_kept_program_is_fits(tmp_path)
     assert block["windows"] == 3 and block["kernels_differ"] == 0
     assert set(block["compile_seconds"]) == {"heuristic", "autotuned"}
     assert all(len(v) == 3 and min(v) > 0 for v in block["window_step_ms"].values())
+
+
+ONE_DOES_NOT_RUN = HELPERS + """
+plan = measured.Plan(variants=[("heuristic", measured.HEURISTIC_OPTIONS), ("autotuned", {})],
+                     key=key, store=store)
+compiling = compiled(plan.variants, plan)
+
+class Fails:  # the compiled program, which raises when it runs, as XLA's execute did
+    def __init__(self, ran): self.ran = ran
+    def __getattr__(self, name): return getattr(self.ran, name)
+    def __call__(self, state, data):
+        self.ran(state, data)
+        raise IndexError("absl::container_internal::raw_hash_map<>::at")
+
+compiling.variants[os.environ["FAILS"]] = Fails(compiling.variants[os.environ["FAILS"]])
+block = measured.settle(compiling, model)
+assert compiling.hand_to(model) == ["train"]
+history = model.fit(np.ones((64, 16), "float32"), np.zeros((64, 2), "float32"), batch_size=32,
+                    epochs=1, verbose=0)
+print(json.dumps({"block": block, "fallbacks": compiling.handed["train"].fallbacks,
+                  "trained": bool(np.isfinite(history.history["loss"][0]))}))
+"""
+
+
+@pytest.mark.parametrize("fails, kept", [("heuristic", "autotuned"), ("autotuned", "heuristic")])
+def test_a_program_that_does_not_run_is_named_and_the_other_is_the_step(tmp_path, fails, kept):
+    """ViT-B/16 on an H100 (2026-12-07): both programs compiled, the heuristic one raised
+    when it ran, and the run said only "timing them failed". The one that failed is named,
+    the other is fit's step; an autotuned one goes to the store, as where the other does
+    not compile (on a CPU XLA writes no results to keep, which the block says)."""
+    found = run_python(ONE_DOES_NOT_RUN, {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
+                                          "PYTHONPATH": f"{NO_TF}:{ROOT}",
+                                          "STORE": str(tmp_path), "FAILS": fails})
+    block = found["block"]
+    assert block["kept"] == kept and block["how"] == "unmeasured", block
+    assert block["not_measured"] == (f"the {fails} program did not run (IndexError: "
+                                     "absl::container_internal::raw_hash_map<>::at)")
+    assert found["trained"] and found["fallbacks"] == 0
+    assert ("kept_in" in block) == (kept == "autotuned")
+    assert f" kept, not measured: {block['not_measured']}" in kernels_words(block)
 
 
 KEPT_AND_LOADED = HELPERS + """
