@@ -131,6 +131,22 @@ def test_the_real_step_is_timed_on_copies_and_the_kept_program_is_fits(tmp_path)
     assert all(len(v) == 3 and min(v) > 0 for v in block["window_step_ms"].values())
 
 
+def test_a_program_raising_on_its_first_step_is_named_unless_memory_ran_out():
+    import jax.numpy as jnp
+
+    def raising(state, data):
+        raise RuntimeError(raising.message)
+
+    for raising.message, named in (("INTERNAL: raw_hash_map<>::at", True),
+                                   ("RESOURCE_EXHAUSTED: Out of memory, 2.1GiB", False)):
+        programs = {"autotuned": stand_in(1), "heuristic": raising}
+        with pytest.raises(measured.ProgramFailed if named else RuntimeError) as error:
+            measured.time_programs(programs, {n: [jnp.zeros(2)] for n in programs},
+                                   jnp.ones((4, 4)), windows=1, steps=1)
+        assert (getattr(error.value, "name", None), str(error.value.__cause__ or error.value)) \
+            == (("heuristic", raising.message) if named else (None, raising.message))
+
+
 ONE_DOES_NOT_RUN = HELPERS + """
 plan = measured.Plan(variants=[("heuristic", measured.HEURISTIC_OPTIONS), ("autotuned", {})],
                      key=key, store=store)
@@ -139,9 +155,7 @@ compiling = compiled(plan.variants, plan)
 class Fails:  # the compiled program, which raises when it runs, as XLA's execute did
     def __init__(self, ran): self.ran = ran
     def __getattr__(self, name): return getattr(self.ran, name)
-    def __call__(self, state, data):
-        self.ran(state, data)
-        raise IndexError("absl::container_internal::raw_hash_map<>::at")
+    def __call__(self, state, data): raise IndexError("absl::container_internal::raw_hash_map<>::at")
 
 compiling.variants[os.environ["FAILS"]] = Fails(compiling.variants[os.environ["FAILS"]])
 block = measured.settle(compiling, model)
@@ -155,10 +169,9 @@ print(json.dumps({"block": block, "fallbacks": compiling.handed["train"].fallbac
 
 @pytest.mark.parametrize("fails, kept", [("heuristic", "autotuned"), ("autotuned", "heuristic")])
 def test_a_program_that_does_not_run_is_named_and_the_other_is_the_step(tmp_path, fails, kept):
-    """ViT-B/16 on an H100 (2026-12-07): both programs compiled, the heuristic one raised
-    when it ran, and the run said only "timing them failed". The one that failed is named,
-    the other is fit's step; an autotuned one goes to the store, as where the other does
-    not compile (on a CPU XLA writes no results to keep, which the block says)."""
+    """ViT-B/16 on an H100 (2026-12-07): its heuristic program raised when it ran, and the
+    run said only "timing them failed". The one that failed is named, the other is fit's
+    step; an autotuned one goes to the store (on a CPU XLA writes no results to keep)."""
     found = run_python(ONE_DOES_NOT_RUN, {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
                                           "PYTHONPATH": f"{NO_TF}:{ROOT}",
                                           "STORE": str(tmp_path), "FAILS": fails})
