@@ -25,6 +25,17 @@ def _hours(value) -> str:
     return "n/a" if value is None else f"{value:,.4f}" if value < 1 else f"{value:,.2f}"
 
 
+def _epoch_either_way(machine: dict) -> str:
+    """The hours an epoch sooner and later, where the epochs are another run's: a seed or
+    a backend moved the digits job's epochs to 0.98 by one or two (decide_check's seeds)."""
+    epochs, hours, epoch = machine["epochs"], machine.get("hours"), machine.get("epoch_seconds")
+    if hours is None or epoch is None:
+        return ""
+    low = hours - epoch / 3600 if epochs > 1 else hours
+    return (f"; at {max(epochs - 1, 1)}-{epochs + 1} epochs, {_hours(low)}-"
+            f"{_hours(hours + epoch / 3600)} h")
+
+
 def _line(text) -> str:
     """`text` as one printable line (a folder's name as the user typed it)."""
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(text))
@@ -138,7 +149,7 @@ def caveats(machine: dict) -> list[str]:
                    f"{machine['overhead_whose']}")
     if machine.get("epochs_whose"):
         out.append(f"caveat: {label}: its {machine['epochs']} epochs to the target are "
-                   f"{machine['epochs_whose']}")
+                   f"{machine['epochs_whose']}{_epoch_either_way(machine)}")
     if machine.get("from", {}).get("precision"):
         out.append(f"caveat: {label}: {machine['from']['precision']}")
     low, high = machine.get("images_per_sec_min"), machine.get("images_per_sec_max")
