@@ -63,7 +63,7 @@ def convergence(runs: list[dict], found: dict, target: float) -> dict:
         converged = (f"from {', '.join(r['name'] for r, _, _ in usable)} "
                      f"({', '.join(sorted({r['backend'] for r, _, _ in usable}))}): no full run on "
                      f"{found['backend']} was given, and another backend's numerics can reach "
-                     "the target an epoch sooner or later")
+                     "the target an epoch or two sooner or later")
     elif len(apart) > 1:
         converged = (f"the full runs reached it at epochs {apart[0]}-{apart[-1]}: this "
                      f"machine's backend's at {epochs}")

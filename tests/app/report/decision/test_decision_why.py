@@ -161,11 +161,11 @@ def test_the_epochs_come_from_the_machines_own_backend_and_a_borrowed_one_is_sai
     from app.report.decision import page as decision_page
 
     lines = decision_page.caveats(alone["b"])
-    b, epoch_hours = alone["b"], alone["b"]["epoch_seconds"] / 3600  # an epoch either way
+    b, epoch_hours = alone["b"], alone["b"]["epoch_seconds"] / 3600  # two epochs either way
     assert ("caveat: 1 x B (jax, probe b): its 4 epochs to the target are from tf "
             "(tensorflow): no full run on jax was given, and another backend's numerics can "
-            f"reach the target an epoch sooner or later; at 3-5 epochs, "
-            f"{b['hours'] - epoch_hours:.4f}-{b['hours'] + epoch_hours:.4f} h") in lines
+            f"reach the target an epoch or two sooner or later; at 2-6 epochs, "
+            f"{b['hours'] - 2 * epoch_hours:.4f}-{b['hours'] + 2 * epoch_hours:.4f} h") in lines
     assert b["hours"] * 3600 == pytest.approx(sum(b["terms"].values()))
     assert epoch_hours * 3600 == pytest.approx((b["terms"]["training"]
                                                 + b["terms"]["evaluation"]) / 4)
