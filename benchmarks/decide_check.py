@@ -160,7 +160,7 @@ def main(argv=None) -> int:
             for backend in BACKENDS:
                 other = next(b for b in BACKENDS if b != backend)
                 run_folder, probe_folder = folders[backend]
-                found = measured(run_folder, target)
+                found = seeded[backend][0]  # the run at SEED, measured above
                 hours = found["hours"]
                 for kind, source in (("same backend", run_folder),
                                      ("cross backend", folders[other][0])):

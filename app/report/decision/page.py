@@ -25,20 +25,14 @@ def _hours(value) -> str:
     return "n/a" if value is None else f"{value:,.4f}" if value < 1 else f"{value:,.2f}"
 
 
-EPOCHS_EITHER_WAY = 2  # a seed or a backend moved the digits job's epochs to 0.98 by one
-# or two (TensorFlow 9, 9, 9, 8 and JAX 7, 7, 7, 9 at batch 64: decide_check's seeds)
-
-
 def _epoch_either_way(machine: dict) -> str:
-    """The hours EPOCHS_EITHER_WAY epochs sooner and later, where the epochs are another
-    run's."""
-    epochs, hours, epoch = machine["epochs"], machine.get("hours"), machine.get("epoch_seconds")
-    if hours is None or epoch is None:
+    """The hours a few epochs sooner and later (predict.py's), where the epochs are
+    another run's."""
+    either = machine.get("epochs_either_way")
+    if not either:
         return ""
-    fewer = min(EPOCHS_EITHER_WAY, epochs - 1)
-    return (f"; at {epochs - fewer}-{epochs + EPOCHS_EITHER_WAY} epochs, "
-            f"{_hours(hours - fewer * epoch / 3600)}-"
-            f"{_hours(hours + EPOCHS_EITHER_WAY * epoch / 3600)} h")
+    (fewest, most), (low, high) = either["epochs"], either["hours"]
+    return f"; at {fewest}-{most} epochs, {_hours(low)}-{_hours(high)} h"
 
 
 def _line(text) -> str:
