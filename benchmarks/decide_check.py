@@ -21,7 +21,9 @@ load moved is read with that in mind. The result JSON holds every prediction, it
 error, the commit and the command; README quotes its errors. With --seeds=N, each full
 run is made again at N-1 more seeds (runs only): their spread of hours to the target is how
 close one run's epochs can predict another's, and each case says if its prediction falls
-inside it.
+inside it. A cross-backend case also records the range the decision states beside its
+borrowed epochs (the hours two epochs either way) and whether the measured hours, at SEED
+and at each seed, fall inside it: the claim the decision makes there.
 """
 
 from __future__ import annotations
@@ -89,7 +91,8 @@ def predicted(run_folder: str, probe_folder: str, target: float) -> dict:
     return {"hours": probe.get("hours"), "why_none": probe.get("why"),
             "terms_seconds": {k: round(v, 2) for k, v in (probe.get("terms") or {}).items()},
             "overhead": probe.get("overhead"), "overhead_whose": probe.get("overhead_whose"),
-            "startup_note": probe.get("startup_note"), "from": probe.get("from")}
+            "startup_note": probe.get("startup_note"), "from": probe.get("from"),
+            "either_way": probe.get("epochs_either_way")}
 
 
 def measured(run_folder: str, target: float) -> dict:
@@ -115,6 +118,22 @@ def spread(runs: list[dict], predicted_hours: float | None) -> dict:
             "measured_hours_range": [low, high],
             "within_seed_range": (low <= predicted_hours <= high)
             if hours and predicted_hours else None}
+
+
+def stated(either_way: dict | None, runs: list[dict]) -> dict:
+    """Where the prediction borrowed another run's epochs, the range the decision states
+    beside it (its hours at EPOCHS_EITHER_WAY epochs sooner and later: decision.json's
+    epochs_either_way) and whether the measured hours fall inside it: at SEED, and over
+    every seed that reached the target."""
+    if not either_way:
+        return {}
+    low, high = either_way["hours"]
+    hours = [r["hours"] for r in runs if r["hours"] is not None]
+    return {"stated_range_epochs": either_way["epochs"], "stated_range_hours": [low, high],
+            "within_stated_range": (low <= runs[0]["hours"] <= high)
+            if runs[0]["hours"] is not None else None,
+            "seeds_within_stated_range": f"{sum(low <= h <= high for h in hours)} of "
+                                         f"{len(hours)}"}
 
 
 def main(argv=None) -> int:
@@ -175,6 +194,7 @@ def main(argv=None) -> int:
                                   "measured_epoch": found["epoch"],
                                   "run_best_top1": found["best_top1"],
                                   **spread(seeded[backend], guess["hours"]),
+                                  **stated(guess["either_way"], seeded[backend]),
                                   "error": round(error, 4) if error is not None else None,
                                   "within": (abs(error) <= (SAME_WITHIN if kind == "same backend"
                                                             else CROSS_WITHIN))
@@ -192,6 +212,7 @@ def main(argv=None) -> int:
     same = [c["error"] for c in cases if c["prediction"] == "same backend" and c["error"] is not None]
     cross = [c["error"] for c in cases if c["prediction"] == "cross backend"
              and c["error"] is not None]
+    ranged = [c["within_stated_range"] for c in cases if "within_stated_range" in c]
     emit({
         "what": "The decision's prediction error on this machine: each full run's measured "
                 "hours to its target against the hours predicted from a probe of its own "
@@ -207,7 +228,9 @@ def main(argv=None) -> int:
         "summary": {"same_backend_errors": same, "cross_backend_errors": cross,
                     "same_backend_max_abs": max(map(abs, same)) if same else None,
                     "cross_backend_max_abs": max(map(abs, cross)) if cross else None,
-                    "all_within": all(c["within"] for c in cases)},
+                    "all_within": all(c["within"] for c in cases),
+                    "within_stated_range": f"{sum(r is True for r in ranged)} of "
+                                           f"{len(ranged)} borrowed-epoch cases"},
         "cases": cases, "processes": processes,
     }, args.out)
     return 0

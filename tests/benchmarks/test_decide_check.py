@@ -1,6 +1,7 @@
 """benchmarks/decide_check.py's seed spread, by hand: the range of the measured hours
 over the seeds that reached the target, and whether a prediction falls inside it; the
-check refuses fewer than one seed before it runs anything."""
+range the decision states beside borrowed epochs, and which measured hours fall inside it;
+the check refuses fewer than one seed before it runs anything."""
 
 import os
 import subprocess
@@ -34,6 +35,18 @@ def test_one_seed_has_no_spread_and_none_reached_has_no_range():
     found = decide_check.spread([_run(0, None), _run(1, None)], 0.005)
     assert found["measured_hours_range"] == [None, None]
     assert found["within_seed_range"] is None
+
+
+def test_the_stated_range_is_the_decisions_and_is_checked_at_each_seed():
+    either_way = {"epochs": [5, 9], "hours": [0.0040, 0.0060]}  # decision.json's entry
+    runs = [_run(0, 0.0062), _run(1, 0.0050), _run(2, None), _run(3, 0.0040)]
+    found = decide_check.stated(either_way, runs)
+    assert found["stated_range_epochs"] == [5, 9]
+    assert found["stated_range_hours"] == [0.0040, 0.0060]
+    assert found["within_stated_range"] is False  # seed 0's 0.0062 is above it
+    assert found["seeds_within_stated_range"] == "2 of 3"  # the edge counts; None did not reach
+    assert decide_check.stated(either_way, [_run(0, None)])["within_stated_range"] is None
+    assert decide_check.stated(None, runs) == {}  # its own epochs: no range is stated
 
 
 @pytest.mark.parametrize("seeds", ["0", "-2"])
