@@ -23,7 +23,8 @@ run is made again at N-1 more seeds (runs only): their spread of hours to the ta
 close one run's epochs can predict another's, and each case says if its prediction falls
 inside it. A cross-backend case also records the range the decision states beside its
 borrowed epochs (the hours two epochs either way) and whether the measured hours, at SEED
-and at each seed, fall inside it: the claim the decision makes there.
+and at each seed, fall inside it: the claim the decision makes there; and its error had its
+epoch overhead been its own backend's run's (the borrowed epochs' share of the error).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def predicted(run_folder: str, probe_folder: str, target: float) -> dict:
             "terms_seconds": {k: round(v, 2) for k, v in (probe.get("terms") or {}).items()},
             "overhead": probe.get("overhead"), "overhead_whose": probe.get("overhead_whose"),
             "startup_note": probe.get("startup_note"), "from": probe.get("from"),
-            "either_way": probe.get("epochs_either_way")}
+            "either_way": probe.get("epochs_either_way"), "terms": probe.get("terms")}
 
 
 def measured(run_folder: str, target: float) -> dict:
@@ -134,6 +135,18 @@ def stated(either_way: dict | None, runs: list[dict]) -> dict:
             if runs[0]["hours"] is not None else None,
             "seeds_within_stated_range": f"{sum(low <= h <= high for h in hours)} of "
                                          f"{len(hours)}"}
+
+
+def own_overhead_error(guess: dict, own_overhead: float | None,
+                       hours: float | None) -> float | None:
+    """A cross-backend prediction's error had its epoch overhead been its own backend's
+    run's (`own_overhead`) rather than borrowed: the part of its error the borrowed epochs
+    (and the rates) make, without the borrowed overhead's."""
+    terms = guess.get("terms")
+    if not terms or not own_overhead or not hours:
+        return None
+    seconds = terms["startup"] + terms["training"] * own_overhead
+    return round(seconds / 3600 / hours - 1, 4)
 
 
 def main(argv=None) -> int:
@@ -181,11 +194,15 @@ def main(argv=None) -> int:
                 run_folder, probe_folder = folders[backend]
                 found = seeded[backend][0]  # the run at SEED, measured above
                 hours = found["hours"]
+                own = None  # the same-backend prediction's overhead: its own run's
                 for kind, source in (("same backend", run_folder),
                                      ("cross backend", folders[other][0])):
                     guess = predicted(source, probe_folder, target)
                     error = (guess["hours"] / hours - 1 if guess["hours"] and hours
                              else None)
+                    own = guess["overhead"] if kind == "same backend" else own
+                    mixed = ({"error_with_own_overhead": own_overhead_error(guess, own, hours)}
+                             if kind == "cross backend" else {})
                     cases.append({"job": job, "global_batch_size": batch, "backend": backend,
                                   "prediction": kind, "target_top1": target,
                                   "epochs_from": os.path.basename(source),
@@ -196,6 +213,7 @@ def main(argv=None) -> int:
                                   **spread(seeded[backend], guess["hours"]),
                                   **stated(guess["either_way"], seeded[backend]),
                                   "error": round(error, 4) if error is not None else None,
+                                  **mixed,
                                   "within": (abs(error) <= (SAME_WITHIN if kind == "same backend"
                                                             else CROSS_WITHIN))
                                   if error is not None else None, **{

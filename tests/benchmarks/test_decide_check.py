@@ -1,7 +1,7 @@
 """benchmarks/decide_check.py's seed spread, by hand: the range of the measured hours
 over the seeds that reached the target, and whether a prediction falls inside it; the
 range the decision states beside borrowed epochs, and which measured hours fall inside it;
-the check refuses fewer than one seed before it runs anything."""
+a borrowed-epoch error recomputed with the machine's own overhead; the check refuses fewer than one seed before it runs anything."""
 
 import os
 import subprocess
@@ -47,6 +47,19 @@ def test_the_stated_range_is_the_decisions_and_is_checked_at_each_seed():
     assert found["seeds_within_stated_range"] == "2 of 3"  # the edge counts; None did not reach
     assert decide_check.stated(either_way, [_run(0, None)])["within_stated_range"] is None
     assert decide_check.stated(None, runs) == {}  # its own epochs: no range is stated
+
+
+def test_the_error_with_its_own_overhead_swaps_only_the_evaluation_term():
+    # JAX from TensorFlow's epochs (the third check's digits at 64): start-up 6.91 s and
+    # 9 epochs' training 12.97 s, TensorFlow's overhead 1.247; JAX's own run's is 1.089
+    guess = {"terms": {"startup": 6.91, "training": 12.97, "evaluation": 12.97 * 0.247}}
+    measured = 17.75 / 3600
+    by_hand = (6.91 + 12.97 + 12.97 * 0.089) / 17.75 - 1
+    assert decide_check.own_overhead_error(guess, 1.089, measured) == round(by_hand, 4)
+    assert 0.18 < by_hand < 0.19  # against +30.0% with the borrowed overhead
+    assert decide_check.own_overhead_error({"terms": None}, 1.089, measured) is None
+    assert decide_check.own_overhead_error(guess, None, measured) is None
+    assert decide_check.own_overhead_error(guess, 1.089, None) is None
 
 
 @pytest.mark.parametrize("seeds", ["0", "-2"])
