@@ -240,7 +240,7 @@ def why_lines(rows: list[dict]) -> list[str]:
     for row in rows:
         change = row.get("largest_change")
         if change and row.get("breakdown") and (change.get("words") or change.get("kind")):
-            words = change.get("words") or (  # a row read back keeps the figures alone
+            words = change.get("words") or (  # a row written before words were kept
                 f"{change['kind']} {change['before_us']:,.1f} -> "
                 f"{change['after_us']:,.1f} us an image")
             lines.append(f"{row['rung']}: {words} "

@@ -250,10 +250,14 @@ def checked_row(raw) -> dict:
     if row.get("breakdown") is not None:
         _check_breakdown(row["breakdown"])
     change = row.get("largest_change")
-    if change is not None:
-        row["largest_change"] = {"kind": _text(untrusted.field(change, "kind", "text"), "kind"),
-                                 **{k: untrusted.field(change, k, "number", low=0, high=1e12)
-                                    for k in ("before_us", "after_us")}}
+    if change is not None:  # a null kind: no kind moved with the speed, or two backends
+        kind = untrusted.field(change, "kind", "text", required=False)
+        words = untrusted.field(change, "words", "text", required=False)
+        row["largest_change"] = {
+            "kind": kind and _text(kind, "kind"),
+            "words": words and _text(words, "largest_change.words"),
+            **{k: untrusted.field(change, k, "number", low=0, high=1e12,
+                                  required=kind is not None) for k in ("before_us", "after_us")}}
     return row
 
 

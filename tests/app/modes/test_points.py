@@ -44,6 +44,41 @@ def test_a_good_row_is_kept_and_fields_not_listed_are_left_out(tmp_path, capsys)
     assert capsys.readouterr().err == ""
 
 
+def test_every_largest_change_difference_writes_is_read_back_as_it_was(tmp_path, capsys):
+    """A rung's largest change in each form callbacks/profiling/difference.py writes: a
+    kind named, no kind moved with the speed, two backends (kind null, no figures). A
+    completed ladder whose rung had no kind was measured again on its rerun at 3ab39fc."""
+    from callbacks.profiling import difference
+
+    def side(ms, rate, backend="jax"):
+        return {"breakdown": {"step_ms": sum(ms.values()), "parts": {
+            k: {"ms": v, "share": v / sum(ms.values())} for k, v in ms.items()}},
+            "global_batch_size": 8, "images_per_sec": rate, "backend": backend}
+
+    a = side({"convolutions": 40.0, "idle": 26.0}, 120.0)
+    changes = [difference.largest_change(a, side({"convolutions": 30.0, "idle": 26.0}, 140.0)),
+               difference.largest_change(a, side({"convolutions": 41.0, "idle": 27.0}, 130.0)),
+               difference.largest_change(a, side({"convolutions": 40.0, "idle": 26.0}, 130.0,
+                                                 "tensorflow"))]
+    assert [c["kind"] for c in changes] == ["convolutions", None, None]
+    rows = [{**GOOD, "point": name, "largest_change": change}
+            for name, change in zip(LADDER_NAMES, changes)]
+    done, _ = read_back(tmp_path, "ladder", {"ladder": rows})
+    assert capsys.readouterr().err == ""  # none measured again
+    for name, change in zip(LADDER_NAMES, changes):
+        kept = done[name]["largest_change"]
+        assert kept["kind"] == change["kind"] and kept["words"] == change["words"]
+        assert (kept["before_us"], kept["after_us"]) == (change.get("before_us"),
+                                                         change.get("after_us"))
+    lines = ladder.why_lines([{**done[name], "rung": name} for name in LADDER_NAMES[:3]])
+    assert [line.split(": ", 1)[1].split(" (")[0] for line in lines] == [
+        c["words"].split(" (")[0] for c in changes]
+    # a named kind still needs its figures
+    bare = {**GOOD, "point": LADDER_NAMES[0], "largest_change": {"kind": "convolutions"}}
+    assert read_back(tmp_path, "ladder", {"ladder": [bare]})[0] == {}
+    assert "'before_us' is missing" in capsys.readouterr().err
+
+
 def test_edited_cut_or_forged_rows_are_said_and_measured_again(tmp_path, capsys):
     """Markup as images/sec, 1e308 with no step time, a field missing: each row one
     warning naming the field, none kept (so each is measured again)."""
